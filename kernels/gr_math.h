@@ -1,0 +1,213 @@
+// gr_math.h — deterministic exp and log for double, the same bits on every path.
+//
+// Why not libm: glibc's exp/log and CUDA's exp/log are both good, but they are different
+// algorithms and disagree in the last bit on a fraction of inputs; the host compiler may also
+// inline its own version. gradrun promises the same bits on the CPU tape and on every device
+// path (DESIGN §2), so exp and log are written here once, from nothing but correctly rounded
+// IEEE binary64 operations (__dadd_rn, __dsub_rn, __dmul_rn, __ddiv_rn — see gr_device.h) and
+// integer bit manipulation. Each of those operations has exactly one correct answer, so the
+// composition has exactly one answer too, whatever the hardware. No FMA (it would change the
+// rounding), no libm, no standard headers (this must compile under NVRTC), no loops, no
+// __constant__ tables.
+//
+// Algorithms: after fdlibm's e_exp.c and e_log.c (Sun Microsystems, 1993, "Developed at SunSoft,
+// a Sun Microsystems, Inc. business. Permission to use, copy, modify, and distribute this software
+// is freely granted, provided that this notice is preserved."). The argument reductions, the
+// Remez coefficients and the shape of the reconstruction are theirs. Rewritten here: one
+// branch-free formula per function instead of fdlibm's fast-path variants, exact final sums
+// (Fast2Sum, and for log an exact f^2/2) that buy ~0.2 ulp of extra margin, the 2^k scaling,
+// and the special values. Both are faithful — error below 1 ulp over the whole range,
+// subnormals included; tests/test_detmath.cpp measures ~0.78 ulp worst for exp (subnormal
+// results; ~0.70 elsewhere) and ~0.66 for log, see docs/detmath.md.
+//
+// Special values: exp(±0) = 1, exp(+inf) = +inf, exp(-inf) = +0, exp(x > 709.78...) = +inf,
+// exp(x < -745.13...) = +0; log(±0) = -inf, log(x < 0) = NaN, log(+inf) = +inf, log(1) = +0.
+// A NaN argument comes back as the same NaN with its quiet bit set (done with integer ops, so the
+// payload does not depend on how a given chip propagates NaNs); a NaN made here (log of a
+// negative number) is always the canonical quiet NaN 0x7ff8000000000000.
+#pragma once
+
+#include "gr_device.h"
+
+// ---- private helpers -------------------------------------------------------------------------
+
+// The double with bit pattern `b`; all bit fiddling is done in unsigned arithmetic (no UB).
+GR_HD static inline double gr_detail_from_u64(unsigned long long b) {
+  return gr_from_bits(static_cast<long long>(b));
+}
+GR_HD static inline unsigned long long gr_detail_u64(double x) {
+  return static_cast<unsigned long long>(gr_bits(x));
+}
+
+// 2^e for a normal exponent, -1022 <= e <= 1023: just the biased exponent in place.
+GR_HD static inline double gr_detail_pow2(long long e) {
+  return gr_detail_from_u64(static_cast<unsigned long long>(e + 1023) << 52);
+}
+
+// A NaN argument, quieted, payload and sign kept.
+GR_HD static inline double gr_detail_quiet(double x) {
+  return gr_detail_from_u64(gr_detail_u64(x) | 0x0008000000000000ULL);
+}
+
+// The shift trick: with shift = 1.5 * 2^52 and |v| < 2^51, (v + shift) rounds v to the nearest
+// integer n (ties to even) and leaves n in the low mantissa bits, so bits(v + shift) - bits(shift)
+// == n and (v + shift) - shift == n exactly. That is round-to-integer and int -> double with IEEE
+// adds only — no conversion instructions whose rounding mode we would have to trust.
+//
+// ln2 is split as in fdlibm: ln2_hi has only 32 significant bits (21 trailing zero bits), so
+// k * ln2_hi is exact for |k| < 2^21, far more than the |k| <= 1075 needed here;
+// ln2_lo = ln2 - ln2_hi, rounded (~1.9e-10).
+// Both functions declare these as plain local constants (nothing to get wrong under NVRTC).
+
+// ---- exp -------------------------------------------------------------------------------------
+//
+// 1. Reduce: x = k*ln2 + r, k = round(x/ln2), |r| <= ~0.5*ln2 = 0.3466. r is carried as hi - lo:
+//    hi = x - k*ln2_hi is exact (k*ln2_hi is exact, and x and k*ln2_hi are both multiples of
+//    2^-54 with a difference below 0.5, so the difference fits in 53 bits), lo = k*ln2_lo.
+// 2. Approximate: with R(r) = r*(exp(r)+1)/(exp(r)-1), a Remez polynomial in r^2 gives
+//    c = r - r^2*(P1 + ... + P5*r^8) = r - (R(r) - 2) (|error| < 2^-59 on [0, 0.34658]), and
+//    exp(r) = 1 + 2r/(2 - c) = 1 + r + q with q = r*c/(2 - c).
+//    fdlibm sums this as 1 - ((lo - q) - hi), whose two roundings cost up to ~0.9 ulp when
+//    exp(r) < 1. Here 1 + hi is split exactly into a + e (Fast2Sum: |hi| < 1), and
+//    y = a + (e + (q - lo)) rounds once up to a tiny tail error: <= ~0.70 ulp in all.
+//    k = 0 needs no separate case (lo = 0, hi = r), and tiny |x| comes out as 1 + x.
+// 3. Scale by 2^k as two exact multiplications by 2^(k/2) and 2^(k - k/2): both factors are
+//    normal for every k in [-1075, 1024], y*2^(k/2) is normal, and the second product rounds
+//    at most once — into the subnormal range when the result is that small, to +inf never
+//    (x <= o_threshold keeps the result finite). For subnormal results that is a second
+//    rounding of y, at most 0.5 + 0.70/2 < 0.85 ulp (measured 0.78); musl's trick of rounding
+//    y to the subnormal precision first would win ~0.3 ulp there for another branch.
+//
+// Outside [u_threshold, o_threshold] (and for NaN) one rarely taken branch returns the answer.
+GR_HD static inline double gr_exp(double x) {
+  // o_threshold: the largest double whose exp is finite (ln(DBL_MAX) rounded down).
+  // u_threshold: the smallest double whose exp rounds to a nonzero value (just above
+  // -1075*ln2, where exp(x) = 2^-1075 = half the smallest subnormal).
+  const double o_threshold = 0x1.62e42fefa39efp+9;  // 709.782712893384
+  const double u_threshold = -0x1.74910d52d3051p+9; // -745.1332191019411
+  const double inv_ln2 = 0x1.71547652b82fep+0;      // 1/ln2
+  const double shift = 0x1.8p52;
+  const long long shift_bits = 0x4338000000000000LL;  // bits of shift
+  const double ln2_hi = 0x1.62e42fee00000p-1;          // 0x3fe62e42fee00000
+  const double ln2_lo = 0x1.a39ef35793c76p-33;         // 0x3dea39ef35793c76
+  const double P1 = 0x1.555555555553ep-3;
+  const double P2 = -0x1.6c16c16bebd93p-9;
+  const double P3 = 0x1.1566aaf25de2cp-14;
+  const double P4 = -0x1.bbd41c5d26bf1p-20;
+  const double P5 = 0x1.6376972bea4d0p-25;
+
+  if (!(x >= u_threshold && x <= o_threshold)) {
+    if (x != x) return gr_detail_quiet(x);
+    if (x > 0.0) return gr_detail_from_u64(0x7ff0000000000000ULL); // overflow, +inf -> +inf
+    return 0.0;                                                     // underflow, -inf -> +0
+  }
+
+  // k = round(x/ln2), |k| <= 1075, and kd = (double)k, both through the shift trick.
+  const double t = __dadd_rn(__dmul_rn(x, inv_ln2), shift);
+  const long long k = gr_bits(t) - shift_bits;
+  const double kd = __dsub_rn(t, shift);
+
+  const double hi = __dsub_rn(x, __dmul_rn(kd, ln2_hi)); // exact
+  const double lo = __dmul_rn(kd, ln2_lo);
+  const double r = __dsub_rn(hi, lo);
+
+  const double r2 = __dmul_rn(r, r);
+  const double p4 = __dadd_rn(P4, __dmul_rn(r2, P5));
+  const double p3 = __dadd_rn(P3, __dmul_rn(r2, p4));
+  const double p2 = __dadd_rn(P2, __dmul_rn(r2, p3));
+  const double p1 = __dadd_rn(P1, __dmul_rn(r2, p2));
+  const double c = __dsub_rn(r, __dmul_rn(r2, p1));
+  const double q = __ddiv_rn(__dmul_rn(r, c), __dsub_rn(2.0, c));
+  // y = 1 + hi - lo + q. a = 1 + hi rounded; e = (1 + hi) - a exactly (Fast2Sum, 1 >= |hi|).
+  const double a = __dadd_rn(1.0, hi);
+  const double e = __dsub_rn(hi, __dsub_rn(a, 1.0));
+  const double y = __dadd_rn(a, __dadd_rn(e, __dsub_rn(q, lo)));  // exp(r), in (0.7, 1.42)
+
+  // C++ integer division truncates toward zero: k1 in [-537, 512], k2 in [-538, 512].
+  const long long k1 = k / 2;
+  const long long k2 = k - k1;
+  return __dmul_rn(__dmul_rn(y, gr_detail_pow2(k1)), gr_detail_pow2(k2));
+}
+
+// ---- log -------------------------------------------------------------------------------------
+//
+// 1. Reduce: x = 2^k * (1 + f) with 1 + f in [sqrt(2)/2, sqrt(2)), so |f| < 0.4143. Subnormal
+//    x is first scaled by 2^54 (exact). f = (1 + f) - 1 is exact (Sterbenz).
+// 2. Approximate: s = f/(2 + f), so log(1 + f) = log(1 + s) - log(1 - s) = 2s + 2s^3/3 + ...
+//    = 2s + s*R(s^2), with R a Remez polynomial Lg1*z + ... + Lg7*z^7 in z = s^2
+//    (|error| < 2^-58.45 on |s| <= 0.1716), evaluated as an even and an odd half for a shorter
+//    dependency chain. With hfsq = f^2/2 and 2s = f - s*f:
+//    log(1 + f) = f - hfsq + s*(hfsq + R).
+// 3. Reconstruct: log(x) = k*ln2_hi + f - hfsq + (s*(hfsq + R) + k*ln2_lo). fdlibm evaluates
+//    this (its most accurate variant) as k*ln2_hi - ((hfsq - (...)) - f), where the roundings
+//    of hfsq and of the inner difference cost up to ~0.3 ulp on top of the final 0.5 (we
+//    measured 0.86 ulp). Here the three big terms are summed exactly and rounded once — see
+//    below — which leaves <= ~0.66 ulp. fdlibm's cheaper variants for small |f| and for k == 0
+//    are dropped: one formula for every input means no branches, and for x = 1 every term is
+//    +0, so log(1) = +0 exactly.
+GR_HD static inline double gr_log(double x) {
+  const double Lg1 = 0x1.5555555555593p-1;
+  const double Lg2 = 0x1.999999997fa04p-2;
+  const double Lg3 = 0x1.2492494229359p-2;
+  const double Lg4 = 0x1.c71c51d8e78afp-3;
+  const double Lg5 = 0x1.7466496cb03dep-3;
+  const double Lg6 = 0x1.39a09d078c69fp-3;
+  const double Lg7 = 0x1.2f112df3e5244p-3;
+  const double dbl_min = 0x1p-1022;
+  const double dbl_max = 0x1.fffffffffffffp+1023;
+  const double shift = 0x1.8p52;
+  const long long shift_bits = 0x4338000000000000LL;  // bits of shift
+  const double ln2_hi = 0x1.62e42fee00000p-1;          // 0x3fe62e42fee00000
+  const double ln2_lo = 0x1.a39ef35793c76p-33;         // 0x3dea39ef35793c76
+
+  long long k = 0;
+  if (!(x >= dbl_min && x <= dbl_max)) {  // rare: NaN, <= 0, subnormal, +inf
+    if (x != x) return gr_detail_quiet(x);
+    if (x == 0.0) return gr_detail_from_u64(0xfff0000000000000ULL);  // log(±0) = -inf
+    if (x < 0.0) return gr_detail_from_u64(0x7ff8000000000000ULL);   // canonical quiet NaN
+    if (x > dbl_max) return x;                                       // log(+inf) = +inf
+    x = __dmul_rn(x, 0x1p54);  // subnormal: exact scale into the normal range
+    k = -54;
+  }
+
+  // x is positive and normal here. Split off the exponent; put the mantissa m in
+  // [sqrt(2)/2, sqrt(2)): adding 0x95f64 << 32 to the fraction carries into bit 52 exactly when
+  // the fraction is >= 0x6a09c << 32 (1.4142074... ~ sqrt(2), fdlibm's threshold), and then m
+  // gets exponent -1 (m in [0.707, 1)) and k one more.
+  const unsigned long long u = gr_detail_u64(x);
+  const unsigned long long frac = u & 0x000fffffffffffffULL;
+  const unsigned long long carry = (frac + 0x00095f6400000000ULL) & 0x0010000000000000ULL;
+  k += static_cast<long long>(u >> 52) - 1023 + static_cast<long long>(carry >> 52);
+  const double m = gr_detail_from_u64(frac | (carry ^ 0x3ff0000000000000ULL));
+
+  const double f = __dsub_rn(m, 1.0);  // exact
+  const double s = __ddiv_rn(f, __dadd_rn(2.0, f));
+  const double z = __dmul_rn(s, s);
+  const double w = __dmul_rn(z, z);
+  const double t1 = __dmul_rn(w, __dadd_rn(Lg2, __dmul_rn(w, __dadd_rn(Lg4, __dmul_rn(w, Lg6)))));
+  const double t2 = __dmul_rn(
+      z, __dadd_rn(Lg1, __dmul_rn(w, __dadd_rn(Lg3, __dmul_rn(w, __dadd_rn(Lg5, __dmul_rn(w, Lg7)))))));
+  const double R = __dadd_rn(t2, t1);
+  const double hfsq = __dmul_rn(__dmul_rn(0.5, f), f);
+
+  // (double)k through the shift trick (|k| <= 1075), so the whole function is IEEE adds/muls.
+  const double kd = __dsub_rn(gr_from_bits(shift_bits + k), shift);
+  const double small = __dadd_rn(__dmul_rn(s, __dadd_rn(hfsq, R)), __dmul_rn(kd, ln2_lo));
+
+  // log(x) = kd*ln2_hi + f - hfsq + small. The first three terms carry almost all of the value,
+  // so they are summed without error and the result is rounded once at the end:
+  //  - hfsq = f^2/2 exactly as hh + hl: fh = f with its low 27 bits cleared (26 significant
+  //    bits), fl = f - fh (exact); hh = fh*fh/2 is exact, hl = fl*(f + fh)/2 is the rest, tiny.
+  //  - d + de = f - hh exactly (Fast2Sum, |f| > hh), then hi + lo = kd*ln2_hi + d exactly
+  //    (Fast2Sum, |kd*ln2_hi| >= 0.69 > |d| or kd = 0).
+  const double fh = gr_detail_from_u64(gr_detail_u64(f) & 0xfffffffff8000000ULL);
+  const double fl = __dsub_rn(f, fh);
+  const double hh = __dmul_rn(__dmul_rn(0.5, fh), fh);
+  const double hl = __dmul_rn(__dmul_rn(0.5, fl), __dadd_rn(f, fh));
+  const double d = __dsub_rn(f, hh);
+  const double de = __dsub_rn(__dsub_rn(f, d), hh);
+  const double A = __dmul_rn(kd, ln2_hi);  // exact
+  const double hi = __dadd_rn(A, d);
+  const double lo = __dsub_rn(d, __dsub_rn(hi, A));
+  return __dadd_rn(hi, __dadd_rn(lo, __dadd_rn(de, __dsub_rn(small, hl))));
+}

@@ -1,0 +1,235 @@
+// backward.cpp — the reverse walk and every op's backward rule, in one switch over the op table
+// (no default: a new op without a rule does not compile). Contributions land in gradient slots as
+// `slot = slot + c` (gr_accumulate), in the orders of the numerics contract (§5):
+//   • consumers contribute in descending node id (the reverse walk);
+//   • a binary op feeds its a-side, then its b-side; each walks the output in ascending order, so a
+//     broadcast slot sums its contributions in row-major subsequence order;
+//   • matmul/bmm gradients are summed in a fresh accumulator per element, then added to the slot.
+#include <cstring>
+
+#include "gr_ops_lane.h"
+#include "gr_ops_scalar.h"
+#include "grad/tape.h"
+#include "tensor/broadcast.h"
+#include "tensor/matmul.h"
+#include "tensor/reduce.h"
+
+namespace gr {
+
+struct TapeRules {
+  Tape& t;
+  const Node& n;
+  const double* g;  // dL/d(this node's output)
+
+  bool wants(int32_t id) const { return id >= 0 && t.nodes_[id].requires_grad; }
+  const Node& in(int32_t id) const { return t.nodes_[id]; }
+
+  // slot[ia(e)] += c(e) over the broadcast map, for whichever sides want a gradient.
+  template <class CA, class CB>
+  void binary(CA ca, CB cb) {
+    const BroadcastMap m = broadcast_map(in(n.a).shape, in(n.b).shape);
+    if (wants(n.a)) {
+      double* slot = t.ensure_grad(n.a);
+      for_each_broadcast(m, [&](int64_t e, int64_t ia, int64_t ib) { slot[ia] = gr_accumulate(slot[ia], ca(e, ia, ib)); });
+    }
+    if (wants(n.b)) {
+      double* slot = t.ensure_grad(n.b);
+      for_each_broadcast(m, [&](int64_t e, int64_t ia, int64_t ib) { slot[ib] = gr_accumulate(slot[ib], cb(e, ia, ib)); });
+    }
+  }
+
+  // slot[e] += c(e) for a same-shaped single input.
+  template <class C>
+  void unary(C c) {
+    if (!wants(n.a)) return;
+    double* slot = t.ensure_grad(n.a);
+    for (int64_t e = 0; e < n.numel(); ++e) slot[e] = gr_accumulate(slot[e], c(e));
+  }
+
+  void reduction() {
+    if (!wants(n.a)) return;
+    const Node& x = in(n.a);
+    double* slot = t.ensure_grad(n.a);
+    if (n.axis == kAllAxes) {
+      const double gi = n.op == Op::Mean ? __ddiv_rn(g[0], static_cast<double>(x.numel())) : g[0];
+      for (int64_t e = 0; e < x.numel(); ++e) slot[e] = gr_accumulate(slot[e], gi);
+      return;
+    }
+    const AxisLanes l = axis_lanes(x.shape, n.axis);
+    for (int64_t o = 0; o < l.outer; ++o)
+      for (int64_t k = 0; k < l.len; ++k)
+        for (int64_t i = 0; i < l.inner; ++i) {
+          const double gl = g[o * l.inner + i];
+          const double gi = n.op == Op::Mean ? __ddiv_rn(gl, static_cast<double>(l.len)) : gl;
+          double& s = slot[(o * l.len + k) * l.inner + i];
+          s = gr_accumulate(s, gi);
+        }
+  }
+
+  // One [M,K]·[K,N] product's gradients: dA = g·Bᵀ (Σ over j), dB = Aᵀ·g (Σ over i).
+  void matmul_grads(const double* A, const double* B, const double* gm, double* dA, double* dB, int64_t M, int64_t K,
+                    int64_t N) {
+    if (dA) matmul_exact({gm, N, 1, B, 1, N, dA, M, N, K, MatmulStore::Accumulate});
+    if (dB) matmul_exact({A, 1, K, gm, N, 1, dB, K, M, N, MatmulStore::Accumulate});
+  }
+
+  void matmul() {
+    const Node &A = in(n.a), &B = in(n.b);
+    double* dA = wants(n.a) ? t.ensure_grad(n.a) : nullptr;
+    double* dB = wants(n.b) ? t.ensure_grad(n.b) : nullptr;
+    matmul_grads(A.val, B.val, g, dA, nullptr, A.shape[0], A.shape[1], B.shape[1]);
+    matmul_grads(A.val, B.val, g, nullptr, dB, A.shape[0], A.shape[1], B.shape[1]);
+  }
+
+  void bmm() {
+    const Node &A = in(n.a), &B = in(n.b);
+    const int64_t batches = n.shape[0], M = A.shape[1], K = A.shape[2], N = B.shape[2];
+    const int64_t sa = A.shape[0] == 1 ? 0 : M * K, sb = B.shape[0] == 1 ? 0 : K * N;
+    double* dA = wants(n.a) ? t.ensure_grad(n.a) : nullptr;
+    double* dB = wants(n.b) ? t.ensure_grad(n.b) : nullptr;
+    if (dA)  // a-side first, batches ascending (a shared batch-1 slot sums them in that order)
+      for (int64_t i = 0; i < batches; ++i)
+        matmul_grads(A.val + i * sa, B.val + i * sb, g + i * M * N, dA + i * sa, nullptr, M, K, N);
+    if (dB)
+      for (int64_t i = 0; i < batches; ++i)
+        matmul_grads(A.val + i * sa, B.val + i * sb, g + i * M * N, nullptr, dB + i * sb, M, K, N);
+  }
+
+  void transpose() {
+    if (!wants(n.a)) return;
+    const Shape& s = in(n.a).shape;
+    const int64_t R = s[s.rank() - 2], C = s[s.rank() - 1], mats = s.numel() / (R * C);
+    double* slot = t.ensure_grad(n.a);
+    for (int64_t m = 0; m < mats; ++m)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < C; ++c) {
+          double& d = slot[m * R * C + r * C + c];
+          d = gr_accumulate(d, g[m * R * C + c * R + r]);
+        }
+  }
+
+  void slice() {
+    if (!wants(n.a)) return;
+    const Shape& s = in(n.a).shape;
+    const Strides st = row_major_strides(s);
+    double* slot = t.ensure_grad(n.a);
+    const int r = s.rank();
+    const int64_t inner = n.shape[r - 1], rows = n.numel() / inner;
+    int64_t idx[kMaxDims] = {};
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t dst = n.starts[r - 1];
+      for (int d = 0; d < r - 1; ++d) dst += (n.starts[d] + idx[d]) * st.s[d];
+      for (int64_t j = 0; j < inner; ++j) slot[dst + j] = gr_accumulate(slot[dst + j], g[row * inner + j]);
+      for (int d = r - 2; d >= 0; --d) {
+        if (++idx[d] < n.shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+
+  void concat() {
+    const AxisLanes la = axis_lanes(in(n.a).shape, n.axis), lb = axis_lanes(in(n.b).shape, n.axis);
+    const int64_t ca = la.len * la.inner, cb = lb.len * lb.inner;
+    double* da = wants(n.a) ? t.ensure_grad(n.a) : nullptr;
+    double* db = wants(n.b) ? t.ensure_grad(n.b) : nullptr;
+    for (int64_t o = 0; o < la.outer; ++o) {
+      const double* src = g + o * (ca + cb);
+      if (da)
+        for (int64_t j = 0; j < ca; ++j) da[o * ca + j] = gr_accumulate(da[o * ca + j], src[j]);
+      if (db)
+        for (int64_t j = 0; j < cb; ++j) db[o * cb + j] = gr_accumulate(db[o * cb + j], src[ca + j]);
+    }
+  }
+
+  void lane() {
+    if (!wants(n.a)) return;
+    double* slot = t.ensure_grad(n.a);
+    const AxisLanes l = axis_lanes(n.shape, n.axis);
+    for (int64_t o = 0; o < l.outer; ++o)
+      for (int64_t i = 0; i < l.inner; ++i) {
+        const int64_t base = o * l.len * l.inner + i;
+        if (n.op == Op::Softmax) gr_softmax_lane_bwd(g + base, n.val + base, slot + base, l.len, l.inner);
+        else gr_log_softmax_lane_bwd(g + base, n.val + base, slot + base, l.len, l.inner);
+      }
+  }
+
+  void softmax_cross_entropy() {
+    const Node &X = in(n.a), &T = in(n.b);
+    const int64_t rows = X.shape[0], C = X.shape[1];
+    double* sx = wants(n.a) ? t.ensure_grad(n.a) : nullptr;
+    double* st = wants(n.b) ? t.ensure_grad(n.b) : nullptr;
+    const double q = __ddiv_rn(g[0], static_cast<double>(rows));
+    for (int64_t r = 0; r < rows; ++r)
+      gr_sce_row_bwd(X.val + r * C, T.val + r * C, q, sx ? sx + r * C : nullptr, st ? st + r * C : nullptr, C);
+  }
+
+  void apply() {
+    const double* y = n.val;
+    const double* x = n.a >= 0 ? in(n.a).val : nullptr;
+    const double* b = n.b >= 0 ? in(n.b).val : nullptr;
+    const double s = n.scalar;
+    switch (n.op) {
+      case Op::Param:
+      case Op::Const: return;
+      case Op::Add: return binary([&](int64_t e, int64_t, int64_t) { return gr_add_bwd_a(g[e]); },
+                                  [&](int64_t e, int64_t, int64_t) { return gr_add_bwd_b(g[e]); });
+      case Op::Sub: return binary([&](int64_t e, int64_t, int64_t) { return gr_sub_bwd_a(g[e]); },
+                                  [&](int64_t e, int64_t, int64_t) { return gr_sub_bwd_b(g[e]); });
+      case Op::Mul: return binary([&](int64_t e, int64_t, int64_t ib) { return gr_mul_bwd_a(g[e], b[ib]); },
+                                  [&](int64_t e, int64_t ia, int64_t) { return gr_mul_bwd_b(g[e], x[ia]); });
+      case Op::Div: return binary([&](int64_t e, int64_t, int64_t ib) { return gr_div_bwd_a(g[e], b[ib]); },
+                                  [&](int64_t e, int64_t, int64_t ib) { return gr_div_bwd_b(g[e], y[e], b[ib]); });
+      case Op::Neg: return unary([&](int64_t e) { return gr_neg_bwd(g[e]); });
+      case Op::AddScalar: return unary([&](int64_t e) { return gr_adds_bwd(g[e]); });
+      case Op::MulScalar: return unary([&](int64_t e) { return gr_muls_bwd(g[e], s); });
+      case Op::Relu: return unary([&](int64_t e) { return gr_relu_bwd(g[e], x[e]); });
+      case Op::Sigmoid: return unary([&](int64_t e) { return gr_sigmoid_bwd(g[e], y[e]); });
+      case Op::Tanh: return unary([&](int64_t e) { return gr_tanh_bwd(g[e], y[e]); });
+      case Op::Exp: return unary([&](int64_t e) { return gr_exp_bwd(g[e], y[e]); });
+      case Op::Log: return unary([&](int64_t e) { return gr_log_bwd(g[e], x[e]); });
+      case Op::Sqrt: return unary([&](int64_t e) { return gr_sqrt_bwd(g[e], y[e]); });
+      case Op::Sum:
+      case Op::Mean: return reduction();
+      case Op::Matmul: return matmul();
+      case Op::Bmm: return bmm();
+      case Op::Transpose: return transpose();
+      case Op::Reshape: return unary([&](int64_t e) { return g[e]; });
+      case Op::Slice: return slice();
+      case Op::Concat: return concat();
+      case Op::Softmax:
+      case Op::LogSoftmax: return lane();
+      case Op::SoftmaxCrossEntropy: return softmax_cross_entropy();
+    }
+  }
+};
+
+bool Tape::backward(Var loss) {
+  if (!ok_) return false;
+  if (loss.id < 0 || loss.id >= size()) {
+    error_ = "backward: loss is not a variable of this tape (id " + std::to_string(loss.id) + ")";
+    ok_ = false;
+    return false;
+  }
+  if (!nodes_[loss.id].val) {
+    error_ = "backward: node " + std::to_string(loss.id) +
+             " has no host value (it depends on a lazy or dropped constant); the CPU tape cannot evaluate it";
+    ok_ = false;
+    return false;
+  }
+  for (Node& n : nodes_)  // intermediate gradients restart; parameter gradients accumulate
+    if (n.op != Op::Param) {
+      if (n.grad) std::fill_n(n.grad, n.numel(), 0.0);
+      n.touched = false;
+    }
+  if (!nodes_[loss.id].requires_grad) return true;  // no parameter upstream: nothing to do
+  double* seed = ensure_grad(loss.id);
+  for (int64_t e = 0; e < nodes_[loss.id].numel(); ++e) seed[e] = gr_accumulate(seed[e], 1.0);
+  for (int32_t id = loss.id; id >= 0; --id) {
+    const Node& n = nodes_[id];
+    if (!n.requires_grad || !n.touched) continue;
+    TapeRules{*this, n, n.grad}.apply();
+  }
+  return true;
+}
+
+}  // namespace gr

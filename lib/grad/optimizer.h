@@ -1,0 +1,74 @@
+// optimizer.h — SGD and Adam over tape parameters, per-parameter L2, global-norm clipping (§5).
+//
+// Per step, for the registered parameters whose gradient backward touched (others are skipped,
+// not decayed — PyTorch's None-grad rule):
+//   clip (maxn > 0): sq = Σ g·g (registration order, elements ascending); norm = sqrt(sq);
+//                    cs = norm > maxn ? maxn / norm : 1
+//   ge = g·cs + α·w
+//   SGD : w = w − lr·ge
+//   Adam: t += 1; lr_t = lr·sqrt(1 − β2^t) / (1 − β1^t)   (host pow; shipped to devices as a scalar)
+//         m = β1·m + (1−β1)·ge;  v = β2·v + (1−β2)·(ge·ge);  w = w − (lr_t·m) / (sqrt(v) + ε)
+// (1−β computed at run time; the Kingma–Ba / scikit-learn placement of ε.)
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "grad/tape.h"
+
+namespace gr {
+
+enum class OptimizerKind { Sgd, Adam };
+
+struct AdamConfig {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+
+class Optimizer {
+ public:
+  static Optimizer sgd(double lr) { return Optimizer(OptimizerKind::Sgd, lr, {}); }
+  static Optimizer adam(double lr, AdamConfig config = {}) { return Optimizer(OptimizerKind::Adam, lr, config); }
+
+  // Register a parameter with its own L2 coefficient (weights α, biases 0).
+  void add(Tape& tape, Var param, double l2 = 0.0);
+  void set_clip(double max_norm) { clip_ = max_norm; }  // 0 = off
+  // One update from the gradients on the tape; parameters change in place on the tape.
+  void step(Tape& tape);
+
+  OptimizerKind kind() const { return kind_; }
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  double clip() const { return clip_; }
+  const AdamConfig& adam_config() const { return adam_; }
+  int64_t t() const { return t_; }
+  void set_t(int64_t t) { t_ = t; }
+  size_t count() const { return params_.size(); }
+  Var param(size_t i) const { return params_[i].var; }
+  double l2(size_t i) const { return params_[i].l2; }
+  // Adam moments of parameter i (registration order): readable and writable for checkpoints.
+  std::span<double> m(size_t i) { return {m_.data() + params_[i].offset, static_cast<size_t>(params_[i].len)}; }
+  std::span<double> v(size_t i) { return {v_.data() + params_[i].offset, static_cast<size_t>(params_[i].len)}; }
+  // Per-step scalars of the last step (devices take them as inputs).
+  double last_clip_scale() const { return last_cs_; }
+  double last_lr_t() const { return last_lr_t_; }
+  // lr_t for step t (Adam), exactly as step() computes it.
+  double adam_lr_t(int64_t t) const;
+
+ private:
+  Optimizer(OptimizerKind kind, double lr, AdamConfig config) : kind_(kind), lr_(lr), adam_(config) {}
+  struct Entry {
+    Var var;
+    double l2;
+    int64_t offset, len;
+  };
+  OptimizerKind kind_;
+  double lr_;
+  AdamConfig adam_;
+  double clip_ = 0.0;
+  int64_t t_ = 0;
+  std::vector<Entry> params_;
+  std::vector<double> m_, v_;
+  double last_cs_ = 1.0, last_lr_t_ = 0.0;
+};
+
+}  // namespace gr

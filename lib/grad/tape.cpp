@@ -1,0 +1,165 @@
+// tape.cpp — the tape's bookkeeping: leaves, node storage, poisoning, episodes, accessors.
+// The ops' forward arithmetic is in tape_ops.cpp, their backward rules in backward.cpp.
+#include "grad/tape.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace gr {
+
+namespace {
+// Constants at least this large get their own heap block, so drop_consts() really frees them.
+constexpr int64_t kDedicatedConstElems = int64_t(1) << 16;
+}  // namespace
+
+Tape::Tape() { nodes_.reserve(256); }
+Tape::~Tape() = default;
+
+Var Tape::poison(Op op, const std::string& why) {
+  if (ok_) {
+    ok_ = false;
+    error_ = std::string(op_name(op)) + ": " + why;
+  }
+  return Var{};
+}
+
+bool Tape::usable(Op op, Var v) {
+  if (!ok_) return false;
+  if (v.id < 0 || v.id >= size()) {
+    poison(op, "input is not a variable of this tape (id " + std::to_string(v.id) + ")");
+    return false;
+  }
+  return true;
+}
+
+Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape) {
+  Node& n = nodes_.emplace_back();
+  n.op = op;
+  n.a = a;
+  n.b = b;
+  n.shape = shape;
+  n.pos_before = arena_.pos();
+  const bool have_inputs = (a < 0 || nodes_[a].val) && (b < 0 || nodes_[b].val);
+  n.requires_grad = (a >= 0 && nodes_[a].requires_grad) || (b >= 0 && nodes_[b].requires_grad);
+  if (have_inputs) n.val = arena_.alloc(shape.numel());
+  value_end_ = arena_.pos();
+  return &n;
+}
+
+Var Tape::leaf(Op op, const Shape& shape, std::span<const double> values, bool lazy) {
+  if (!ok_) return Var{};
+  if (shape.rank() == 0) return poison(op, "shape has rank 0; a scalar is shape [1]");
+  if (!lazy && static_cast<int64_t>(values.size()) != shape.numel())
+    return poison(op, "shape " + shape.str() + " needs " + std::to_string(shape.numel()) + " values, got " +
+                          std::to_string(values.size()));
+  Node& n = nodes_.emplace_back();
+  n.op = op;
+  n.shape = shape;
+  n.lazy = lazy;
+  n.requires_grad = (op == Op::Param);
+  n.pos_before = arena_.pos();
+  if (!lazy) {
+    if (op == Op::Const && shape.numel() >= kDedicatedConstElems) {
+      auto block = std::make_unique<double[]>(static_cast<size_t>(shape.numel()));
+      n.val = block.get();
+      dedicated_.emplace_back(size() - 1, std::move(block));
+    } else {
+      n.val = arena_.alloc(shape.numel());
+    }
+    std::memcpy(n.val, values.data(), values.size_bytes());
+  }
+  if (op == Op::Param) {  // parameters always own a gradient, kept across episodes
+    n.grad_pos = arena_.pos();
+    n.grad = arena_.alloc(shape.numel());
+    std::fill_n(n.grad, shape.numel(), 0.0);
+  }
+  value_end_ = arena_.pos();
+  return Var{size() - 1};
+}
+
+Var Tape::param(const Shape& shape, std::span<const double> values) { return leaf(Op::Param, shape, values, false); }
+Var Tape::constant(const Shape& shape, std::span<const double> values) {
+  return leaf(Op::Const, shape, values, false);
+}
+Var Tape::constant_lazy(const Shape& shape) { return leaf(Op::Const, shape, {}, true); }
+
+void Tape::set_value(Var v, std::span<const double> values) {
+  Node& n = const_cast<Node&>(node(v));
+  if (n.op != Op::Param && n.op != Op::Const)
+    throw Error("set_value: node " + std::to_string(v.id) + " is a " + std::string(op_name(n.op)) +
+                ", not a param or const");
+  if (!n.val) throw Error("set_value: node " + std::to_string(v.id) + " has no host storage (lazy or dropped)");
+  if (static_cast<int64_t>(values.size()) != n.numel())
+    throw Error("set_value: node " + std::to_string(v.id) + " of shape " + n.shape.str() + " needs " +
+                std::to_string(n.numel()) + " values, got " + std::to_string(values.size()));
+  std::memcpy(n.val, values.data(), values.size_bytes());
+}
+
+double* Tape::ensure_grad(int32_t id) {
+  Node& n = nodes_[id];
+  if (!n.grad) {
+    n.grad_pos = arena_.pos();
+    n.grad = arena_.alloc(n.numel());
+    std::fill_n(n.grad, n.numel(), 0.0);
+  }
+  n.touched = true;
+  return n.grad;
+}
+
+void Tape::reset_to(int32_t mark) {
+  if (mark < 0 || mark > size())
+    throw Error("reset_to: mark " + std::to_string(mark) + " is outside the tape (size " + std::to_string(size()) +
+                ")");
+  const Arena::Pos to = mark < size() ? nodes_[mark].pos_before : value_end_;
+  while (!dedicated_.empty() && dedicated_.back().first >= mark) dedicated_.pop_back();
+  nodes_.resize(static_cast<size_t>(mark));  // keeps capacity: no allocation next episode
+  for (Node& n : nodes_) {
+    if (n.grad && n.grad_pos >= to) n.grad = nullptr;  // its memory is being released
+    if (n.grad) std::fill_n(n.grad, n.numel(), 0.0);
+    n.touched = false;
+  }
+  arena_.rewind(to);
+  value_end_ = to;
+}
+
+void Tape::drop_consts() {
+  for (Node& n : nodes_)
+    if (n.op == Op::Const) n.val = nullptr;
+  dedicated_.clear();
+}
+
+const Node& Tape::node(Var v) const {
+  if (v.id < 0 || v.id >= size())
+    throw Error("variable id " + std::to_string(v.id) + " is not on this tape (size " + std::to_string(size()) +
+                (ok_ ? ")" : "; the tape is poisoned: " + error_ + ")"));
+  return nodes_[v.id];
+}
+
+ConstTensorView Tape::value(Var v) const {
+  const Node& n = node(v);
+  if (!n.val)
+    throw Error("node " + std::to_string(v.id) + " (" + std::string(op_name(n.op)) +
+                ") has no host value: it is or depends on a lazy or dropped constant");
+  return {n.shape, n.val};
+}
+
+ConstTensorView Tape::grad(Var v) {
+  const Node& n = node(v);
+  if (n.grad) return {n.shape, n.grad};
+  if (static_cast<int64_t>(zeros_.size()) < n.numel()) zeros_.assign(static_cast<size_t>(n.numel()), 0.0);
+  return {n.shape, zeros_.data()};
+}
+
+std::span<double> Tape::param_value(Var p) {
+  const Node& n = node(p);
+  if (n.op != Op::Param) throw Error("node " + std::to_string(p.id) + " is not a parameter");
+  return {n.val, static_cast<size_t>(n.numel())};
+}
+
+std::span<double> Tape::param_grad(Var p) {
+  const Node& n = node(p);
+  if (n.op != Op::Param) throw Error("node " + std::to_string(p.id) + " is not a parameter");
+  return {n.grad, static_cast<size_t>(n.numel())};
+}
+
+}  // namespace gr

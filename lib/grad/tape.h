@@ -1,0 +1,145 @@
+// tape.h — the define-by-run reverse-mode autodiff tape (DESIGN §4, numerics §5).
+//
+// Each op computes its value eagerly and appends one Node; inputs always have smaller ids, so the
+// reverse id order is a topological order and backward is one reverse walk. The tape is a
+// single-owner arena: it owns every value and gradient; param()/constant() copy the caller's data
+// in; value()/grad() hand out borrowed views (invalid after reset_to past the node or ~Tape).
+//
+// Errors: a shape mismatch or invalid argument POISONS the tape — ok() turns false, error() keeps
+// the first message (naming the op and the shapes), later ops return an invalid Var without
+// touching memory, and backward refuses. Accessors called with an invalid Var throw gr::Error.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "grad/arena.h"
+#include "grad/op_table.h"
+#include "tensor/tensor.h"
+
+namespace gr {
+
+struct Var {
+  int32_t id = -1;
+  bool valid() const { return id >= 0; }
+  friend bool operator==(Var, Var) = default;
+};
+
+inline constexpr int32_t kAllAxes = std::numeric_limits<int32_t>::min();
+
+struct Node {
+  Op op = Op::Const;
+  bool requires_grad = false;  // a parameter lies in its ancestor cone
+  bool touched = false;        // backward has added into its gradient this episode
+  bool lazy = false;           // a constant declared by shape; values come later (device only)
+  bool keepdims = false;       // axis reductions
+  int32_t a = -1, b = -1;      // input node ids (-1: none)
+  int32_t axis = 0;            // normalized axis, or kAllAxes
+  double scalar = 0.0;         // adds / muls operand
+  Shape shape;
+  int64_t starts[kMaxDims] = {};  // slice window: [starts, starts + shape)
+  double* val = nullptr;          // null: no host value (lazy or dropped const, or downstream of one)
+  double* grad = nullptr;         // null: no gradient memory (never reached by backward)
+  Arena::Pos pos_before;          // arena position before this node's value
+  Arena::Pos grad_pos;            // where its gradient was allocated
+  int64_t numel() const { return shape.numel(); }
+};
+
+class Tape {
+ public:
+  Tape();
+  ~Tape();
+  Tape(const Tape&) = delete;
+  Tape& operator=(const Tape&) = delete;
+
+  // ---- leaves -----------------------------------------------------------------------------
+  Var param(const Tensor& t) { return param(t.shape(), t.values()); }
+  Var param(const Shape& shape, std::span<const double> values);
+  Var constant(const Tensor& t) { return constant(t.shape(), t.values()); }
+  Var constant(const Shape& shape, std::span<const double> values);
+  Var constant_lazy(const Shape& shape);
+  // Overwrite a param's or const's values in place (same element count): minibatch input slots.
+  void set_value(Var leaf, std::span<const double> values);
+
+  // ---- ops (each records one node; mse is a composite of sub, mul, mean) ----------------------
+  Var add(Var a, Var b);
+  Var sub(Var a, Var b);
+  Var mul(Var a, Var b);
+  Var div(Var a, Var b);
+  Var neg(Var x);
+  Var adds(Var x, double s);
+  Var muls(Var x, double s);
+  Var relu(Var x);
+  Var sigmoid(Var x);
+  Var tanh(Var x);
+  Var exp(Var x);
+  Var log(Var x);
+  Var sqrt(Var x);
+  Var sum(Var x);
+  Var mean(Var x);
+  Var sum(Var x, int64_t axis, bool keepdims = false);
+  Var mean(Var x, int64_t axis, bool keepdims = false);
+  Var matmul(Var a, Var b);
+  Var bmm(Var a, Var b);
+  Var transpose(Var x);
+  Var reshape(Var x, std::span<const int64_t> shape);
+  Var softmax(Var x, int64_t axis = -1);
+  Var log_softmax(Var x, int64_t axis = -1);
+  Var softmax_cross_entropy(Var logits, Var targets);
+  Var slice(Var x, std::span<const int64_t> starts, std::span<const int64_t> stops);
+  Var concat(Var a, Var b, int64_t axis);
+  Var mse(Var y, Var target);
+
+  // ---- episodes ---------------------------------------------------------------------------
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }
+  int32_t size() const { return static_cast<int32_t>(nodes_.size()); }
+  int32_t mark() const { return size(); }
+  // Drop every node at id >= mark and zero (and un-touch) the gradients that remain.
+  void reset_to(int32_t mark);
+  // Free the host values of every constant (after a device capture uploaded them).
+  void drop_consts();
+  // dL/dloss = 1 (every element), one reverse walk. Non-parameter gradients restart from zero;
+  // parameter gradients accumulate across calls until reset_to. False (and poisoned) on failure.
+  bool backward(Var loss);
+
+  // ---- access -----------------------------------------------------------------------------
+  const Node& node(Var v) const;
+  const Node& node(int32_t id) const { return node(Var{id}); }
+  ConstTensorView value(Var v) const;
+  // The gradient; zeros when backward never reached v (const-only branches have no memory).
+  ConstTensorView grad(Var v);
+  double scalar(Var v) const { return value(v).data[0]; }
+  // Parameter storage for the optimizer: the live value and gradient, updated in place.
+  std::span<double> param_value(Var p);
+  std::span<double> param_grad(Var p);
+  const Arena& arena() const { return arena_; }
+
+ private:
+  friend struct TapeRules;  // backward rules (backward.cpp)
+  Var poison(Op op, const std::string& why);
+  bool usable(Op op, Var v);
+  Node* push(Op op, int32_t a, int32_t b, const Shape& shape);
+  double* ensure_grad(int32_t id);
+  Var leaf(Op op, const Shape& shape, std::span<const double> values, bool lazy);
+  template <class F>
+  Var binary(Op op, Var a, Var b, F f);
+  template <class F>
+  Var unary(Op op, Var x, double s, F f);
+  Var reduce(Op op, Var x, int64_t axis, bool keepdims);
+  Var lane(Op op, Var x, int64_t axis);
+
+  std::vector<Node> nodes_;
+  Arena arena_;
+  Arena::Pos value_end_;  // arena position after the last pushed value
+  std::vector<std::pair<int32_t, std::unique_ptr<double[]>>> dedicated_;  // big consts, own blocks
+  std::vector<double> zeros_;  // backing for grad() of unreached nodes
+  bool ok_ = true;
+  std::string error_;
+};
+
+}  // namespace gr

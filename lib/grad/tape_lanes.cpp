@@ -1,0 +1,136 @@
+// tape_lanes.cpp — forward of the lane ops (softmax, log_softmax, softmax cross-entropy), the
+// window ops (slice, concat) and the composite mse.
+#include <cstring>
+
+#include "gr_ops_lane.h"
+#include "grad/tape.h"
+#include "tensor/reduce.h"
+
+namespace gr {
+
+// softmax / log_softmax along one axis: lane (o, i) of [outer, L, inner] has stride `inner`.
+Var Tape::lane(Op op, Var x, int64_t axis) {
+  if (!usable(op, x)) return Var{};
+  const Shape in = nodes_[x.id].shape;
+  int ax = 0;
+  try {
+    ax = in.normalize_axis(axis);
+  } catch (const Error& e) {
+    return poison(op, e.what());
+  }
+  Node* n = push(op, x.id, -1, in);
+  n->axis = ax;
+  if (!n->val) return Var{size() - 1};
+  const AxisLanes l = axis_lanes(in, ax);
+  const double* px = nodes_[x.id].val;
+  for (int64_t o = 0; o < l.outer; ++o)
+    for (int64_t i = 0; i < l.inner; ++i) {
+      const int64_t base = o * l.len * l.inner + i;
+      if (op == Op::Softmax) gr_softmax_lane_fwd(px + base, n->val + base, l.len, l.inner);
+      else gr_log_softmax_lane_fwd(px + base, n->val + base, l.len, l.inner);
+    }
+  return Var{size() - 1};
+}
+
+Var Tape::softmax(Var x, int64_t axis) { return lane(Op::Softmax, x, axis); }
+Var Tape::log_softmax(Var x, int64_t axis) { return lane(Op::LogSoftmax, x, axis); }
+
+// softmax_cross_entropy: logits [N,C], targets [N,C] (one-hot rows) → [1], the mean over rows of
+// −Σ_c t·log_softmax(x); stable for large logits because every exp sees x − max ≤ 0.
+Var Tape::softmax_cross_entropy(Var logits, Var targets) {
+  const Op op = Op::SoftmaxCrossEntropy;
+  if (!usable(op, logits) || !usable(op, targets)) return Var{};
+  const Shape sx = nodes_[logits.id].shape, st = nodes_[targets.id].shape;
+  if (sx.rank() != 2 || !(sx == st))
+    return poison(op, "needs logits [N,C] and one-hot targets of the same shape, got " + sx.str() + " and " + st.str());
+  Node* n = push(op, logits.id, targets.id, Shape{1});
+  if (!n->val) return Var{size() - 1};
+  const int64_t rows = sx[0], C = sx[1];
+  const double* px = nodes_[logits.id].val;
+  const double* pt = nodes_[targets.id].val;
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) total = __dadd_rn(total, gr_sce_row_fwd(px + r * C, pt + r * C, C));
+  n->val[0] = gr_sce_finish(total, rows);
+  return Var{size() - 1};
+}
+
+// slice: the window [starts, stops) per dim (negative indices count from the end).
+Var Tape::slice(Var x, std::span<const int64_t> starts, std::span<const int64_t> stops) {
+  const Op op = Op::Slice;
+  if (!usable(op, x)) return Var{};
+  const Shape in = nodes_[x.id].shape;
+  if (starts.size() != static_cast<size_t>(in.rank()) || stops.size() != static_cast<size_t>(in.rank()))
+    return poison(op, "starts and stops need one entry per dim of " + in.str());
+  int64_t lo[kMaxDims], dims[kMaxDims];
+  for (int d = 0; d < in.rank(); ++d) {
+    const int64_t s = starts[d] < 0 ? starts[d] + in[d] : starts[d];
+    const int64_t e = stops[d] < 0 ? stops[d] + in[d] : stops[d];
+    if (s < 0 || e > in[d] || s >= e)
+      return poison(op, "window [" + std::to_string(starts[d]) + ", " + std::to_string(stops[d]) + ") of dim " +
+                            std::to_string(d) + " is empty or outside " + in.str());
+    lo[d] = s;
+    dims[d] = e - s;
+  }
+  Node* n = push(op, x.id, -1, Shape(std::span<const int64_t>(dims, static_cast<size_t>(in.rank()))));
+  std::copy(lo, lo + in.rank(), n->starts);
+  if (!n->val) return Var{size() - 1};
+  // Walk the window row by row along the last dim (contiguous in both tensors).
+  const Strides st = row_major_strides(in);
+  const int r = in.rank();
+  const int64_t inner = dims[r - 1], rows = n->numel() / inner;
+  int64_t idx[kMaxDims] = {};
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t src = lo[r - 1];
+    for (int d = 0; d < r - 1; ++d) src += (lo[d] + idx[d]) * st.s[d];
+    std::memcpy(n->val + row * inner, nodes_[x.id].val + src, static_cast<size_t>(inner) * sizeof(double));
+    for (int d = r - 2; d >= 0; --d) {
+      if (++idx[d] < dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return Var{size() - 1};
+}
+
+// concat: a and b joined along axis; every other dim must match.
+Var Tape::concat(Var a, Var b, int64_t axis) {
+  const Op op = Op::Concat;
+  if (!usable(op, a) || !usable(op, b)) return Var{};
+  const Shape sa = nodes_[a.id].shape, sb = nodes_[b.id].shape;
+  int ax = 0;
+  try {
+    ax = sa.normalize_axis(axis);
+  } catch (const Error& e) {
+    return poison(op, e.what());
+  }
+  bool fits = sa.rank() == sb.rank();
+  for (int d = 0; fits && d < sa.rank(); ++d) fits = d == ax || sa[d] == sb[d];
+  if (!fits) return poison(op, "shapes " + sa.str() + " and " + sb.str() + " differ off axis " + std::to_string(ax));
+  int64_t dims[kMaxDims];
+  std::copy(sa.dims().begin(), sa.dims().end(), dims);
+  dims[ax] = sa[ax] + sb[ax];
+  Shape out;
+  try {
+    out = Shape(std::span<const int64_t>(dims, static_cast<size_t>(sa.rank())));
+  } catch (const Error& e) {
+    return poison(op, e.what());
+  }
+  Node* n = push(op, a.id, b.id, out);
+  n->axis = ax;
+  if (!n->val) return Var{size() - 1};
+  // Each outer index copies a's block then b's block (contiguous runs of len*inner).
+  const AxisLanes la = axis_lanes(sa, ax), lb = axis_lanes(sb, ax);
+  const int64_t ca = la.len * la.inner, cb = lb.len * lb.inner;
+  for (int64_t o = 0; o < la.outer; ++o) {
+    std::memcpy(n->val + o * (ca + cb), nodes_[a.id].val + o * ca, static_cast<size_t>(ca) * sizeof(double));
+    std::memcpy(n->val + o * (ca + cb) + ca, nodes_[b.id].val + o * cb, static_cast<size_t>(cb) * sizeof(double));
+  }
+  return Var{size() - 1};
+}
+
+// mse = mean((y − t)²), recorded as sub, mul (fan-out of the difference), mean.
+Var Tape::mse(Var y, Var target) {
+  const Var d = sub(y, target);
+  return mean(mul(d, d));
+}
+
+}  // namespace gr

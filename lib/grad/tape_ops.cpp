@@ -1,0 +1,189 @@
+// tape_ops.cpp — every op's forward: check and infer the shape, record the node, compute the value
+// with the shared scalar definitions (kernels/) and the CPU loops (lib/tensor/).
+// Shapes:  B batch · M,K,N matmul dims · L lane (axis) length
+#include <algorithm>
+#include <cstring>
+
+#include "gr_ops_lane.h"
+#include "gr_ops_scalar.h"
+#include "grad/tape.h"
+#include "tensor/broadcast.h"
+#include "tensor/matmul.h"
+#include "tensor/reduce.h"
+
+namespace gr {
+
+// ---- elementwise -------------------------------------------------------------------------------
+template <class F>
+Var Tape::binary(Op op, Var a, Var b, F f) {
+  if (!usable(op, a) || !usable(op, b)) return Var{};
+  BroadcastMap m;
+  try {
+    m = broadcast_map(nodes_[a.id].shape, nodes_[b.id].shape);
+  } catch (const Error& e) {
+    return poison(op, e.what());
+  }
+  Node* n = push(op, a.id, b.id, m.out);
+  if (n->val) {
+    const double* pa = nodes_[a.id].val;
+    const double* pb = nodes_[b.id].val;
+    double* y = n->val;
+    for_each_broadcast(m, [&](int64_t e, int64_t ia, int64_t ib) { y[e] = f(pa[ia], pb[ib]); });
+  }
+  return Var{size() - 1};
+}
+
+template <class F>
+Var Tape::unary(Op op, Var x, double s, F f) {
+  if (!usable(op, x)) return Var{};
+  Node* n = push(op, x.id, -1, nodes_[x.id].shape);
+  n->scalar = s;
+  if (n->val) {
+    const double* px = nodes_[x.id].val;
+    double* y = n->val;
+    const int64_t count = n->numel();
+    for (int64_t e = 0; e < count; ++e) y[e] = f(px[e]);
+  }
+  return Var{size() - 1};
+}
+
+Var Tape::add(Var a, Var b) { return binary(Op::Add, a, b, [](double x, double y) { return gr_add_fwd(x, y); }); }
+Var Tape::sub(Var a, Var b) { return binary(Op::Sub, a, b, [](double x, double y) { return gr_sub_fwd(x, y); }); }
+Var Tape::mul(Var a, Var b) { return binary(Op::Mul, a, b, [](double x, double y) { return gr_mul_fwd(x, y); }); }
+Var Tape::div(Var a, Var b) { return binary(Op::Div, a, b, [](double x, double y) { return gr_div_fwd(x, y); }); }
+Var Tape::neg(Var x) { return unary(Op::Neg, x, 0.0, [](double v) { return gr_neg_fwd(v); }); }
+Var Tape::adds(Var x, double s) { return unary(Op::AddScalar, x, s, [s](double v) { return gr_adds_fwd(v, s); }); }
+Var Tape::muls(Var x, double s) { return unary(Op::MulScalar, x, s, [s](double v) { return gr_muls_fwd(v, s); }); }
+Var Tape::relu(Var x) { return unary(Op::Relu, x, 0.0, [](double v) { return gr_relu_fwd(v); }); }
+Var Tape::sigmoid(Var x) { return unary(Op::Sigmoid, x, 0.0, [](double v) { return gr_sigmoid_fwd(v); }); }
+Var Tape::tanh(Var x) { return unary(Op::Tanh, x, 0.0, [](double v) { return gr_tanh_fwd(v); }); }
+Var Tape::exp(Var x) { return unary(Op::Exp, x, 0.0, [](double v) { return gr_exp_fwd(v); }); }
+Var Tape::log(Var x) { return unary(Op::Log, x, 0.0, [](double v) { return gr_log_fwd(v); }); }
+Var Tape::sqrt(Var x) { return unary(Op::Sqrt, x, 0.0, [](double v) { return gr_sqrt_fwd(v); }); }
+
+// ---- reductions: all axes → [1]; one axis → that axis removed (or kept as 1) ---------------------
+Var Tape::reduce(Op op, Var x, int64_t axis, bool keepdims) {
+  if (!usable(op, x)) return Var{};
+  const Shape in = nodes_[x.id].shape;
+  Shape out{1};
+  int ax = kAllAxes;
+  if (axis != kAllAxes) {
+    try {
+      ax = in.normalize_axis(axis);
+    } catch (const Error& e) {
+      return poison(op, e.what());
+    }
+    int64_t dims[kMaxDims];
+    int r = 0;
+    for (int d = 0; d < in.rank(); ++d)
+      if (d != ax) dims[r++] = in[d];
+      else if (keepdims) dims[r++] = 1;
+    if (r == 0) dims[r++] = 1;
+    out = Shape(std::span<const int64_t>(dims, static_cast<size_t>(r)));
+  }
+  Node* n = push(op, x.id, -1, out);
+  n->axis = ax;
+  n->keepdims = keepdims;
+  if (!n->val) return Var{size() - 1};
+  const double* px = nodes_[x.id].val;
+  if (ax == kAllAxes) {
+    const double s = sum_ascending(px, in.numel());
+    n->val[0] = op == Op::Mean ? __ddiv_rn(s, static_cast<double>(in.numel())) : s;
+  } else {
+    const AxisLanes l = axis_lanes(in, ax);
+    sum_lanes(px, l, n->val);
+    if (op == Op::Mean)
+      for (int64_t e = 0; e < out.numel(); ++e) n->val[e] = __ddiv_rn(n->val[e], static_cast<double>(l.len));
+  }
+  return Var{size() - 1};
+}
+
+Var Tape::sum(Var x) { return reduce(Op::Sum, x, kAllAxes, false); }
+Var Tape::mean(Var x) { return reduce(Op::Mean, x, kAllAxes, false); }
+Var Tape::sum(Var x, int64_t axis, bool keepdims) { return reduce(Op::Sum, x, axis, keepdims); }
+Var Tape::mean(Var x, int64_t axis, bool keepdims) { return reduce(Op::Mean, x, axis, keepdims); }
+
+// ---- contractions ------------------------------------------------------------------------------
+// matmul: [M,K]·[K,N] → [M,N]
+Var Tape::matmul(Var a, Var b) {
+  if (!usable(Op::Matmul, a) || !usable(Op::Matmul, b)) return Var{};
+  const Shape sa = nodes_[a.id].shape, sb = nodes_[b.id].shape;
+  if (sa.rank() != 2 || sb.rank() != 2 || sa[1] != sb[0])
+    return poison(Op::Matmul, "needs [M,K]·[K,N], got " + sa.str() + " and " + sb.str());
+  Node* n = push(Op::Matmul, a.id, b.id, Shape{sa[0], sb[1]});
+  if (n->val)
+    matmul_exact({nodes_[a.id].val, sa[1], 1, nodes_[b.id].val, sb[1], 1, n->val, sa[0], sa[1], sb[1],
+                  MatmulStore::Overwrite});
+  return Var{size() - 1};
+}
+
+// bmm: [Ba,M,K]·[Bb,K,N] → [B,M,N], Ba and Bb each B or 1 (a batch of 1 is shared by every batch).
+Var Tape::bmm(Var a, Var b) {
+  if (!usable(Op::Bmm, a) || !usable(Op::Bmm, b)) return Var{};
+  const Shape sa = nodes_[a.id].shape, sb = nodes_[b.id].shape;
+  if (sa.rank() != 3 || sb.rank() != 3 || sa[2] != sb[1] || (sa[0] != sb[0] && sa[0] != 1 && sb[0] != 1))
+    return poison(Op::Bmm, "needs [B,M,K]·[B,K,N] (a batch of 1 broadcasts), got " + sa.str() + " and " + sb.str());
+  const int64_t batches = std::max(sa[0], sb[0]), M = sa[1], K = sa[2], N = sb[2];
+  Node* n = push(Op::Bmm, a.id, b.id, Shape{batches, M, N});
+  if (!n->val) return Var{size() - 1};
+  const double* pa = nodes_[a.id].val;
+  const double* pb = nodes_[b.id].val;
+  for (int64_t i = 0; i < batches; ++i)
+    matmul_exact({pa + (sa[0] == 1 ? 0 : i) * M * K, K, 1, pb + (sb[0] == 1 ? 0 : i) * K * N, N, 1, n->val + i * M * N,
+                  M, K, N, MatmulStore::Overwrite});
+  return Var{size() - 1};
+}
+
+// ---- data movement -----------------------------------------------------------------------------
+// transpose: swaps the last two axes: [..., R, C] → [..., C, R]
+Var Tape::transpose(Var x) {
+  if (!usable(Op::Transpose, x)) return Var{};
+  const Shape in = nodes_[x.id].shape;
+  if (in.rank() < 2) return poison(Op::Transpose, "needs at least 2 dims, got " + in.str());
+  int64_t dims[kMaxDims];
+  std::copy(in.dims().begin(), in.dims().end(), dims);
+  std::swap(dims[in.rank() - 2], dims[in.rank() - 1]);
+  Node* n = push(Op::Transpose, x.id, -1, Shape(std::span<const int64_t>(dims, static_cast<size_t>(in.rank()))));
+  if (!n->val) return Var{size() - 1};
+  const int64_t R = in[in.rank() - 2], C = in[in.rank() - 1], mats = in.numel() / (R * C);
+  const double* px = nodes_[x.id].val;
+  for (int64_t m = 0; m < mats; ++m)
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < C; ++c) n->val[m * R * C + c * R + r] = px[m * R * C + r * C + c];
+  return Var{size() - 1};
+}
+
+Var Tape::reshape(Var x, std::span<const int64_t> shape) {
+  if (!usable(Op::Reshape, x)) return Var{};
+  const Shape in = nodes_[x.id].shape;
+  int64_t dims[kMaxDims];
+  if (shape.empty() || shape.size() > static_cast<size_t>(kMaxDims))
+    return poison(Op::Reshape, "target shape must have 1.." + std::to_string(kMaxDims) + " dims");
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    dims[d] = shape[d];
+    if (shape[d] == -1 && infer < 0) infer = static_cast<int>(d);
+    else if (shape[d] <= 0) return poison(Op::Reshape, "bad target dim " + std::to_string(shape[d]) + " (one -1 allowed)");
+    else known *= shape[d];
+    if (known > kMaxElems) return poison(Op::Reshape, "target shape is too large");
+  }
+  if (infer >= 0) {
+    if (in.numel() % known != 0)
+      return poison(Op::Reshape, "cannot infer -1: " + in.str() + " does not divide into the target");
+    dims[infer] = in.numel() / known;
+  }
+  Shape out;
+  try {
+    out = Shape(std::span<const int64_t>(dims, shape.size()));
+  } catch (const Error& e) {
+    return poison(Op::Reshape, e.what());
+  }
+  if (out.numel() != in.numel())
+    return poison(Op::Reshape, "cannot reshape " + in.str() + " to " + out.str() + " (element counts differ)");
+  Node* n = push(Op::Reshape, x.id, -1, out);
+  if (n->val) std::memcpy(n->val, nodes_[x.id].val, static_cast<size_t>(out.numel()) * sizeof(double));
+  return Var{size() - 1};
+}
+
+}  // namespace gr

@@ -1,0 +1,323 @@
+// matmul.cpp — the bit-exact CPU contraction loop (DESIGN §5). See matmul.h for the contract.
+//
+// How the fast path keeps the bits of the serial-k loop:
+//   * Each output element owns one accumulator (one SIMD lane of one register). It starts at +0.0
+//     and sees `acc = acc + a*b` for k = 0, 1, ..., K-1 in that order: one rounded multiply, one
+//     rounded add. SIMD lanes run across j (and the register tile across i), never across k.
+//   * -ffp-contract=off (set for the whole project, and implied by -std=c++20 rather than gnu++20)
+//     keeps the compiler from fusing the multiply and the add. No FMA intrinsics are used.
+//   * Packing A and B into contiguous panels only copies values.
+//   * The k loop is cut into KC-long slices for the caches, but the running accumulator flows
+//     through: at the end of a slice it is stored as a double (exactly) and the next slice reloads
+//     it and carries on. The sequence of roundings is the same as one unbroken loop. Overwrite
+//     parks the running value in C itself; Accumulate parks it in scratch and does the final
+//     C = C + acc when the last slice ends.
+//
+// Structure (GotoBLAS-style): for each NC-wide column block, for each KC slice, B is packed into
+// NR-wide k-major panels; for each MC-tall row block A is packed into MR-tall k-major panels; an
+// MR x NR register tile (MR broadcasts of A times NV vectors of B per k) runs over every panel
+// pair. Edge tiles use smaller instantiations of the same kernel (fewer rows / vectors).
+#include "tensor/matmul.h"
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+// SIMD width in doubles. GCC vector extensions lower to whatever the target has (AVX-512, AVX2,
+// SSE2, or scalar code), so the same source is correct with any -march.
+#if defined(__AVX512F__)
+#define GR_MM_W 8
+#elif defined(__AVX__)
+#define GR_MM_W 4
+#else
+#define GR_MM_W 2
+#endif
+
+// Register tile: MR rows x NV vectors (NR = NV*W columns). Accumulators: MR*NV vector registers.
+#ifndef GR_MM_MR
+#if GR_MM_W == 8
+#define GR_MM_MR 12  // 12 x 16: 24 accumulators + 2 B vectors + broadcast + product of 32 zmm
+#elif GR_MM_W == 4
+#define GR_MM_MR 6  // 6 x 8: 12 accumulators of 16 ymm
+#else
+#define GR_MM_MR 4  // 4 x 4: 8 accumulators of 16 xmm
+#endif
+#endif
+#ifndef GR_MM_NV
+#define GR_MM_NV 2
+#endif
+// Cache blocks (in elements): B micro-panel KC x NR in L1, A block MC x KC in L2, B block KC x NC.
+#ifndef GR_MM_KC
+#define GR_MM_KC 256
+#endif
+#ifndef GR_MM_MC
+#define GR_MM_MC 192
+#endif
+#ifndef GR_MM_NC
+#define GR_MM_NC 2048
+#endif
+
+namespace gr {
+namespace {
+
+constexpr int W = GR_MM_W;
+constexpr int MR = GR_MM_MR;
+constexpr int NV = GR_MM_NV;
+constexpr int NR = NV * W;
+constexpr int64_t KC = GR_MM_KC;
+constexpr int64_t MC = (GR_MM_MC + MR - 1) / MR * MR;
+constexpr int64_t NC = (GR_MM_NC + NR - 1) / NR * NR;
+
+typedef double vd __attribute__((vector_size(GR_MM_W * sizeof(double))));
+
+inline vd load_v(const double* p) {
+  vd v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store_v(double* p, vd v) { std::memcpy(p, &v, sizeof v); }
+
+// A 64-byte-aligned scratch buffer that only grows: steady-state calls allocate nothing.
+struct Scratch {
+  double* p = nullptr;
+  size_t cap = 0;
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { std::free(p); }
+  double* get(size_t n) {
+    if (n > cap) {
+      std::free(p);
+      size_t bytes = (n * sizeof(double) + 63) / 64 * 64;
+      p = static_cast<double*>(std::aligned_alloc(64, bytes));
+      if (!p) {
+        cap = 0;
+        throw std::bad_alloc();
+      }
+      cap = n;
+    }
+    return p;
+  }
+};
+
+// The micro-kernel: rows 0..mr-1 of an MR-stride packed A panel times vectors 0..nv-1 of an
+// NR-stride packed B panel, over kc steps.
+//   init == nullptr: acc starts at +0.0 (the start of the k loop);
+//   otherwise acc starts at init[r*ld_init + j] (the running value parked by the previous slice).
+//   At the end: dst[r*ld_dst + j] = acc, or with `accumulate`, dst = dst + acc.
+// Only the first n_valid columns are read from init and written to dst.
+template <int mr, int nv>
+void kernel(const double* __restrict ap, const double* __restrict bp, int64_t kc,
+            const double* init, int64_t ld_init, double* dst, int64_t ld_dst, bool accumulate,
+            int n_valid) {
+  vd acc[mr][nv];
+  const bool full = n_valid == nv * W;
+  if (init == nullptr) {
+#pragma GCC unroll 16
+    for (int r = 0; r < mr; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; ++v) acc[r][v] = vd{};
+  } else {
+#pragma GCC unroll 16
+    for (int r = 0; r < mr; ++r) {
+      double tmp[nv * W] = {};
+      const double* src = init + r * ld_init;
+      if (!full) {
+        for (int j = 0; j < n_valid; ++j) tmp[j] = src[j];
+        src = tmp;
+      }
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; ++v) acc[r][v] = load_v(src + v * W);
+    }
+  }
+
+  for (int64_t k = 0; k < kc; ++k) {
+    vd b[nv];
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; ++v) b[v] = load_v(bp + v * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < mr; ++r) {
+      const double a = ap[r];
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; ++v) {
+        const vd prod = b[v] * a;    // one rounded multiply per lane
+        acc[r][v] = acc[r][v] + prod;  // one rounded add per lane
+      }
+    }
+    ap += MR;
+    bp += NR;
+  }
+
+#pragma GCC unroll 16
+  for (int r = 0; r < mr; ++r) {
+    double* out = dst + r * ld_dst;
+    if (full) {
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; ++v) {
+        if (accumulate)
+          store_v(out + v * W, load_v(out + v * W) + acc[r][v]);
+        else
+          store_v(out + v * W, acc[r][v]);
+      }
+    } else {
+      double tmp[nv * W];
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);
+      for (int j = 0; j < n_valid; ++j) out[j] = accumulate ? out[j] + tmp[j] : tmp[j];
+    }
+  }
+}
+
+using KernelFn = void (*)(const double*, const double*, int64_t, const double*, int64_t, double*,
+                          int64_t, bool, int);
+
+template <int mr, int... vs>
+constexpr void fill_row(KernelFn* row, std::integer_sequence<int, vs...>) {
+  ((row[vs] = &kernel<mr, vs + 1>), ...);
+}
+template <int... rs>
+struct KernelTable {
+  KernelFn fn[MR][NV];
+  constexpr KernelTable() : fn{} {
+    (fill_row<rs + 1>(fn[rs], std::make_integer_sequence<int, NV>{}), ...);
+  }
+};
+template <int... rs>
+constexpr KernelTable<rs...> make_table(std::integer_sequence<int, rs...>) {
+  return KernelTable<rs...>{};
+}
+constexpr auto kTable = make_table(std::make_integer_sequence<int, MR>{});
+
+// Pack B(k0 .. k0+kc, j0 .. j0+nc) into NR-wide panels, k-major within a panel, zero padded.
+void pack_b(const MatmulArgs& x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, double* out) {
+  for (int64_t jp = 0; jp < nc; jp += NR) {
+    const int64_t w = nc - jp < NR ? nc - jp : NR;
+    double* panel = out + jp * kc;
+    const double* src = x.b + k0 * x.b_rs + (j0 + jp) * x.b_cs;
+    if (x.b_cs == 1 || x.b_rs != 1) {  // rows of the panel are contiguous (or nothing is)
+      for (int64_t k = 0; k < kc; ++k) {
+        const double* s = src + k * x.b_rs;
+        double* d = panel + k * NR;
+        if (x.b_cs == 1) {
+          for (int64_t j = 0; j < w; ++j) d[j] = s[j];
+        } else {
+          for (int64_t j = 0; j < w; ++j) d[j] = s[j * x.b_cs];
+        }
+        for (int64_t j = w; j < NR; ++j) d[j] = 0.0;
+      }
+    } else {  // transposed B: columns are contiguous along k
+      for (int64_t j = 0; j < w; ++j) {
+        const double* s = src + j * x.b_cs;
+        for (int64_t k = 0; k < kc; ++k) panel[k * NR + j] = s[k];
+      }
+      for (int64_t k = 0; k < kc; ++k)
+        for (int64_t j = w; j < NR; ++j) panel[k * NR + j] = 0.0;
+    }
+  }
+}
+
+// Pack A(i0 .. i0+mc, k0 .. k0+kc) into MR-tall panels, k-major within a panel. Rows past the
+// edge are not read by the edge kernels, but are zeroed so the buffer is fully defined.
+void pack_a(const MatmulArgs& x, int64_t i0, int64_t mc, int64_t k0, int64_t kc, double* out) {
+  for (int64_t ip = 0; ip < mc; ip += MR) {
+    const int64_t h = mc - ip < MR ? mc - ip : MR;
+    double* panel = out + ip * kc;
+    const double* src = x.a + (i0 + ip) * x.a_rs + k0 * x.a_cs;
+    if (x.a_rs == 1 && x.a_cs != 1) {  // transposed A: a panel's column is contiguous
+      for (int64_t k = 0; k < kc; ++k) {
+        const double* s = src + k * x.a_cs;
+        double* d = panel + k * MR;
+        for (int64_t i = 0; i < h; ++i) d[i] = s[i];
+        for (int64_t i = h; i < MR; ++i) d[i] = 0.0;
+      }
+    } else {  // row-major A: walk each row along k
+      for (int64_t i = 0; i < h; ++i) {
+        const double* s = src + i * x.a_rs;
+        if (x.a_cs == 1) {
+          for (int64_t k = 0; k < kc; ++k) panel[k * MR + i] = s[k];
+        } else {
+          for (int64_t k = 0; k < kc; ++k) panel[k * MR + i] = s[k * x.a_cs];
+        }
+      }
+      for (int64_t k = 0; k < kc; ++k)
+        for (int64_t i = h; i < MR; ++i) panel[k * MR + i] = 0.0;
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_reference(const MatmulArgs& x) {
+  for (int64_t i = 0; i < x.m; ++i) {
+    for (int64_t j = 0; j < x.n; ++j) {
+      double acc = 0.0;
+      for (int64_t k = 0; k < x.k; ++k) {
+        const double prod = x.a[i * x.a_rs + k * x.a_cs] * x.b[k * x.b_rs + j * x.b_cs];
+        acc = acc + prod;
+      }
+      double& c = x.c[i * x.n + j];
+      c = x.store == MatmulStore::Accumulate ? c + acc : acc;
+    }
+  }
+}
+
+void matmul_exact(const MatmulArgs& x) {
+  const int64_t M = x.m, N = x.n, K = x.k;
+  if (M <= 0 || N <= 0) return;
+  const bool accumulate = x.store == MatmulStore::Accumulate;
+  if (K <= 0) {  // acc = +0.0; C = C + 0.0 still turns -0.0 into +0.0, so do the add.
+    for (int64_t t = 0; t < M * N; ++t) x.c[t] = accumulate ? x.c[t] + 0.0 : 0.0;
+    return;
+  }
+
+  thread_local Scratch a_buf, b_buf, t_buf;
+  const int64_t kc_max = K < KC ? K : KC;
+  const int64_t nc_max = N < NC ? (N + NR - 1) / NR * NR : NC;
+  const int64_t mc_max = M < MC ? (M + MR - 1) / MR * MR : MC;
+  double* bp = b_buf.get(static_cast<size_t>(kc_max * nc_max));
+  double* ap = a_buf.get(static_cast<size_t>(kc_max * mc_max));
+  // Accumulate with more than one k slice parks the running acc for an M x nc block in scratch.
+  const bool park_in_scratch = accumulate && K > KC;
+  double* park = park_in_scratch ? t_buf.get(static_cast<size_t>(M * (N < NC ? N : NC))) : nullptr;
+
+  for (int64_t j0 = 0; j0 < N; j0 += NC) {
+    const int64_t nc = N - j0 < NC ? N - j0 : NC;
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+      const int64_t kc = K - k0 < KC ? K - k0 : KC;
+      const bool first = k0 == 0, last = k0 + kc == K;
+      pack_b(x, k0, kc, j0, nc, bp);
+      for (int64_t i0 = 0; i0 < M; i0 += MC) {
+        const int64_t mc = M - i0 < MC ? M - i0 : MC;
+        pack_a(x, i0, mc, k0, kc, ap);
+        for (int64_t jp = 0; jp < nc; jp += NR) {
+          const int n_valid = static_cast<int>(nc - jp < NR ? nc - jp : NR);
+          const int nv = (n_valid + W - 1) / W;
+          const double* bpanel = bp + jp * kc;
+          for (int64_t ip = 0; ip < mc; ip += MR) {
+            const int m_valid = static_cast<int>(mc - ip < MR ? mc - ip : MR);
+            const int64_t i = i0 + ip, j = j0 + jp;
+            double* c_tile = x.c + i * N + j;
+            const double* init = nullptr;
+            int64_t ld_init = 0;
+            double* dst = c_tile;
+            int64_t ld_dst = N;
+            bool acc_store = accumulate;
+            if (park_in_scratch) {
+              double* p_tile = park + i * nc + jp;
+              if (!first) init = p_tile, ld_init = nc;
+              if (!last) dst = p_tile, ld_dst = nc, acc_store = false;
+            } else if (!first) {  // Overwrite: the running acc is parked in C itself
+              init = c_tile, ld_init = N;
+            }
+            kTable.fn[m_valid - 1][nv - 1](ap + ip * kc, bpanel, kc, init, ld_init, dst, ld_dst,
+                                           acc_store, n_valid);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace gr
