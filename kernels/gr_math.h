@@ -32,12 +32,8 @@
 // ---- private helpers -------------------------------------------------------------------------
 
 // The double with bit pattern `b`; all bit fiddling is done in unsigned arithmetic (no UB).
-GR_HD static inline double gr_detail_from_u64(unsigned long long b) {
-  return gr_from_bits(static_cast<long long>(b));
-}
-GR_HD static inline unsigned long long gr_detail_u64(double x) {
-  return static_cast<unsigned long long>(gr_bits(x));
-}
+GR_HD static inline double gr_detail_from_u64(unsigned long long b) { return gr_from_bits(static_cast<long long>(b)); }
+GR_HD static inline unsigned long long gr_detail_u64(double x) { return static_cast<unsigned long long>(gr_bits(x)); }
 
 // 2^e for a normal exponent, -1022 <= e <= 1023: just the biased exponent in place.
 GR_HD static inline double gr_detail_pow2(long long e) {
@@ -57,7 +53,8 @@ GR_HD static inline double gr_detail_quiet(double x) {
 // ln2 is split as in fdlibm: ln2_hi has only 32 significant bits (21 trailing zero bits), so
 // k * ln2_hi is exact for |k| < 2^21, far more than the |k| <= 1075 needed here;
 // ln2_lo = ln2 - ln2_hi, rounded (~1.9e-10).
-// Both functions declare these as plain local constants (nothing to get wrong under NVRTC).
+// Both functions declare these as plain local constants: no namespace-scope objects, nothing
+// for NVRTC or device code to place in memory.
 
 // ---- exp -------------------------------------------------------------------------------------
 //
@@ -68,7 +65,7 @@ GR_HD static inline double gr_detail_quiet(double x) {
 //    c = r - r^2*(P1 + ... + P5*r^8) = r - (R(r) - 2) (|error| < 2^-59 on [0, 0.34658]), and
 //    exp(r) = 1 + 2r/(2 - c) = 1 + r + q with q = r*c/(2 - c).
 //    fdlibm sums this as 1 - ((lo - q) - hi), whose two roundings cost up to ~0.9 ulp when
-//    exp(r) < 1. Here 1 + hi is split exactly into a + e (Fast2Sum: |hi| < 1), and
+//    exp(r) < 1 (we measured 0.89). Here 1 + hi is split exactly into a + e (Fast2Sum: |hi| < 1), and
 //    y = a + (e + (q - lo)) rounds once up to a tiny tail error: <= ~0.70 ulp in all.
 //    k = 0 needs no separate case (lo = 0, hi = r), and tiny |x| comes out as 1 + x.
 // 3. Scale by 2^k as two exact multiplications by 2^(k/2) and 2^(k - k/2): both factors are
@@ -78,18 +75,19 @@ GR_HD static inline double gr_detail_quiet(double x) {
 //    rounding of y, at most 0.5 + 0.70/2 < 0.85 ulp (measured 0.78); musl's trick of rounding
 //    y to the subnormal precision first would win ~0.3 ulp there for another branch.
 //
-// Outside [u_threshold, o_threshold] (and for NaN) one rarely taken branch returns the answer.
+// Outside [u_threshold, o_threshold] (and for NaN) one rarely taken branch returns the answer
+// (GCC still if-converts and vectorizes a loop over gr_exp).
 GR_HD static inline double gr_exp(double x) {
   // o_threshold: the largest double whose exp is finite (ln(DBL_MAX) rounded down).
   // u_threshold: the smallest double whose exp rounds to a nonzero value (just above
   // -1075*ln2, where exp(x) = 2^-1075 = half the smallest subnormal).
-  const double o_threshold = 0x1.62e42fefa39efp+9;  // 709.782712893384
-  const double u_threshold = -0x1.74910d52d3051p+9; // -745.1332191019411
-  const double inv_ln2 = 0x1.71547652b82fep+0;      // 1/ln2
+  const double o_threshold = 0x1.62e42fefa39efp+9;   // 709.782712893384
+  const double u_threshold = -0x1.74910d52d3051p+9;  // -745.1332191019411
+  const double inv_ln2 = 0x1.71547652b82fep+0;       // 1/ln2
   const double shift = 0x1.8p52;
   const long long shift_bits = 0x4338000000000000LL;  // bits of shift
-  const double ln2_hi = 0x1.62e42fee00000p-1;          // 0x3fe62e42fee00000
-  const double ln2_lo = 0x1.a39ef35793c76p-33;         // 0x3dea39ef35793c76
+  const double ln2_hi = 0x1.62e42fee00000p-1;         // 0x3fe62e42fee00000
+  const double ln2_lo = 0x1.a39ef35793c76p-33;        // 0x3dea39ef35793c76
   const double P1 = 0x1.555555555553ep-3;
   const double P2 = -0x1.6c16c16bebd93p-9;
   const double P3 = 0x1.1566aaf25de2cp-14;
@@ -98,7 +96,7 @@ GR_HD static inline double gr_exp(double x) {
 
   if (!(x >= u_threshold && x <= o_threshold)) {
     if (x != x) return gr_detail_quiet(x);
-    if (x > 0.0) return gr_detail_from_u64(0x7ff0000000000000ULL); // overflow, +inf -> +inf
+    if (x > 0.0) return gr_detail_from_u64(0x7ff0000000000000ULL);  // overflow, +inf -> +inf
     return 0.0;                                                     // underflow, -inf -> +0
   }
 
@@ -107,7 +105,7 @@ GR_HD static inline double gr_exp(double x) {
   const long long k = gr_bits(t) - shift_bits;
   const double kd = __dsub_rn(t, shift);
 
-  const double hi = __dsub_rn(x, __dmul_rn(kd, ln2_hi)); // exact
+  const double hi = __dsub_rn(x, __dmul_rn(kd, ln2_hi));  // exact
   const double lo = __dmul_rn(kd, ln2_lo);
   const double r = __dsub_rn(hi, lo);
 
@@ -157,24 +155,21 @@ GR_HD static inline double gr_log(double x) {
   const double dbl_max = 0x1.fffffffffffffp+1023;
   const double shift = 0x1.8p52;
   const long long shift_bits = 0x4338000000000000LL;  // bits of shift
-  const double ln2_hi = 0x1.62e42fee00000p-1;          // 0x3fe62e42fee00000
-  const double ln2_lo = 0x1.a39ef35793c76p-33;         // 0x3dea39ef35793c76
+  const double ln2_hi = 0x1.62e42fee00000p-1;         // 0x3fe62e42fee00000
+  const double ln2_lo = 0x1.a39ef35793c76p-33;        // 0x3dea39ef35793c76
 
-  long long k = 0;
-  if (!(x >= dbl_min && x <= dbl_max)) {  // rare: NaN, <= 0, subnormal, +inf
-    if (x != x) return gr_detail_quiet(x);
-    if (x == 0.0) return gr_detail_from_u64(0xfff0000000000000ULL);  // log(±0) = -inf
-    if (x < 0.0) return gr_detail_from_u64(0x7ff8000000000000ULL);   // canonical quiet NaN
-    if (x > dbl_max) return x;                                       // log(+inf) = +inf
-    x = __dmul_rn(x, 0x1p54);  // subnormal: exact scale into the normal range
-    k = -54;
-  }
+  // Subnormal x is scaled by 2^54 (exact) into the normal range. Zero, negative, NaN and inf
+  // arguments run through the same arithmetic on harmless garbage and are replaced at the end:
+  // selects rather than early returns keep the function branch-free (and vectorizable).
+  const bool tiny = x < dbl_min;
+  const double xn = tiny ? __dmul_rn(x, 0x1p54) : x;
+  long long k = tiny ? -54 : 0;
 
-  // x is positive and normal here. Split off the exponent; put the mantissa m in
+  // For positive finite x, xn is normal here. Split off the exponent; put the mantissa m in
   // [sqrt(2)/2, sqrt(2)): adding 0x95f64 << 32 to the fraction carries into bit 52 exactly when
   // the fraction is >= 0x6a09c << 32 (1.4142074... ~ sqrt(2), fdlibm's threshold), and then m
   // gets exponent -1 (m in [0.707, 1)) and k one more.
-  const unsigned long long u = gr_detail_u64(x);
+  const unsigned long long u = gr_detail_u64(xn);
   const unsigned long long frac = u & 0x000fffffffffffffULL;
   const unsigned long long carry = (frac + 0x00095f6400000000ULL) & 0x0010000000000000ULL;
   k += static_cast<long long>(u >> 52) - 1023 + static_cast<long long>(carry >> 52);
@@ -185,12 +180,12 @@ GR_HD static inline double gr_log(double x) {
   const double z = __dmul_rn(s, s);
   const double w = __dmul_rn(z, z);
   const double t1 = __dmul_rn(w, __dadd_rn(Lg2, __dmul_rn(w, __dadd_rn(Lg4, __dmul_rn(w, Lg6)))));
-  const double t2 = __dmul_rn(
-      z, __dadd_rn(Lg1, __dmul_rn(w, __dadd_rn(Lg3, __dmul_rn(w, __dadd_rn(Lg5, __dmul_rn(w, Lg7)))))));
+  const double t2 =
+      __dmul_rn(z, __dadd_rn(Lg1, __dmul_rn(w, __dadd_rn(Lg3, __dmul_rn(w, __dadd_rn(Lg5, __dmul_rn(w, Lg7)))))));
   const double R = __dadd_rn(t2, t1);
   const double hfsq = __dmul_rn(__dmul_rn(0.5, f), f);
 
-  // (double)k through the shift trick (|k| <= 1075), so the whole function is IEEE adds/muls.
+  // (double)k through the shift trick (|k| <= 1074 for finite x > 0), so the whole function is IEEE adds/muls.
   const double kd = __dsub_rn(gr_from_bits(shift_bits + k), shift);
   const double small = __dadd_rn(__dmul_rn(s, __dadd_rn(hfsq, R)), __dmul_rn(kd, ln2_lo));
 
@@ -209,5 +204,13 @@ GR_HD static inline double gr_log(double x) {
   const double A = __dmul_rn(kd, ln2_hi);  // exact
   const double hi = __dadd_rn(A, d);
   const double lo = __dsub_rn(d, __dsub_rn(hi, A));
-  return __dadd_rn(hi, __dadd_rn(lo, __dadd_rn(de, __dsub_rn(small, hl))));
+  const double y = __dadd_rn(hi, __dadd_rn(lo, __dadd_rn(de, __dsub_rn(small, hl))));
+
+  // Positive finite x (subnormals included) is done; the rest is settled by selects, not
+  // early returns, so a loop over gr_log stays branch-free (GCC vectorizes it this way).
+  double special = gr_detail_from_u64(0x7ff8000000000000ULL);                  // x < 0: NaN
+  special = (x == 0.0) ? gr_detail_from_u64(0xfff0000000000000ULL) : special;  // log(±0) = -inf
+  special = (x > dbl_max) ? x : special;                                       // log(+inf) = +inf
+  special = (x != x) ? gr_detail_quiet(x) : special;                           // NaN, quieted
+  return (x > 0.0 && x <= dbl_max) ? y : special;
 }

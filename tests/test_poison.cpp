@@ -77,3 +77,22 @@ TEST_CASE("leaves check their value counts", "[poison]") {
   CHECK_FALSE(t.param(Shape{2, 2}, std::vector<double>(3)).valid());
   CHECK(t.error().find("needs 4 values, got 3") != std::string::npos);
 }
+
+TEST_CASE("recover abandons a failed episode; reset_to alone does not", "[poison]") {
+  Tape t;
+  const Var a = t.param(Shape{2}, std::vector<double>{1, 2});
+  const int32_t mark = t.mark();
+  CHECK_FALSE(t.add(a, t.constant(Shape{3}, std::vector<double>(3))).valid());
+  REQUIRE_FALSE(t.ok());
+  t.recover(mark);
+  CHECK(t.ok());
+  CHECK(t.error().empty());
+  CHECK(t.size() == mark);
+  CHECK(t.add(a, a).valid());
+
+  Tape u;
+  const Var b = u.param(Shape{2}, std::vector<double>{1, 2});
+  CHECK_FALSE(u.add(b, u.constant(Shape{3}, std::vector<double>(3))).valid());
+  u.reset_to(1);
+  CHECK_FALSE(u.ok());  // reset_to alone never clears poisoning
+}

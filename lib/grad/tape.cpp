@@ -83,16 +83,20 @@ Var Tape::constant(const Shape& shape, std::span<const double> values) {
 }
 Var Tape::constant_lazy(const Shape& shape) { return leaf(Op::Const, shape, {}, true); }
 
-void Tape::set_value(Var v, std::span<const double> values) {
-  Node& n = const_cast<Node&>(node(v));
+std::span<double> Tape::leaf_values(Var v) {
+  const Node& n = node(v);
   if (n.op != Op::Param && n.op != Op::Const)
-    throw Error("set_value: node " + std::to_string(v.id) + " is a " + std::string(op_name(n.op)) +
-                ", not a param or const");
-  if (!n.val) throw Error("set_value: node " + std::to_string(v.id) + " has no host storage (lazy or dropped)");
-  if (static_cast<int64_t>(values.size()) != n.numel())
-    throw Error("set_value: node " + std::to_string(v.id) + " of shape " + n.shape.str() + " needs " +
-                std::to_string(n.numel()) + " values, got " + std::to_string(values.size()));
-  std::memcpy(n.val, values.data(), values.size_bytes());
+    throw Error("node " + std::to_string(v.id) + " is a " + std::string(op_name(n.op)) + ", not a param or const");
+  if (!n.val) throw Error("node " + std::to_string(v.id) + " has no host storage (lazy or dropped)");
+  return {n.val, static_cast<size_t>(n.numel())};
+}
+
+void Tape::set_value(Var v, std::span<const double> values) {
+  const std::span<double> dst = leaf_values(v);
+  if (values.size() != dst.size())
+    throw Error("set_value: node " + std::to_string(v.id) + " of shape " + node(v).shape.str() + " needs " +
+                std::to_string(dst.size()) + " values, got " + std::to_string(values.size()));
+  std::memcpy(dst.data(), values.data(), values.size_bytes());
 }
 
 double* Tape::ensure_grad(int32_t id) {
@@ -120,6 +124,12 @@ void Tape::reset_to(int32_t mark) {
   }
   arena_.rewind(to);
   value_end_ = to;
+}
+
+void Tape::recover(int32_t mark) {
+  reset_to(mark);
+  ok_ = true;
+  error_.clear();
 }
 
 void Tape::drop_consts() {

@@ -101,6 +101,9 @@ class Tape {
   int32_t mark() const { return size(); }
   // Drop every node at id >= mark and zero (and un-touch) the gradients that remain.
   void reset_to(int32_t mark);
+  // Abandon a failed episode: reset_to(mark) and clear the poisoning. Poisoned ops append no
+  // nodes, so every node that remains is good.
+  void recover(int32_t mark);
   // Free the host values of every constant (after a device capture uploaded them).
   void drop_consts();
   // dL/dloss = 1 (every element), one reverse walk. Non-parameter gradients restart from zero;
@@ -114,6 +117,8 @@ class Tape {
   // The gradient; zeros when backward never reached v (const-only branches have no memory).
   ConstTensorView grad(Var v);
   double scalar(Var v) const { return value(v).data[0]; }
+  // A param's or const's storage, written in place (minibatch input slots are filled this way).
+  std::span<double> leaf_values(Var leaf);
   // Parameter storage for the optimizer: the live value and gradient, updated in place.
   std::span<double> param_value(Var p);
   std::span<double> param_grad(Var p);

@@ -1,0 +1,239 @@
+#!/usr/bin/python3
+"""torch_oracle.py — an independent PyTorch (float64) oracle for the gradrun tape.
+
+Usage: /usr/bin/python3 tests/oracle/torch_oracle.py DIR [--variants]
+
+Reads DIR/program.txt, written by tests/test_oracle.cpp straight from the tape's nodes, and
+interprets it as a PyTorch float64 autograd graph: every gradrun op maps to its torch
+equivalent, so every op of the op table is covered without duplicating the graph here.
+Writes DIR/result.txt (the loss, every parameter's gradient and every node's value, each as the
+hex of the 64-bit pattern). With --variants it also writes two deliberately wrong answers that the
+C++ side must reject (so the oracle cannot pass vacuously):
+  result_fwd.txt  the value of the program's "mutate" node scaled by (1 + 1e-10)
+  result_bwd.txt  the gradient flowing back through that node scaled by (1 + 1e-9) (values intact)
+
+program.txt (one record per line, hex = 16 hex digits of an IEEE binary64 bit pattern):
+  gradrun-oracle 1
+  loss ID
+  mutate ID
+  node ID OP A B AXIS KEEPDIMS SCALARHEX RANK DIMS... STARTS...
+  vals ID COUNT HEX...          (after a param/const node: its values, row-major)
+  end
+AXIS is -2147483648 for "all axes"; A/B are -1 when absent. Node ids are 0..N-1 in order.
+
+Exit status: 0 ok, 77 torch is not importable (the C++ test skips), 2 bad program / internal error.
+"""
+import struct
+import sys
+
+ALL_AXES = -2147483648
+
+
+def die(msg, code=2):
+    sys.stderr.write("torch_oracle: " + msg + "\n")
+    sys.exit(code)
+
+
+try:
+    import torch
+except Exception as e:  # ImportError, or a broken install
+    sys.stdout.write("cannot import torch in %s: %s\n" % (sys.executable, e))
+    sys.exit(77)
+
+
+def d2h(x):
+    return "%016x" % struct.unpack("<Q", struct.pack("<d", float(x)))[0]
+
+
+def h2d(h):
+    return struct.unpack("<d", struct.pack("<Q", int(h, 16)))[0]
+
+
+def parse(path):
+    nodes, vals = [], {}
+    loss = mutate = None
+    with open(path) as f:
+        lines = f.read().split("\n")
+    if not lines or lines[0].strip() != "gradrun-oracle 1":
+        die("bad header in " + path)
+    ended = False
+    for ln in lines[1:]:
+        t = ln.split()
+        if not t:
+            continue
+        k = t[0]
+        if k == "loss":
+            loss = int(t[1])
+        elif k == "mutate":
+            mutate = int(t[1])
+        elif k == "node":
+            nid, op, a, b, axis, keep = int(t[1]), t[2], int(t[3]), int(t[4]), int(t[5]), int(t[6])
+            scalar = h2d(t[7])
+            rank = int(t[8])
+            dims = [int(v) for v in t[9:9 + rank]]
+            starts = [int(v) for v in t[9 + rank:9 + 2 * rank]]
+            if nid != len(nodes) or len(starts) != rank:
+                die("malformed node record: " + ln)
+            nodes.append(dict(id=nid, op=op, a=a, b=b, axis=axis, keepdims=bool(keep), scalar=scalar,
+                              shape=dims, starts=starts))
+        elif k == "vals":
+            nid, cnt = int(t[1]), int(t[2])
+            hx = t[3:]
+            if len(hx) != cnt:
+                die("vals %d: expected %d values, got %d" % (nid, cnt, len(hx)))
+            vals[nid] = [h2d(h) for h in hx]
+        elif k == "end":
+            ended = True
+        else:
+            die("unknown record: " + k)
+    if not ended:
+        die("program is truncated (no 'end')")
+    if loss is None:
+        die("no loss record")
+    return nodes, vals, loss, mutate
+
+
+class ScaleGrad(torch.autograd.Function):
+    """Identity forward; the incoming gradient scaled by `factor` on the way back."""
+
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.factor, None
+
+
+def run(nodes, vals, loss_id, mutate=None, mode=None):
+    """Evaluates the program; returns (loss tensor, {param id: leaf tensor}, [node values])."""
+    t = []
+    params = {}
+    for n in nodes:
+        op, shape = n["op"], n["shape"]
+        a = t[n["a"]] if n["a"] >= 0 else None
+        b = t[n["b"]] if n["b"] >= 0 else None
+        ax = n["axis"]
+        if op in ("param", "const"):
+            if n["id"] not in vals:
+                die("node %d (%s) has no values" % (n["id"], op))
+            y = torch.tensor(vals[n["id"]], dtype=torch.float64).reshape(shape)
+            if op == "param":
+                y.requires_grad_(True)
+                params[n["id"]] = y
+        elif op == "add":
+            y = a + b
+        elif op == "sub":
+            y = a - b
+        elif op == "mul":
+            y = a * b
+        elif op == "div":
+            y = a / b
+        elif op == "neg":
+            y = -a
+        elif op == "adds":
+            y = a + n["scalar"]
+        elif op == "muls":
+            y = a * n["scalar"]
+        elif op == "relu":
+            y = torch.relu(a)
+        elif op == "sigmoid":
+            y = torch.sigmoid(a)
+        elif op == "tanh":
+            y = torch.tanh(a)
+        elif op == "exp":
+            y = torch.exp(a)
+        elif op == "log":
+            y = torch.log(a)
+        elif op == "sqrt":
+            y = torch.sqrt(a)
+        elif op in ("sum", "mean"):
+            f = torch.sum if op == "sum" else torch.mean
+            if ax == ALL_AXES:
+                y = f(a).reshape(1)
+            else:
+                y = f(a, dim=ax, keepdim=n["keepdims"])
+                if y.dim() == 0:  # a rank-1 input reduced away: gradrun keeps shape [1]
+                    y = y.reshape(1)
+        elif op == "matmul":
+            if a.dim() != 2 or b.dim() != 2:
+                die("matmul node %d: operands are not 2-D" % n["id"])
+            y = torch.matmul(a, b)
+        elif op == "bmm":
+            if a.dim() != 3 or b.dim() != 3:
+                die("bmm node %d: operands are not 3-D" % n["id"])
+            y = torch.matmul(a, b)  # broadcasts a batch of 1
+        elif op == "transpose":
+            y = a.transpose(-2, -1)
+        elif op == "reshape":
+            y = a.reshape(shape)
+        elif op == "slice":
+            y = a[tuple(slice(s, s + d) for s, d in zip(n["starts"], shape))]
+        elif op == "concat":
+            y = torch.cat([a, b], dim=ax)
+        elif op == "softmax":
+            y = torch.softmax(a, dim=ax)
+        elif op == "log_softmax":
+            y = torch.log_softmax(a, dim=ax)
+        elif op == "softmax_cross_entropy":
+            if a.dim() != 2:
+                die("softmax_cross_entropy node %d: logits are not 2-D" % n["id"])
+            y = (-(b * torch.log_softmax(a, dim=-1)).sum() / a.shape[0]).reshape(1)
+        else:
+            die("node %d: no torch mapping for op '%s'" % (n["id"], op))
+        if list(y.shape) != list(shape):
+            die("node %d (%s): torch shape %s, tape shape %s" % (n["id"], op, list(y.shape), shape))
+        if mutate is not None and n["id"] == mutate:
+            if mode == "fwd":
+                y = y * (1.0 + 1e-10)
+            elif mode == "bwd":
+                y = ScaleGrad.apply(y, 1.0 + 1e-9)
+        t.append(y)
+    loss = t[loss_id]
+    if loss.numel() != 1:
+        die("the loss node %d has %d elements" % (loss_id, loss.numel()))
+    loss.sum().backward()
+    return loss, params, t
+
+
+def write_result(path, loss, params, t):
+    out = ["loss " + d2h(loss.detach().reshape(-1)[0].item())]
+    for pid in sorted(params):
+        g = params[pid].grad
+        if g is None:
+            g = torch.zeros_like(params[pid])
+        flat = g.detach().reshape(-1).tolist()
+        out.append("grad %d %d %s" % (pid, len(flat), " ".join(d2h(v) for v in flat)))
+    for i, y in enumerate(t):
+        flat = y.detach().reshape(-1).tolist()
+        out.append("value %d %d %s" % (i, len(flat), " ".join(d2h(v) for v in flat)))
+    out.append("end")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(out) + "\n")
+    import os
+    os.replace(tmp, path)
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        die("usage: torch_oracle.py DIR [--variants]")
+    d = args[0]
+    variants = "--variants" in args[1:]
+    torch.set_num_threads(1)
+    nodes, vals, loss_id, mutate = parse(d + "/program.txt")
+    write_result(d + "/result.txt", *run(nodes, vals, loss_id))
+    if variants:
+        if mutate is None:
+            die("--variants needs a 'mutate' record")
+        write_result(d + "/result_fwd.txt", *run(nodes, vals, loss_id, mutate, "fwd"))
+        write_result(d + "/result_bwd.txt", *run(nodes, vals, loss_id, mutate, "bwd"))
+    print("torch_oracle: torch %s, %d nodes, %d params%s" %
+          (torch.__version__, len(nodes), sum(1 for n in nodes if n["op"] == "param"),
+           ", with mutated variants" if variants else ""))
+
+
+if __name__ == "__main__":
+    main()
