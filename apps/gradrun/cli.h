@@ -1,0 +1,43 @@
+// cli.h — what the subcommands share: loading a spec with command-line overrides, the device
+// choice, and the exceptions that map to exit codes (0 ok, 1 check failed, 2 bad input, 3 runtime).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+
+#include "spec/errors.h"
+#include "spec/spec.h"
+
+namespace gr::cli {
+
+// A check or --expect comparison failed: exit 1 (the message is already printed).
+struct CheckFailed {};
+
+// A bad command line that CLI11 could not catch (conflicting flags ...): exit 2.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct Overrides {
+  std::optional<uint64_t> seed;
+  std::optional<int64_t> epochs;
+};
+
+Spec load_with_overrides(const std::string& path, const Overrides& o);
+
+// Resolves --device/--dtype/--fuse against the spec. Only the CPU tape exists in this build:
+// `auto` chooses it (and says why), host/cuda fail with exit 3.
+struct DeviceChoice {
+  std::string kind = "cpu", dtype = "f64";
+  bool fuse = false;
+};
+DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag,
+                           bool quiet);
+
+void add_train(CLI::App& app);
+void add_check(CLI::App& app);
+void add_grad(CLI::App& app);
+void add_inspect(CLI::App& app);
+
+}  // namespace gr::cli

@@ -1,0 +1,52 @@
+// gradrun grad SPEC — the loss and every parameter's gradient on the first batch, as safetensors.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "cli.h"
+#include "spec/safetensors.h"
+#include "train/checks.h"
+
+namespace gr::cli {
+
+namespace {
+
+struct GradFlags {
+  std::string spec, init, out = "grad.safetensors", device;
+};
+
+void run_grad(const GradFlags& f) {
+  const Spec spec = load_with_overrides(f.spec, {});
+  const DeviceChoice d = choose_device(spec, f.device.empty() ? "cpu" : f.device, "f64", false, false);
+  Model model(spec, load_datasets(spec));
+  if (!f.init.empty()) model.load_params(read_safetensors(f.init), f.init);
+  const GradResult r = evaluate_gradients(model);
+  std::vector<std::pair<std::string, ConstTensorView>> tensors;
+  const double loss = r.loss;
+  tensors.emplace_back("loss", ConstTensorView{Shape{1}, &loss});
+  for (size_t i = 0; i < r.grads.size(); ++i)
+    tensors.emplace_back(model.program().params[i].name, ConstTensorView{model.program().params[i].shape, r.grads[i].data()});
+  write_safetensors(f.out, tensors, {{"spec", spec.path}, {"spec_sha256", spec.sha256}, {"device", d.kind}, {"dtype", "f64"}},
+                    StDtype::F64);
+  std::printf("loss %.17g\n", loss);
+  for (size_t i = 0; i < r.grads.size(); ++i) {
+    double sq = 0.0;
+    for (double g : r.grads[i]) sq += g * g;
+    std::printf("  d/d%-16s |grad| %.6g\n", model.program().params[i].name.c_str(), std::sqrt(sq));
+  }
+  std::printf("wrote %s\n", f.out.c_str());
+}
+
+}  // namespace
+
+void add_grad(CLI::App& app) {
+  auto f = std::make_shared<GradFlags>();
+  CLI::App* c = app.add_subcommand("grad", "Write the loss and every parameter's gradient on the first batch (safetensors)");
+  c->add_option("spec", f->spec, "The spec file")->required();
+  c->add_option("--init", f->init, "Evaluate at the parameters in this safetensors file instead of the spec's init");
+  c->add_option("--out", f->out, "Output safetensors file (default grad.safetensors)");
+  c->add_option("--device", f->device, "cpu | host | cuda")->check(CLI::IsMember({"cpu", "host", "cuda"}));
+  c->callback([f] { run_grad(*f); });
+}
+
+}  // namespace gr::cli

@@ -1,0 +1,99 @@
+// gradrun train SPEC — train a spec on the CPU tape and write the run folder.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "cli.h"
+#include "spec/atomic_file.h"
+#include "train/trainer.h"
+
+namespace gr::cli {
+
+namespace {
+
+struct TrainFlags {
+  std::string spec, out, device, dtype, init, resume, expect;
+  bool fuse = false, quiet = false;
+  Overrides overrides;
+};
+
+// Compares a run's loss.csv text with a golden file; prints the first differing step.
+void compare_expected(const std::string& golden_path, const std::string& got_text) {
+  const std::string want_text = read_file(golden_path);
+  auto lines = [](const std::string& s) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    while (start < s.size()) {
+      size_t end = s.find('\n', start);
+      if (end == std::string::npos) end = s.size();
+      std::string line = s.substr(start, end - start);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) out.push_back(line);
+      start = end + 1;
+    }
+    return out;
+  };
+  const std::vector<std::string> want = lines(want_text), got = lines(got_text);
+  if (want.empty() || want[0] != "step,epoch,loss")
+    throw InputError(golden_path, "line 1", "not a loss log (expected the header step,epoch,loss)");
+  for (size_t i = 1; i < std::min(want.size(), got.size()); ++i)
+    if (want[i] != got[i]) {
+      std::fprintf(stderr, "gradrun: expect: the loss log differs from %s at step %zu (line %zu):\n  expected %s\n  got      %s\n",
+                   golden_path.c_str(), i, i + 1, want[i].c_str(), got[i].c_str());
+      throw CheckFailed{};
+    }
+  if (want.size() != got.size()) {
+    std::fprintf(stderr, "gradrun: expect: %s has %zu steps, this run has %zu\n", golden_path.c_str(), want.size() - 1,
+                 got.size() - 1);
+    throw CheckFailed{};
+  }
+}
+
+void run_train(const TrainFlags& f) {
+  Spec spec = load_with_overrides(f.spec, f.overrides);
+  const DeviceChoice d = choose_device(spec, f.device, f.dtype, f.fuse, f.quiet);
+  if (!f.init.empty() && !f.resume.empty()) throw UsageError("--init and --resume cannot be combined");
+  Model model(spec, load_datasets(spec));
+  TrainOptions o;
+  o.out_dir = f.out.empty() ? spec.output_dir : f.out;
+  o.epochs = spec.train.epochs;
+  o.init_file = f.init;
+  o.resume_dir = f.resume;
+  o.quiet = f.quiet;
+  o.device = d.kind;
+  o.dtype = d.dtype;
+  o.fuse = d.fuse;
+  const TrainResult r = train(model, o);
+  if (!f.quiet) {
+    const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();
+    std::printf("trained %s: %lld steps in %.2fs (%.1f us/step), final loss %.6g", spec.name.c_str(),
+                static_cast<long long>(r.steps), r.seconds,
+                r.steps ? 1e6 * r.seconds / static_cast<double>(r.steps) : 0.0,
+                r.log.step_loss.empty() ? 0.0 : r.log.step_loss.back());
+    if (last && last->val_accuracy == last->val_accuracy) std::printf(", val accuracy %.4f", last->val_accuracy);
+    std::printf("\n  outputs in %s\n", o.out_dir.c_str());
+  }
+  if (!f.expect.empty()) compare_expected(f.expect, render_loss_csv(r.log));
+}
+
+}  // namespace
+
+void add_train(CLI::App& app) {
+  auto f = std::make_shared<TrainFlags>();
+  CLI::App* c = app.add_subcommand("train", "Train a spec and write loss.csv, metrics.csv, weights, a plot and run.json");
+  c->add_option("spec", f->spec, "The spec file (JSON, format v1)")->required();
+  c->add_option("--out", f->out, "Output folder (default: the spec's output.dir, else runs/<name>)");
+  c->add_option("--device", f->device, "cpu (the CPU tape) | host | cuda | auto (default: the spec's device.kind)")
+      ->check(CLI::IsMember({"cpu", "host", "cuda", "auto"}));
+  c->add_option("--dtype", f->dtype, "f64 | f32 (f32 needs a device engine)")->check(CLI::IsMember({"f64", "f32"}));
+  c->add_flag("--fuse", f->fuse, "Run fused megakernels (needs a device engine)");
+  c->add_option("--epochs", f->overrides.epochs, "Total epochs (overrides train.epochs)")->check(CLI::Range(1, 100000000));
+  c->add_option("--seed", f->overrides.seed, "Seed for init, split and shuffling (overrides the spec's seed)");
+  c->add_option("--init", f->init, "Start from the parameters in this safetensors file (names as in the spec)");
+  c->add_option("--resume", f->resume, "Continue the run in this folder from its checkpoint/ up to --epochs");
+  c->add_option("--expect", f->expect, "Compare the loss log with this golden loss.csv; exit 1 at the first difference");
+  c->add_flag("--quiet,-q", f->quiet, "Print only errors");
+  c->callback([f] { run_train(*f); });
+}
+
+}  // namespace gr::cli

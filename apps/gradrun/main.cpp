@@ -1,0 +1,74 @@
+// gradrun — train, check and inspect models described by JSON specs (SPEC-AND-CLI.md).
+#include <cstdio>
+#include <cstring>
+
+#include "cli.h"
+#include "train/trainer.h"
+
+namespace gr::cli {
+
+Spec load_with_overrides(const std::string& path, const Overrides& o) {
+  Spec s = load_spec(path);
+  if (o.seed) s.seed = *o.seed;
+  if (o.epochs) s.train.epochs = *o.epochs;
+  return s;
+}
+
+DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag,
+                           bool quiet) {
+  DeviceChoice d{device_flag.empty() ? spec.device.kind : device_flag, dtype_flag.empty() ? spec.device.dtype : dtype_flag,
+                 fuse_flag || spec.device.fuse};
+  if (d.kind == "auto") {
+    if (!quiet) std::fprintf(stderr, "gradrun: device auto: using the CPU tape (this build has no CUDA backend)\n");
+    d.kind = "cpu";
+  }
+  if (d.kind == "host" || d.kind == "cuda")
+    throw IoError("", "device \"" + d.kind + "\" is not available: this build has no device engine (only --device cpu)");
+  if (d.dtype == "f32") throw UsageError("dtype f32 needs a device engine (host or cuda); the CPU tape computes in f64");
+  if (d.fuse) throw UsageError("fusion needs a device engine (host or cuda); the CPU tape does not fuse");
+  return d;
+}
+
+}  // namespace gr::cli
+
+int main(int argc, char** argv) {
+  using namespace gr;
+  CLI::App app{"gradrun: bit-exact training of small models described by JSON specs"};
+  app.name("gradrun");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "gradrun 0.1.0");
+  cli::add_train(app);
+  cli::add_check(app);
+  cli::add_grad(app);
+  cli::add_inspect(app);
+  auto fail = [](const char* what, int code) {
+    std::string line = what;
+    for (char& c : line)
+      if (c == '\n') c = ' ';
+    std::fprintf(stderr, "gradrun: error: %s\n", line.c_str());
+    return code;
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    fail(e.what(), 2);
+    std::fprintf(stderr, "Run 'gradrun --help' or 'gradrun COMMAND --help' for the options.\n");
+    return 2;
+  } catch (const cli::CheckFailed&) {
+    return 1;
+  } catch (const InputError& e) {
+    return fail(e.what(), 2);
+  } catch (const cli::UsageError& e) {
+    return fail(e.what(), 2);
+  } catch (const IoError& e) {
+    return fail(e.what(), 3);
+  } catch (const DivergedError& e) {
+    return fail(e.what(), 3);
+  } catch (const Error& e) {
+    return fail(e.what(), 3);
+  } catch (const std::exception& e) {
+    return fail((std::string("internal error: ") + e.what()).c_str(), 3);
+  }
+  return 0;
+}

@@ -1,0 +1,190 @@
+#include "spec/program.h"
+
+#include <algorithm>
+
+#include "spec/errors.h"
+
+namespace gr {
+
+namespace {
+
+Var leaf_var(const Ref& r, const std::vector<Var>& inputs, const std::vector<Var>& params,
+             const std::vector<Var>& consts, const std::vector<Var>& nodes) {
+  switch (r.kind) {
+    case Ref::Kind::Input: return inputs[r.index];
+    case Ref::Kind::Param: return params[r.index];
+    case Ref::Kind::Const: return consts[r.index];
+    case Ref::Kind::Node: return nodes[r.index];
+  }
+  return Var{};
+}
+
+Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const std::vector<Var>& params) {
+  const NodeSpec& n = *pn.spec;
+  switch (n.kind) {
+    case NodeSpec::Kind::Mse: return t.mse(in[0], in[1]);
+    case NodeSpec::Kind::Dense: {
+      const Var z = t.add(t.matmul(in[0], params[pn.weight]), params[pn.bias]);
+      if (n.activation == "relu") return t.relu(z);
+      if (n.activation == "tanh") return t.tanh(z);
+      if (n.activation == "sigmoid") return t.sigmoid(z);
+      return z;
+    }
+    case NodeSpec::Kind::Op: break;
+  }
+  const Var a = in.empty() ? Var{} : in[0];
+  const Var b = in.size() > 1 ? in[1] : Var{};
+  switch (n.op) {
+    case Op::Param:
+    case Op::Const: return Var{};  // the parser never makes a leaf a graph node
+    case Op::Add: return t.add(a, b);
+    case Op::Sub: return t.sub(a, b);
+    case Op::Mul: return t.mul(a, b);
+    case Op::Div: return t.div(a, b);
+    case Op::Neg: return t.neg(a);
+    case Op::AddScalar: return t.adds(a, n.scalar);
+    case Op::MulScalar: return t.muls(a, n.scalar);
+    case Op::Relu: return t.relu(a);
+    case Op::Sigmoid: return t.sigmoid(a);
+    case Op::Tanh: return t.tanh(a);
+    case Op::Exp: return t.exp(a);
+    case Op::Log: return t.log(a);
+    case Op::Sqrt: return t.sqrt(a);
+    case Op::Sum: return n.axis ? t.sum(a, *n.axis, n.keepdims) : t.sum(a);
+    case Op::Mean: return n.axis ? t.mean(a, *n.axis, n.keepdims) : t.mean(a);
+    case Op::Matmul: return t.matmul(a, b);
+    case Op::Bmm: return t.bmm(a, b);
+    case Op::Transpose: return t.transpose(a);
+    case Op::Reshape: return t.reshape(a, n.shape);
+    case Op::Slice: return t.slice(a, n.starts, n.stops);
+    case Op::Concat: return t.concat(a, b, *n.axis);
+    case Op::Softmax: return t.softmax(a, n.axis.value_or(-1));
+    case Op::LogSoftmax: return t.log_softmax(a, n.axis.value_or(-1));
+    case Op::SoftmaxCrossEntropy: return t.softmax_cross_entropy(a, b);
+  }
+  return Var{};
+}
+
+}  // namespace
+
+void record_program(Tape& t, const Program& p, const std::vector<Var>& inputs, const std::vector<Var>& params,
+                    const std::vector<Var>& consts, std::vector<Var>& nodes) {
+  nodes.clear();
+  Var in[2];
+  for (const ProgramNode& pn : p.nodes) {
+    for (size_t i = 0; i < pn.inputs.size(); ++i) in[i] = leaf_var(pn.inputs[i], inputs, params, consts, nodes);
+    nodes.push_back(record_node(t, pn, std::span<const Var>(in, pn.inputs.size()), params));
+  }
+}
+
+Program resolve_program(const Spec& spec, const DataTable& train) {
+  Program p;
+  p.spec = &spec;
+  if (spec.data) {
+    p.batch = spec.train.batch_size;
+    if (p.batch > train.rows)
+      throw InputError(spec.path, "/train/batch_size",
+                       "batch size " + std::to_string(p.batch) + " is larger than the " + std::to_string(train.rows) +
+                           " training rows");
+    for (size_t i = 0; i < train.names.size(); ++i) {
+      std::vector<int64_t> dims(train.tensors[i].shape().dims().begin(), train.tensors[i].shape().dims().end());
+      dims[0] = p.batch;
+      p.input_names.push_back(train.names[i]);
+      p.input_shapes.emplace_back(std::span<const int64_t>(dims));
+      p.names[train.names[i]] = {Ref::Kind::Input, static_cast<int>(i)};
+    }
+  }
+  for (const ParamSpec& ps : spec.params) {
+    const Shape shape{std::span<const int64_t>(ps.shape)};
+    if (ps.init.kind == InitSpec::Kind::Values && static_cast<int64_t>(ps.init.values.size()) != shape.numel())
+      throw InputError(spec.path, ps.pointer + "/init/values",
+                       "shape " + shape.str() + " needs " + std::to_string(shape.numel()) + " values, got " +
+                           std::to_string(ps.init.values.size()));
+    p.names[ps.name] = {Ref::Kind::Param, static_cast<int>(p.params.size())};
+    p.params.push_back({ps.name, ps.pointer, shape, ps.init, 0.0});
+  }
+  for (size_t i = 0; i < spec.consts.size(); ++i) p.names[spec.consts[i].name] = {Ref::Kind::Const, static_cast<int>(i)};
+
+  // Shape inference: record every node on a tape whose leaves are lazy (shape only, no values).
+  Tape t;
+  std::vector<Var> inputs, params, consts, nodes;
+  for (const Shape& s : p.input_shapes) inputs.push_back(t.constant_lazy(s));
+  for (const ProgramParam& pp : p.params) params.push_back(t.constant_lazy(pp.shape));
+  for (const ConstSpec& c : spec.consts) consts.push_back(t.constant_lazy(Shape(std::span<const int64_t>(c.shape))));
+  for (const NodeSpec& n : spec.graph) {
+    ProgramNode pn{&n, {}, -1, -1, Shape{1}, false, n.kind == NodeSpec::Kind::Dense};
+    for (const std::string& name : n.inputs) {
+      const Ref r = p.names.at(name);
+      pn.inputs.push_back(r);
+      pn.requires_grad = pn.requires_grad || r.kind == Ref::Kind::Param ||
+                         (r.kind == Ref::Kind::Node && p.nodes[r.index].requires_grad);
+    }
+    if (n.kind == NodeSpec::Kind::Dense) {
+      const Ref r = pn.inputs[0];
+      const Var x = r.kind == Ref::Kind::Node ? nodes[r.index]
+                    : r.kind == Ref::Kind::Input ? inputs[r.index]
+                    : r.kind == Ref::Kind::Param ? params[r.index]
+                                                 : consts[r.index];
+      const Shape& xs = t.node(x).shape;
+      if (xs.rank() != 2)
+        throw InputError(spec.path, n.pointer, "a dense layer needs a [B, in] input, got " + xs.str());
+      pn.weight = static_cast<int>(p.params.size());
+      p.params.push_back({n.id + ".W", n.pointer, Shape{xs[1], n.units}, n.w_init, 0.0});
+      pn.bias = static_cast<int>(p.params.size());
+      p.params.push_back({n.id + ".b", n.pointer, Shape{n.units}, n.b_init, 0.0});
+      params.push_back(t.constant_lazy(p.params[pn.weight].shape));
+      params.push_back(t.constant_lazy(p.params[pn.bias].shape));
+      p.names[n.id + ".W"] = {Ref::Kind::Param, pn.weight};
+      p.names[n.id + ".b"] = {Ref::Kind::Param, pn.bias};
+    }
+    std::vector<Var> in;
+    for (const Ref& r : pn.inputs) in.push_back(leaf_var(r, inputs, params, consts, nodes));
+    const Var v = record_node(t, pn, in, params);
+    if (!t.ok()) throw InputError(spec.path, n.pointer, t.error());
+    pn.shape = t.node(v).shape;
+    p.names[n.id] = {Ref::Kind::Node, static_cast<int>(p.nodes.size())};
+    nodes.push_back(v);
+    p.nodes.push_back(pn);
+  }
+
+  p.loss = p.names.at(spec.loss).index;
+  const Shape& ls = p.nodes[p.loss].shape;
+  if (ls.numel() != 1)
+    throw InputError(spec.path, spec.loss_pointer,
+                     "loss \"" + spec.loss + "\" has shape " + ls.str() + "; a loss must hold exactly one element");
+  // Which nodes the loss depends on (for inspect): walk inputs back from the loss.
+  p.nodes[p.loss].reaches_loss = true;
+  for (int i = p.loss; i >= 0; --i)
+    if (p.nodes[i].reaches_loss)
+      for (const Ref& r : p.nodes[i].inputs)
+        if (r.kind == Ref::Kind::Node) p.nodes[r.index].reaches_loss = true;
+
+  // L2 coefficients: a default for every parameter, then per-name overrides.
+  for (ProgramParam& pp : p.params) pp.l2 = spec.optimizer.l2_default;
+  for (const auto& [name, alpha] : spec.optimizer.l2) {
+    auto it = p.names.find(name);
+    if (it == p.names.end() || it->second.kind != Ref::Kind::Param) {
+      std::string known;
+      for (const ProgramParam& pp : p.params) known += (known.empty() ? "" : ", ") + pp.name;
+      throw InputError(spec.path, "/optimizer/l2/" + name, "\"" + name + "\" is not a parameter (parameters: " + known + ")");
+    }
+    p.params[it->second.index].l2 = alpha;
+  }
+
+  if (spec.metrics.accuracy) {
+    const Ref lo = p.names.at(spec.metrics.logits), la = p.names.at(spec.metrics.labels);
+    if (lo.kind != Ref::Kind::Node)
+      throw InputError(spec.path, "/metrics/accuracy/logits", "\"" + spec.metrics.logits + "\" is not a graph node");
+    if (la.kind != Ref::Kind::Input)
+      throw InputError(spec.path, "/metrics/accuracy/labels", "\"" + spec.metrics.labels + "\" is not a data input");
+    const Shape &sl = p.nodes[lo.index].shape, &sy = p.input_shapes[la.index];
+    if (sl.rank() != 2 || !(sl == sy))
+      throw InputError(spec.path, "/metrics/accuracy",
+                       "accuracy needs logits [B, C] and one-hot labels of the same shape, got " + sl.str() + " and " + sy.str());
+    p.metric_logits = lo.index;
+    p.metric_labels = la.index;
+  }
+  return p;
+}
+
+}  // namespace gr

@@ -1,0 +1,63 @@
+// program.h — a spec resolved against its data: every name bound to a leaf or node, every shape
+// inferred and checked (by recording the graph once on a tape whose leaves are lazy constants),
+// dense layers expanded into their parameters. Errors are InputErrors at the node's JSON pointer.
+//
+// Registration order of parameters (init streams, optimizer, weight files): the spec's "params"
+// in file order, then each dense layer's <id>.W and <id>.b in graph order.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "grad/tape.h"
+#include "spec/dataset.h"
+#include "spec/spec.h"
+
+namespace gr {
+
+struct Ref {
+  enum class Kind { Input, Param, Const, Node };
+  Kind kind;
+  int index;
+};
+
+struct ProgramParam {
+  std::string name, pointer;
+  Shape shape;
+  InitSpec init;
+  double l2 = 0.0;
+};
+
+struct ProgramNode {
+  const NodeSpec* spec;
+  std::vector<Ref> inputs;
+  int weight = -1, bias = -1;  // dense layers: parameter indices
+  Shape shape;                 // at the training batch size
+  bool reaches_loss = false;   // the loss depends on it
+  bool requires_grad = false;  // a parameter lies upstream (with reaches_loss: backward visits it)
+};
+
+struct Program {
+  const Spec* spec = nullptr;
+  std::vector<std::string> input_names;
+  std::vector<Shape> input_shapes;  // at the training batch size: [batch, ...]
+  int64_t batch = 0;                // rows per step (0: no data)
+  std::vector<ProgramParam> params;
+  std::vector<ProgramNode> nodes;
+  std::map<std::string, Ref> names;
+  int loss = -1;
+  int metric_logits = -1;  // node index, -1 without an accuracy metric
+  int metric_labels = -1;  // input index
+};
+
+// `train` provides the input shapes (its row count bounds the batch size); it may be empty when
+// the spec has no data.
+Program resolve_program(const Spec& spec, const DataTable& train);
+
+// Records the graph on `tape` given a Var for every input, param and const; fills `nodes` with one
+// Var per program node (its capacity is reused: no allocation in steady state). The tape must be healthy afterwards for a resolved program (shapes were checked),
+// except when inputs carry another batch size that the graph cannot take (then tape.ok() is false).
+void record_program(Tape& tape, const Program& program, const std::vector<Var>& inputs, const std::vector<Var>& params,
+                    const std::vector<Var>& consts, std::vector<Var>& nodes);
+
+}  // namespace gr

@@ -1,0 +1,413 @@
+// spec.cpp — JSON text → Spec, checking keys, types, ranges, ops, attributes and names.
+#include "spec/spec.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "spec/atomic_file.h"
+#include "spec/json_reader.h"
+#include "spec/sha256.h"
+#include "tensor/shape.h"
+
+namespace gr {
+
+using Json = nlohmann::ordered_json;
+
+nlohmann::ordered_json parse_json(const std::string& text, const std::string& file) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    // Turn the byte offset into a line and column; keep nlohmann's reason, minus its prefixes.
+    const size_t byte = std::min<size_t>(e.byte, text.size());
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i + 1 < byte; ++i) {
+      if (text[i] == '\n') line++, col = 1;
+      else col++;
+    }
+    std::string why = e.what();
+    const size_t colon = why.find(": ");
+    if (colon != std::string::npos) why = why.substr(colon + 2);
+    throw InputError(file, "line " + std::to_string(line) + ", column " + std::to_string(col), "malformed JSON: " + why);
+  }
+}
+
+namespace {
+
+std::vector<int64_t> read_shape(const JsonAt& j) {
+  std::vector<int64_t> dims = j.integers(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+  try {
+    Shape{std::span<const int64_t>(dims)};
+  } catch (const Error& e) {
+    j.fail(e.what());
+  }
+  return dims;
+}
+
+InitSpec read_init(const JsonAt& j) {
+  using K = InitSpec::Kind;
+  static const std::pair<const char*, K> kNamed[] = {{"zeros", K::Zeros},
+                                                     {"ones", K::Ones},
+                                                     {"xavier_uniform", K::XavierUniform},
+                                                     {"xavier_normal", K::XavierNormal},
+                                                     {"kaiming_uniform", K::KaimingUniform},
+                                                     {"kaiming_normal", K::KaimingNormal}};
+  InitSpec init;
+  auto named = [&](const std::string& s, const JsonAt& at) {
+    for (const auto& [n, k] : kNamed)
+      if (s == n) return k;
+    at.fail("unknown init \"" + s +
+            "\" (known: zeros, ones, constant, uniform, normal, xavier_uniform, xavier_normal, kaiming_uniform, "
+            "kaiming_normal, values)");
+  };
+  if (j.is_string()) {
+    init.kind = named(j.str(), j);
+    return init;
+  }
+  if (!j.is_object()) j.fail("expected an init name or object, got " + j.type_name());
+  if (j.has("values")) {
+    j.only_keys({"values"});
+    init.kind = K::Values;
+    j.at("values").flatten_numbers(init.values);
+    return init;
+  }
+  const JsonAt kind = j.at("kind");
+  const std::string k = kind.str();
+  if (k == "constant") {
+    j.only_keys({"kind", "value"});
+    init.kind = K::Constant;
+    init.a = j.at("value").number();
+  } else if (k == "uniform") {
+    j.only_keys({"kind", "low", "high"});
+    init.kind = K::Uniform;
+    init.a = j.has("low") ? j.at("low").number() : -1.0;
+    init.b = j.has("high") ? j.at("high").number() : 1.0;
+    if (!(init.a < init.b)) j.fail("uniform init needs low < high");
+  } else if (k == "normal") {
+    j.only_keys({"kind", "mean", "std"});
+    init.kind = K::Normal;
+    init.a = j.has("mean") ? j.at("mean").number() : 0.0;
+    init.b = j.has("std") ? j.at("std").number() : 1.0;
+    if (!(init.b >= 0)) j.at("std").fail("std must be >= 0");
+  } else {
+    j.only_keys({"kind"});
+    init.kind = named(k, kind);
+  }
+  return init;
+}
+
+DataSpec read_data(const JsonAt& j, const std::string& dir) {
+  j.only_keys({"csv", "safetensors", "npy", "npz", "inputs", "validation"});
+  DataSpec d;
+  int sources = 0;
+  auto path_of = [&](const JsonAt& p) { return (std::filesystem::path(dir) / p.str()).lexically_normal().string(); };
+  if (j.has("csv")) sources++, d.source = DataSpec::Source::Csv, d.files[""] = path_of(j.at("csv"));
+  if (j.has("safetensors")) sources++, d.source = DataSpec::Source::Safetensors, d.files[""] = path_of(j.at("safetensors"));
+  if (j.has("npz")) sources++, d.source = DataSpec::Source::Npz, d.files[""] = path_of(j.at("npz"));
+  if (j.has("npy")) {
+    sources++;
+    d.source = DataSpec::Source::Npy;
+    const JsonAt npy = j.at("npy");
+    if (npy.is_string()) {  // one file: its tensor is named after the file's stem
+      d.files[std::filesystem::path(npy.str()).stem().string()] = path_of(npy);
+    } else {
+      if (!npy.is_object()) npy.fail("expected a path or an object {tensor name: path}");
+      for (auto it = npy.json().begin(); it != npy.json().end(); ++it)
+        d.files[it.key()] = path_of(npy.at(it.key()));
+    }
+  }
+  if (sources != 1) j.fail("data needs exactly one source: csv, safetensors, npy or npz");
+  const JsonAt inputs = j.at("inputs");
+  if (!inputs.is_object() || inputs.json().empty()) inputs.fail("expected a non-empty object {name: binding}");
+  for (auto it = inputs.json().begin(); it != inputs.json().end(); ++it) {
+    const JsonAt b = inputs.at(it.key());
+    InputSpec in;
+    in.name = it.key();
+    in.pointer = b.pointer();
+    if (d.source == DataSpec::Source::Csv) {
+      b.only_keys({"columns", "column", "one_hot", "standardize"});
+      if (b.has("columns") == b.has("column")) b.fail("a CSV binding needs exactly one of \"columns\" or \"column\"");
+      if (b.has("columns")) {
+        for (const JsonAt& c : b.at("columns").array()) in.columns.push_back(c.str());
+        if (in.columns.empty()) b.at("columns").fail("expected at least one column");
+      } else {
+        in.columns.push_back(b.at("column").str());
+      }
+    } else {
+      b.only_keys({"tensor", "one_hot", "standardize"});
+      in.tensor = b.at("tensor").str();
+    }
+    if (b.has("one_hot")) {
+      in.one_hot = b.at("one_hot").integer(2, 1 << 20);
+      if (in.columns.size() > 1) b.fail("one_hot needs a single label column (\"column\")");
+    }
+    if (b.has("standardize")) in.standardize = b.at("standardize").boolean();
+    if (in.one_hot && in.standardize) b.fail("a one-hot input cannot also be standardized");
+    d.inputs.push_back(in);
+  }
+  if (j.has("validation")) {
+    d.validation = j.at("validation").number();
+    if (d.validation < 0 || d.validation >= 1) j.at("validation").fail("validation must be a fraction in [0, 1)");
+  }
+  return d;
+}
+
+void read_attrs(const JsonAt& j, NodeSpec& n) {
+  const uint32_t attrs = op_info(n.op).attrs;
+  auto allowed = [&](const char* key, uint32_t bit) {
+    if (j.has(key) && !(attrs & bit))
+      j.at(key).fail("op \"" + std::string(op_name(n.op)) + "\" has no attribute \"" + key + "\"");
+  };
+  allowed("scalar", kAttrScalar);
+  allowed("axis", kAttrAxis);
+  allowed("keepdims", kAttrKeepdims);
+  allowed("shape", kAttrShape);
+  allowed("starts", kAttrWindow);
+  allowed("stops", kAttrWindow);
+  if (attrs & kAttrScalar) n.scalar = j.at("scalar").number();
+  if (j.has("axis")) n.axis = j.at("axis").integer(-kMaxDims, kMaxDims - 1);
+  if (n.op == Op::Concat && !n.axis) j.at("axis");  // required: reports the missing key
+  if (j.has("keepdims")) {
+    n.keepdims = j.at("keepdims").boolean();
+    if (!n.axis) j.at("keepdims").fail("keepdims needs an axis");
+  }
+  if (attrs & kAttrShape) {
+    n.shape = j.at("shape").integers(-1, kMaxElems);
+    if (n.shape.empty()) j.at("shape").fail("expected at least one dim");
+  }
+  if (attrs & kAttrWindow) {
+    n.starts = j.at("starts").integers(-kMaxElems, kMaxElems);
+    n.stops = j.at("stops").integers(-kMaxElems, kMaxElems);
+    if (n.starts.size() != n.stops.size()) j.at("stops").fail("starts and stops need the same length");
+  }
+}
+
+NodeSpec read_node(const JsonAt& j) {
+  NodeSpec n;
+  n.pointer = j.pointer();
+  if (!j.is_object()) j.fail("expected a node object, got " + j.type_name());
+  n.id = j.at("id").str();
+  if (n.id.empty()) j.at("id").fail("an id cannot be empty");
+  for (const JsonAt& in : j.at("inputs").array()) n.inputs.push_back(in.str());
+  if (j.has("layer")) {
+    j.only_keys({"id", "layer", "inputs", "units", "activation", "init"});
+    if (j.at("layer").str() != "dense") j.at("layer").fail("unknown layer \"" + j.at("layer").str() + "\" (known: dense)");
+    n.kind = NodeSpec::Kind::Dense;
+    n.units = j.at("units").integer(1, 1 << 24);
+    if (j.has("activation")) {
+      n.activation = j.at("activation").str();
+      if (n.activation != "none" && n.activation != "relu" && n.activation != "tanh" && n.activation != "sigmoid")
+        j.at("activation").fail("unknown activation \"" + n.activation + "\" (known: none, relu, tanh, sigmoid)");
+    }
+    if (j.has("init")) {
+      const JsonAt init = j.at("init");
+      init.only_keys({"W", "b"});
+      if (init.has("W")) n.w_init = read_init(init.at("W"));
+      if (init.has("b")) n.b_init = read_init(init.at("b"));
+    }
+    if (n.inputs.size() != 1) j.at("inputs").fail("a dense layer takes exactly 1 input");
+    return n;
+  }
+  const JsonAt op = j.at("op");
+  const std::string name = op.str();
+  if (name == "mse") {
+    j.only_keys({"id", "op", "inputs"});
+    n.kind = NodeSpec::Kind::Mse;
+    if (n.inputs.size() != 2) j.at("inputs").fail("op \"mse\" takes 2 inputs, got " + std::to_string(n.inputs.size()));
+    return n;
+  }
+  const auto found = op_by_name(name);
+  if (!found || op_info(*found).kind == OpKind::Leaf) {
+    std::string known;
+    for (const OpInfo& info : kOps)
+      if (info.kind != OpKind::Leaf) known += std::string(known.empty() ? "" : ", ") + std::string(info.name);
+    op.fail("unknown op \"" + name + "\" (known: " + known + ", mse; or a \"layer\")");
+  }
+  n.op = *found;
+  j.only_keys({"id", "op", "inputs", "scalar", "axis", "keepdims", "shape", "starts", "stops"});
+  const int arity = op_info(n.op).arity;
+  if (static_cast<int>(n.inputs.size()) != arity)
+    j.at("inputs").fail("op \"" + name + "\" takes " + std::to_string(arity) + " input" + (arity == 1 ? "" : "s") +
+                        ", got " + std::to_string(n.inputs.size()));
+  read_attrs(j, n);
+  return n;
+}
+
+}  // namespace
+
+Spec parse_spec(const std::string& text, const std::string& path) {
+  const Json doc = parse_json(text, path);
+  const JsonAt root(doc, "", path);
+  if (!root.is_object()) root.fail("a spec is a JSON object, got " + root.type_name());
+  root.only_keys({"gradrun", "name", "description", "seed", "data", "params", "consts", "graph", "loss", "optimizer",
+                  "train", "metrics", "device", "output", "emit"});
+  Spec s;
+  s.path = path;
+  s.dir = std::filesystem::path(path).parent_path().string();
+  s.text = text;
+  s.sha256 = sha256_hex(text);
+  if (root.at("gradrun").integer() != 1) root.at("gradrun").fail("unsupported format version (this gradrun reads 1)");
+  s.name = root.has("name") ? root.at("name").str() : std::filesystem::path(path).stem().string();
+  if (root.has("description")) root.at("description").str();
+  if (root.has("seed")) s.seed = static_cast<uint64_t>(root.at("seed").integer(0));
+  if (root.has("data")) s.data = read_data(root.at("data"), s.dir);
+
+  std::set<std::string> names;  // one name space: inputs, params, consts, node ids
+  auto define = [&](const std::string& name, const JsonAt& at) {
+    if (!names.insert(name).second) at.fail("name \"" + name + "\" is already defined");
+  };
+  if (s.data)
+    for (const InputSpec& in : s.data->inputs) define(in.name, JsonAt(doc["data"]["inputs"][in.name], in.pointer, path));
+  if (root.has("params")) {
+    const JsonAt ps = root.at("params");
+    if (!ps.is_object()) ps.fail("expected an object {name: {shape, init}}");
+    for (auto it = ps.json().begin(); it != ps.json().end(); ++it) {
+      const JsonAt p = ps.at(it.key());
+      p.only_keys({"shape", "init"});
+      ParamSpec param{it.key(), p.pointer(), read_shape(p.at("shape")), {}};
+      if (p.has("init")) param.init = read_init(p.at("init"));
+      define(param.name, p);
+      s.params.push_back(std::move(param));
+    }
+  }
+  if (root.has("consts")) {
+    const JsonAt cs = root.at("consts");
+    if (!cs.is_object()) cs.fail("expected an object {name: {shape, values} or {value}}");
+    for (auto it = cs.json().begin(); it != cs.json().end(); ++it) {
+      const JsonAt c = cs.at(it.key());
+      ConstSpec k{it.key(), c.pointer(), {1}, {}};
+      if (c.has("value")) {
+        c.only_keys({"value"});
+        k.values.push_back(c.at("value").number());
+      } else {
+        c.only_keys({"shape", "values"});
+        k.shape = read_shape(c.at("shape"));
+        c.at("values").flatten_numbers(k.values);
+        const int64_t want = Shape(std::span<const int64_t>(k.shape)).numel();
+        if (static_cast<int64_t>(k.values.size()) != want)
+          c.at("values").fail("shape " + Shape(std::span<const int64_t>(k.shape)).str() + " needs " +
+                              std::to_string(want) + " values, got " + std::to_string(k.values.size()));
+      }
+      define(k.name, c);
+      s.consts.push_back(std::move(k));
+    }
+  }
+  const JsonAt graph = root.at("graph");
+  const auto nodes = graph.array();
+  if (nodes.empty()) graph.fail("the graph needs at least one node");
+  for (const JsonAt& j : nodes) {
+    NodeSpec n = read_node(j);
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (!names.count(n.inputs[i])) {
+        const JsonAt at = j.at("inputs").at(i);
+        for (const JsonAt& later : nodes)
+          if (later.has("id") && later.at("id").json() == n.inputs[i])
+            at.fail("name \"" + n.inputs[i] + "\" is used before its definition at " + later.pointer());
+        std::string known;
+        for (const std::string& k : names) known += (known.empty() ? "" : ", ") + k;
+        at.fail("unknown name \"" + n.inputs[i] + "\" (known: " + known + ")");
+      }
+    define(n.id, j.at("id"));
+    if (n.kind == NodeSpec::Kind::Dense) {
+      names.insert(n.id + ".W");
+      names.insert(n.id + ".b");
+    }
+    s.graph.push_back(std::move(n));
+  }
+  s.loss = root.at("loss").str();
+  if (std::none_of(s.graph.begin(), s.graph.end(), [&](const NodeSpec& n) { return n.id == s.loss; }))
+    root.at("loss").fail("loss \"" + s.loss + "\" is not a node of the graph");
+
+  if (root.has("optimizer")) {
+    const JsonAt o = root.at("optimizer");
+    o.only_keys({"kind", "lr", "l2", "clip", "beta1", "beta2", "eps"});
+    OptimizerSpec& opt = s.optimizer;
+    if (o.has("kind")) {
+      opt.kind = o.at("kind").str();
+      if (opt.kind != "adam" && opt.kind != "sgd") o.at("kind").fail("unknown optimizer \"" + opt.kind + "\" (known: adam, sgd)");
+    }
+    if (o.has("lr")) opt.lr = o.at("lr").positive();
+    if (o.has("clip")) {
+      opt.clip = o.at("clip").number();
+      if (opt.clip < 0) o.at("clip").fail("clip must be >= 0 (0 = off)");
+    }
+    if (o.has("l2")) {
+      const JsonAt l2 = o.at("l2");
+      if (l2.is_number()) {
+        opt.l2_default = l2.number();
+      } else {
+        if (!l2.is_object()) l2.fail("expected a number or an object {param: coefficient}");
+        for (auto it = l2.json().begin(); it != l2.json().end(); ++it) opt.l2[it.key()] = l2.at(it.key()).number();
+      }
+    }
+    for (const char* k : {"beta1", "beta2"})
+      if (o.has(k)) {
+        const double b = o.at(k).number();
+        if (b < 0 || b >= 1) o.at(k).fail(std::string(k) + " must be in [0, 1)");
+        (k[4] == '1' ? opt.beta1 : opt.beta2) = b;
+      }
+    if (o.has("eps")) opt.eps = o.at("eps").positive();
+    if (opt.kind == "sgd")
+      for (const char* k : {"beta1", "beta2", "eps"})
+        if (o.has(k)) o.at(k).fail(std::string("\"") + k + "\" applies to adam only");
+  }
+  if (root.has("train")) {
+    const JsonAt t = root.at("train");
+    t.only_keys({"epochs", "batch_size", "shuffle", "drop_last"});
+    if (t.has("epochs")) s.train.epochs = t.at("epochs").integer(1, 100000000);
+    if (t.has("batch_size")) s.train.batch_size = t.at("batch_size").integer(1, kMaxElems);
+    if (t.has("shuffle")) s.train.shuffle = t.at("shuffle").boolean();
+    if (t.has("drop_last")) s.train.drop_last = t.at("drop_last").boolean();
+  }
+  if (root.has("metrics")) {
+    const JsonAt m = root.at("metrics");
+    m.only_keys({"accuracy"});
+    if (m.has("accuracy")) {
+      const JsonAt a = m.at("accuracy");
+      a.only_keys({"logits", "labels"});
+      s.metrics.accuracy = true;
+      s.metrics.logits = a.at("logits").str();
+      s.metrics.labels = a.at("labels").str();
+      for (const char* k : {"logits", "labels"})
+        if (!names.count(a.at(k).str())) a.at(k).fail("unknown name \"" + a.at(k).str() + "\"");
+    }
+  }
+  if (root.has("device")) {
+    const JsonAt d = root.at("device");
+    d.only_keys({"kind", "dtype", "fuse"});
+    if (d.has("kind")) s.device.kind = d.at("kind").str();
+    if (d.has("dtype")) s.device.dtype = d.at("dtype").str();
+    if (d.has("fuse")) s.device.fuse = d.at("fuse").boolean();
+    const std::string& k = s.device.kind;
+    if (k != "cpu" && k != "host" && k != "cuda" && k != "auto")
+      d.at("kind").fail("unknown device \"" + k + "\" (known: cpu, host, cuda, auto)");
+    if (s.device.dtype != "f64" && s.device.dtype != "f32")
+      d.at("dtype").fail("unknown dtype \"" + s.device.dtype + "\" (known: f64, f32)");
+  }
+  s.output_dir = "runs/" + s.name;
+  if (root.has("output")) {
+    const JsonAt o = root.at("output");
+    o.only_keys({"dir"});
+    if (o.has("dir")) s.output_dir = o.at("dir").str();
+  }
+  if (root.has("emit")) {
+    const JsonAt e = root.at("emit");
+    e.only_keys({"bind", "signature", "function"});
+    if (e.has("bind")) {
+      const JsonAt b = e.at("bind");
+      if (!b.is_object()) b.fail("expected an object {leaf: \"C expression\"}");
+      for (auto it = b.json().begin(); it != b.json().end(); ++it) s.emit.bind[it.key()] = b.at(it.key()).str();
+    }
+    if (e.has("signature")) {
+      s.emit.signature = e.at("signature").str();
+      if (s.emit.signature != "dataset" && s.emit.signature != "params")
+        e.at("signature").fail("unknown signature \"" + s.emit.signature + "\" (known: dataset, params)");
+    }
+    if (e.has("function")) s.emit.function = e.at("function").str();
+  }
+  return s;
+}
+
+Spec load_spec(const std::string& path) { return parse_spec(read_file(path), path); }
+
+}  // namespace gr

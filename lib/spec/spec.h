@@ -1,0 +1,120 @@
+// spec.h — spec format v1 (SPEC-AND-CLI.md §1–2) parsed into plain structs.
+//
+// load_spec() checks everything that can be checked without the data: JSON syntax (line and
+// column), every key known, every value of the right type and range, ops and attributes against
+// the op table, names defined before use. Shapes are checked later, when the spec is resolved
+// against its data (program.h), still before any training. Every error is an InputError whose
+// place is the JSON pointer of the offending value.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "grad/op_table.h"
+
+namespace gr {
+
+struct InitSpec {
+  enum class Kind { Zeros, Ones, Constant, Uniform, Normal, XavierUniform, XavierNormal, KaimingUniform, KaimingNormal, Values };
+  Kind kind = Kind::Zeros;
+  double a = 0.0, b = 0.0;     // constant: a · uniform: [a, b) · normal: mean a, std b
+  std::vector<double> values;  // Kind::Values, row-major
+};
+
+struct ParamSpec {
+  std::string name, pointer;
+  std::vector<int64_t> shape;
+  InitSpec init;
+};
+
+struct ConstSpec {
+  std::string name, pointer;
+  std::vector<int64_t> shape;
+  std::vector<double> values;
+};
+
+struct InputSpec {
+  std::string name, pointer;
+  std::vector<std::string> columns;  // CSV: "columns" ([B, n]) or "column" ([B, 1])
+  std::string tensor;                // tensor files: the tensor's name
+  int64_t one_hot = 0;               // > 0: labels → [B, one_hot]
+  bool standardize = false;
+};
+
+struct DataSpec {
+  enum class Source { Csv, Safetensors, Npy, Npz };
+  Source source = Source::Csv;
+  std::map<std::string, std::string> files;  // npy: tensor name → path; others: "" → path (resolved)
+  std::vector<InputSpec> inputs;
+  double validation = 0.0;
+  std::string pointer = "/data";
+};
+
+struct NodeSpec {
+  enum class Kind { Op, Mse, Dense };  // an op of the table, the mse composite, a dense layer
+  Kind kind = Kind::Op;
+  std::string id, pointer;
+  Op op = Op::Add;  // Kind::Op
+  std::vector<std::string> inputs;
+  double scalar = 0.0;
+  std::optional<int64_t> axis;
+  bool keepdims = false;
+  std::vector<int64_t> shape, starts, stops;
+  // layer nodes ("layer": "dense"): params <id>.W [in, units], <id>.b [units]
+  int64_t units = 0;
+  std::string activation = "none";  // none | relu | tanh | sigmoid
+  InitSpec w_init{InitSpec::Kind::XavierUniform, 0.0, 0.0, {}}, b_init{InitSpec::Kind::Zeros, 0.0, 0.0, {}};
+};
+
+struct OptimizerSpec {
+  std::string kind = "adam";
+  double lr = 1e-3, clip = 0.0, l2_default = 0.0;
+  std::map<std::string, double> l2;  // per-parameter overrides
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+
+struct TrainSpec {
+  int64_t epochs = 1, batch_size = 32;
+  bool shuffle = true, drop_last = true;
+};
+
+struct MetricsSpec {
+  bool accuracy = false;
+  std::string logits, labels;
+};
+
+struct DeviceSpec {
+  std::string kind = "cpu", dtype = "f64";
+  bool fuse = false;
+};
+
+struct EmitSpec {
+  std::map<std::string, std::string> bind;
+  std::string signature = "dataset", function = "grad";
+};
+
+struct Spec {
+  std::string path, dir, sha256, text;  // where it came from; dir resolves relative data paths
+  std::string name;
+  uint64_t seed = 0;
+  std::optional<DataSpec> data;
+  std::vector<ParamSpec> params;
+  std::vector<ConstSpec> consts;
+  std::vector<NodeSpec> graph;
+  std::string loss;
+  std::string loss_pointer = "/loss";
+  OptimizerSpec optimizer;
+  TrainSpec train;
+  MetricsSpec metrics;
+  DeviceSpec device;
+  std::string output_dir;
+  EmitSpec emit;
+};
+
+// Throws IoError (unreadable file) or InputError (everything else).
+Spec load_spec(const std::string& path);
+Spec parse_spec(const std::string& text, const std::string& path);
+
+}  // namespace gr

@@ -1,0 +1,74 @@
+#include "train/model.h"
+
+#include "spec/errors.h"
+#include "spec/init.h"
+
+namespace gr {
+
+Model::Model(const Spec& spec, Datasets data) : spec_(spec), data_(std::move(data)) {
+  program_ = resolve_program(spec_, data_.train);
+  for (size_t i = 0; i < program_.params.size(); ++i) {
+    const ProgramParam& pp = program_.params[i];
+    params_.push_back(tape_.param(pp.shape, init_values(pp.init, pp.shape, spec_.seed, i)));
+  }
+  for (const ConstSpec& c : spec_.consts) consts_.push_back(tape_.constant(Shape(std::span<const int64_t>(c.shape)), c.values));
+  for (const Shape& s : program_.input_shapes) slots_.push_back(tape_.constant(s, std::vector<double>(static_cast<size_t>(s.numel()), 0.0)));
+  GR_ASSERT(tape_.ok());
+  mark_ = tape_.mark();
+  scratch_inputs_.reserve(slots_.size());
+  nodes_.reserve(program_.nodes.size());
+}
+
+void Model::load_params(const SafetensorsFile& file, const std::string& path, const std::string& prefix) {
+  for (size_t i = 0; i < program_.params.size(); ++i) {
+    const ProgramParam& pp = program_.params[i];
+    const Tensor* t = file.find(prefix + pp.name);
+    if (!t) throw InputError(path, prefix + pp.name, "parameter \"" + pp.name + "\" is missing from the file");
+    if (!(t->shape() == pp.shape))
+      throw InputError(path, prefix + pp.name,
+                       "parameter \"" + pp.name + "\" has shape " + t->shape().str() + " in the file but " + pp.shape.str() +
+                           " in the spec");
+    tape_.set_value(params_[i], t->values());
+  }
+}
+
+Optimizer Model::make_optimizer() {
+  const OptimizerSpec& o = spec_.optimizer;
+  Optimizer opt = o.kind == "sgd" ? Optimizer::sgd(o.lr) : Optimizer::adam(o.lr, {o.beta1, o.beta2, o.eps});
+  opt.set_clip(o.clip);
+  for (size_t i = 0; i < params_.size(); ++i) opt.add(tape_, params_[i], program_.params[i].l2);
+  return opt;
+}
+
+const std::vector<Var>& Model::record(const DataTable& table, std::span<const int64_t> rows) {
+  scratch_inputs_.clear();
+  const bool full = static_cast<int64_t>(rows.size()) == program_.batch;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Tensor& src = table.tensors[i];
+    if (full) {
+      gather_rows(src, rows, tape_.leaf_values(slots_[i]).data());
+      scratch_inputs_.push_back(slots_[i]);
+    } else {  // an odd-sized batch (validation remainder, drop_last false): temporary constants
+      std::vector<int64_t> dims(src.shape().dims().begin(), src.shape().dims().end());
+      dims[0] = static_cast<int64_t>(rows.size());
+      std::vector<double> buf(static_cast<size_t>(src.numel() / src.shape()[0]) * rows.size());
+      gather_rows(src, rows, buf.data());
+      scratch_inputs_.push_back(tape_.constant(Shape(std::span<const int64_t>(dims)), buf));
+    }
+  }
+  record_program(tape_, program_, scratch_inputs_, params_, consts_, nodes_);
+  if (!tape_.ok()) {
+    GR_ASSERT(!full);  // full batches were shape-checked by resolve_program
+    nodes_.clear();
+    tape_.recover(mark_);  // the poisoning belongs to this episode and goes with it
+  }
+  return nodes_;
+}
+
+std::vector<std::pair<std::string, ConstTensorView>> Model::param_views() const {
+  std::vector<std::pair<std::string, ConstTensorView>> out;
+  for (size_t i = 0; i < params_.size(); ++i) out.emplace_back(program_.params[i].name, tape_.value(params_[i]));
+  return out;
+}
+
+}  // namespace gr

@@ -1,0 +1,54 @@
+// model.h — a resolved spec on a live tape: parameters registered (in registration order) and
+// initialized, constants and input slots created before the episode mark, so a training step is
+// "fill the slots, record the graph, backward, step, reset_to(mark)" with no allocation.
+#pragma once
+#include <span>
+#include <string>
+#include <vector>
+
+#include "grad/optimizer.h"
+#include "grad/tape.h"
+#include "spec/dataset.h"
+#include "spec/program.h"
+#include "spec/safetensors.h"
+
+namespace gr {
+
+class Model {
+ public:
+  // Resolves the program (all shape checks) and initializes parameters from spec.seed.
+  Model(const Spec& spec, Datasets data);
+
+  const Spec& spec() const { return spec_; }
+  const Program& program() const { return program_; }
+  const Datasets& data() const { return data_; }
+  Tape& tape() { return tape_; }
+  const std::vector<Var>& params() const { return params_; }
+
+  // Parameters from a safetensors file with the parameters' names and shapes (--init, --resume).
+  // `prefix` selects tensors named prefix + name. Throws InputError on a missing name or bad shape.
+  void load_params(const SafetensorsFile& file, const std::string& path, const std::string& prefix = "");
+  // The optimizer of the spec with every parameter registered.
+  Optimizer make_optimizer();
+
+  // Records one episode on the given rows of `table` (all of them when rows is empty and the spec
+  // has no data). Returns the node Vars; the loss is nodes[program().loss]. Full batches use the
+  // preallocated input slots; other sizes get constants after the mark (and may not fit the
+  // graph: then the result is empty and the tape is healthy again). Valid until the next record.
+  const std::vector<Var>& record(const DataTable& table, std::span<const int64_t> rows);
+  void reset() { tape_.reset_to(mark_); }
+
+  // Parameter views in registration order, for weight files.
+  std::vector<std::pair<std::string, ConstTensorView>> param_views() const;
+
+ private:
+  const Spec& spec_;
+  Datasets data_;
+  Program program_;
+  Tape tape_;
+  std::vector<Var> params_, consts_, slots_;
+  int32_t mark_ = 0;
+  std::vector<Var> scratch_inputs_, nodes_;
+};
+
+}  // namespace gr

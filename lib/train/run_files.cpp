@@ -1,0 +1,137 @@
+#include "train/run_files.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "spec/atomic_file.h"
+#include "spec/errors.h"
+#include "spec/safetensors.h"
+#include "spec/sha256.h"
+
+namespace gr {
+
+std::string format_double(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string render_loss_csv(const RunLog& log) {
+  std::string s = "step,epoch,loss\n";
+  for (size_t i = 0; i < log.step_loss.size(); ++i)
+    s += std::to_string(i + 1) + "," + std::to_string(log.step_epoch[i]) + "," + format_double(log.step_loss[i]) + "\n";
+  return s;
+}
+
+std::string render_metrics_csv(const RunLog& log) {
+  std::string s = "epoch,train_loss,val_loss,val_accuracy,seconds\n";
+  char secs[32];
+  for (const EpochRecord& e : log.epochs) {
+    std::snprintf(secs, sizeof secs, "%.3f", e.seconds);
+    s += std::to_string(e.epoch) + "," + format_double(e.train_loss) + "," + format_double(e.val_loss) + "," +
+         format_double(e.val_accuracy) + "," + secs + "\n";
+  }
+  return s;
+}
+
+std::string weights_digest(const Model& model) {
+  Sha256 h;
+  for (const auto& [name, view] : model.param_views()) h.update(view.data, static_cast<size_t>(view.shape.numel()) * sizeof(double));
+  return h.hex();
+}
+
+void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt, const RunLog& log, int64_t epoch) {
+  std::filesystem::create_directories(dir);
+  std::vector<std::pair<std::string, ConstTensorView>> tensors;
+  for (const auto& [name, view] : model.param_views()) tensors.emplace_back("param/" + name, view);
+  const bool adam = opt.kind() == OptimizerKind::Adam;
+  if (adam)
+    for (size_t i = 0; i < opt.count(); ++i) {
+      const Shape& s = model.program().params[i].shape;
+      tensors.emplace_back("adam_m/" + model.program().params[i].name, ConstTensorView{s, opt.m(i).data()});
+      tensors.emplace_back("adam_v/" + model.program().params[i].name, ConstTensorView{s, opt.v(i).data()});
+    }
+  std::vector<double> epochs(log.step_epoch.begin(), log.step_epoch.end());
+  const int64_t steps = static_cast<int64_t>(log.step_loss.size());
+  if (steps > 0) {
+    tensors.emplace_back("loss_history", ConstTensorView{Shape{steps}, log.step_loss.data()});
+    tensors.emplace_back("loss_epochs", ConstTensorView{Shape{steps}, epochs.data()});
+  }
+  std::vector<double> rows;  // the metrics.csv rows so far: [epochs, 6]
+  for (const EpochRecord& e : log.epochs)
+    rows.insert(rows.end(), {static_cast<double>(e.epoch), e.train_loss, e.val_loss, e.val_accuracy, e.seconds,
+                             static_cast<double>(e.last_step)});
+  if (!log.epochs.empty())
+    tensors.emplace_back("epoch_metrics", ConstTensorView{Shape{static_cast<int64_t>(log.epochs.size()), 6}, rows.data()});
+  const std::map<std::string, std::string> meta = {{"format", "gradrun-checkpoint-1"},
+                                                   {"spec_sha256", model.spec().sha256},
+                                                   {"seed", std::to_string(model.spec().seed)},
+                                                   {"epoch", std::to_string(epoch)},
+                                                   {"step", std::to_string(steps)},
+                                                   {"adam_t", std::to_string(opt.t())}};
+  write_safetensors(dir + "/state.safetensors", tensors, meta, StDtype::F64);
+}
+
+Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt) {
+  const std::string path = dir + "/state.safetensors";
+  if (!std::filesystem::exists(path)) throw IoError(path, "no checkpoint here (expected a run folder with checkpoint/)");
+  const SafetensorsFile f = read_safetensors(path);
+  auto meta = [&](const char* key) {
+    auto it = f.metadata.find(key);
+    if (it == f.metadata.end()) throw InputError(path, "__metadata__", std::string("missing \"") + key + "\"");
+    return it->second;
+  };
+  auto integer = [&](const char* key) {
+    try {
+      return static_cast<int64_t>(std::stoll(meta(key)));
+    } catch (const std::logic_error&) {
+      throw InputError(path, "__metadata__", std::string("\"") + key + "\" is not an integer");
+    }
+  };
+  if (meta("format") != "gradrun-checkpoint-1") throw InputError(path, "__metadata__", "not a gradrun checkpoint");
+  if (meta("spec_sha256") != model.spec().sha256)
+    throw InputError(path, "__metadata__", "this checkpoint was made by a different spec (sha256 " + meta("spec_sha256").substr(0, 12) +
+                                               "…, this spec " + model.spec().sha256.substr(0, 12) + "…)");
+  if (meta("seed") != std::to_string(model.spec().seed))
+    throw InputError(path, "__metadata__", "this checkpoint was made with seed " + meta("seed") + ", not " +
+                                               std::to_string(model.spec().seed));
+  Checkpoint c;
+  c.epoch = integer("epoch");
+  c.step = integer("step");
+  c.adam_t = integer("adam_t");
+  model.load_params(f, path, "param/");
+  if (opt.kind() == OptimizerKind::Adam) {
+    for (size_t i = 0; i < opt.count(); ++i) {
+      const std::string& name = model.program().params[i].name;
+      for (const char* kind : {"adam_m/", "adam_v/"}) {
+        const Tensor* t = f.find(kind + name);
+        if (!t || t->numel() != static_cast<int64_t>(opt.m(i).size()))
+          throw InputError(path, kind + name, "missing or of the wrong size");
+        std::span<double> dst = kind[5] == 'm' ? opt.m(i) : opt.v(i);
+        std::copy(t->values().begin(), t->values().end(), dst.begin());
+      }
+    }
+    opt.set_t(c.adam_t);
+  }
+  if (c.step > 0) {
+    const Tensor* h = f.find("loss_history");
+    const Tensor* e = f.find("loss_epochs");
+    if (!h || !e || h->numel() != c.step || e->numel() != c.step)
+      throw InputError(path, "loss_history", "missing or not " + std::to_string(c.step) + " steps long");
+    c.loss_history.assign(h->values().begin(), h->values().end());
+    for (double v : e->values()) c.loss_epochs.push_back(static_cast<int64_t>(v));
+  }
+  if (const Tensor* m = f.find("epoch_metrics")) {
+    if (m->shape().rank() != 2 || m->shape()[1] != 6) throw InputError(path, "epoch_metrics", "expected shape [epochs, 6]");
+    for (int64_t r = 0; r < m->shape()[0]; ++r) {
+      const double* v = m->data() + r * 6;
+      c.epochs.push_back({static_cast<int64_t>(v[0]), v[1], v[2], v[3], v[4], static_cast<int64_t>(v[5])});
+    }
+  }
+  return c;
+}
+
+}  // namespace gr

@@ -1,0 +1,43 @@
+// trainer.h — the minibatch training loop of `gradrun train` and its outputs.
+//
+// Per epoch e (0-based): the training rows in the order random_permutation(n, seed,
+// kShuffleStream + e) (or ascending without shuffle), cut into batches of batch_size (the last
+// partial batch dropped unless drop_last is false); per batch: fill the input slots, record,
+// backward, optimizer step, reset_to(mark). After each epoch: validation loss and accuracy;
+// a checkpoint after the last epoch and at most every 2 s on the way. At the end: loss.csv, metrics.csv, weights.safetensors, loss.svg, run.json.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "train/model.h"
+#include "train/run_files.h"
+
+namespace gr {
+
+struct TrainOptions {
+  std::string out_dir;
+  int64_t epochs = 1;       // total epochs of the run (a resumed run continues up to this)
+  std::string init_file;    // --init: start from these parameters
+  std::string resume_dir;   // --resume: a previous run folder (or its checkpoint/)
+  bool quiet = false;
+  std::string device = "cpu", dtype = "f64";
+  bool fuse = false;
+};
+
+struct TrainResult {
+  RunLog log;
+  int64_t steps = 0;
+  double seconds = 0.0;
+  std::string weights_sha256;
+};
+
+// Throws InputError / IoError for bad input and unwritable outputs; a diverged run (NaN/inf loss)
+// throws DivergedError after writing the logs, keeping the last good checkpoint.
+TrainResult train(Model& model, const TrainOptions& options);
+
+class DivergedError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace gr
