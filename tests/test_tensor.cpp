@@ -1,8 +1,12 @@
 // test_tensor.cpp — checked shapes, tensors, broadcasting maps.
 #include <catch2/catch.hpp>
 #include <vector>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include "tensor/broadcast.h"
+#include "tensor/fpenv.h"
 #include "tensor/tensor.h"
 
 using namespace gr;
@@ -39,4 +43,16 @@ TEST_CASE("numpy broadcasting", "[tensor]") {
   CHECK(broadcast_map(Shape{2, 3}, Shape{2, 3}).same);
   CHECK(broadcast_map(Shape{5, 1, 3}, Shape{4, 1}).out == Shape{5, 4, 3});
   CHECK_THROWS_WITH(broadcast_map(Shape{2, 3}, Shape{2}), Catch::Contains("[2, 3] and [2]"));
+}
+
+TEST_CASE("the floating-point environment check catches FTZ/DAZ", "[tensor]") {
+  CHECK(fp_environment_problem().empty());
+#if defined(__x86_64__)
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(saved | 0x8040u);  // what a -ffast-math library's constructor does
+  const std::string why = fp_environment_problem();
+  _mm_setcsr(saved);
+  CHECK(why.find("flush-to-zero") != std::string::npos);
+  CHECK(why.find("denormals-are-zero") != std::string::npos);
+#endif
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cli.h"
+#include "tensor/fpenv.h"
 #include "train/trainer.h"
 
 namespace gr::cli {
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     return code;
   };
   try {
+    if (const std::string why = fp_environment_problem(); !why.empty()) throw Error(why);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);

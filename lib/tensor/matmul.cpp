@@ -5,7 +5,9 @@
 //     and sees `acc = acc + a*b` for k = 0, 1, ..., K-1 in that order: one rounded multiply, one
 //     rounded add. SIMD lanes run across j (and the register tile across i), never across k.
 //   * -ffp-contract=off (set for the whole project, and implied by -std=c++20 rather than gnu++20)
-//     keeps the compiler from fusing the multiply and the add. No FMA intrinsics are used.
+//     keeps the compiler from fusing the multiply and the add. No FMA intrinsics are used. Every
+//     product is also its own statement, so even a compiler's default "contract within one
+//     expression" (clang's -ffp-contract=on) would have nothing to fuse.
 //   * Packing A and B into contiguous panels only copies values.
 //   * The k loop is cut into KC-long slices for the caches, but the running accumulator flows
 //     through: at the end of a slice it is stored as a double (exactly) and the next slice reloads
@@ -16,7 +18,10 @@
 // Structure (GotoBLAS-style): for each NC-wide column block, for each KC slice, B is packed into
 // NR-wide k-major panels; for each MC-tall row block A is packed into MR-tall k-major panels; an
 // MR x NR register tile (MR broadcasts of A times NV vectors of B per k) runs over every panel
-// pair. Edge tiles use smaller instantiations of the same kernel (fewer rows / vectors).
+// pair. Edge tiles use smaller instantiations of the same kernel (fewer rows / vectors). With few
+// rows, B is read in place rather than packed; with very few rows (<= 8) and a row-major B, a
+// row-streaming loop (acc rows in C or on the stack, four k steps per pass) replaces tiling.
+// Tuning numbers and measurements: docs/performance.md.
 #include "tensor/matmul.h"
 
 #include <cstddef>
@@ -58,6 +63,21 @@
 #ifndef GR_MM_NC
 #define GR_MM_NC 2048
 #endif
+// Up to this many rows, with a row-major B, the row-streaming path replaces tiling.
+#ifndef GR_MM_ROWS_PATH_M
+#define GR_MM_ROWS_PATH_M 8
+#endif
+// The tiled path reads a row-major B in place instead of packing it when M <= GR_MM_DIRECT_B_ROWS
+// (each B value is used by only a few row panels, so packing costs about what it saves) and B's
+// rows are at most GR_MM_DIRECT_B_LD doubles apart (farther apart, each k step of a panel is on a
+// new page, which defeats the prefetchers, and power-of-two strides put all k rows in a few
+// cache sets; measured: 12x1024x1024 runs at 6.5 GFLOP/s in place, 18.6 packed).
+#ifndef GR_MM_DIRECT_B_ROWS
+#define GR_MM_DIRECT_B_ROWS 48
+#endif
+#ifndef GR_MM_DIRECT_B_LD
+#define GR_MM_DIRECT_B_LD 512
+#endif
 
 namespace gr {
 namespace {
@@ -69,6 +89,11 @@ constexpr int NR = NV * W;
 constexpr int64_t KC = GR_MM_KC;
 constexpr int64_t MC = (GR_MM_MC + MR - 1) / MR * MR;
 constexpr int64_t NC = (GR_MM_NC + NR - 1) / NR * NR;
+constexpr int64_t kDirectBRows = GR_MM_DIRECT_B_ROWS;
+constexpr int64_t kDirectBLd = GR_MM_DIRECT_B_LD;
+constexpr int64_t kRowsMax = 4;      // rows per pass of the row-streaming path
+constexpr int64_t kRowsChunk = 256;  // columns per pass; Accumulate keeps acc on the stack (8 KiB)
+constexpr int64_t kRowsPathM = GR_MM_ROWS_PATH_M;
 
 typedef double vd __attribute__((vector_size(GR_MM_W * sizeof(double))));
 
@@ -90,28 +115,26 @@ struct Scratch {
   double* get(size_t n) {
     if (n > cap) {
       std::free(p);
-      size_t bytes = (n * sizeof(double) + 63) / 64 * 64;
+      p = nullptr;
+      cap = 0;
+      const size_t bytes = (n * sizeof(double) + 63) / 64 * 64;  // a multiple of the alignment
       p = static_cast<double*>(std::aligned_alloc(64, bytes));
-      if (!p) {
-        cap = 0;
-        throw std::bad_alloc();
-      }
+      if (!p) throw std::bad_alloc();
       cap = n;
     }
     return p;
   }
 };
 
-// The micro-kernel: rows 0..mr-1 of an MR-stride packed A panel times vectors 0..nv-1 of an
-// NR-stride packed B panel, over kc steps.
+// The micro-kernel: rows 0..mr-1 of an MR-stride packed A panel times vectors 0..nv-1 of a B
+// panel whose k rows are ldb apart (NR when packed, b_rs when B is read in place), over kc steps.
 //   init == nullptr: acc starts at +0.0 (the start of the k loop);
 //   otherwise acc starts at init[r*ld_init + j] (the running value parked by the previous slice).
 //   At the end: dst[r*ld_dst + j] = acc, or with `accumulate`, dst = dst + acc.
 // Only the first n_valid columns are read from init and written to dst.
 template <int mr, int nv>
-void kernel(const double* __restrict ap, const double* __restrict bp, int64_t kc,
-            const double* init, int64_t ld_init, double* dst, int64_t ld_dst, bool accumulate,
-            int n_valid) {
+void kernel(const double* __restrict ap, const double* __restrict bp, int64_t ldb, int64_t kc, const double* init,
+            int64_t ld_init, double* dst, int64_t ld_dst, bool accumulate, int n_valid) {
   vd acc[mr][nv];
   const bool full = n_valid == nv * W;
   if (init == nullptr) {
@@ -142,12 +165,12 @@ void kernel(const double* __restrict ap, const double* __restrict bp, int64_t kc
       const double a = ap[r];
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) {
-        const vd prod = b[v] * a;    // one rounded multiply per lane
+        const vd prod = b[v] * a;      // one rounded multiply per lane
         acc[r][v] = acc[r][v] + prod;  // one rounded add per lane
       }
     }
     ap += MR;
-    bp += NR;
+    bp += ldb;
   }
 
 #pragma GCC unroll 16
@@ -170,8 +193,8 @@ void kernel(const double* __restrict ap, const double* __restrict bp, int64_t kc
   }
 }
 
-using KernelFn = void (*)(const double*, const double*, int64_t, const double*, int64_t, double*,
-                          int64_t, bool, int);
+using KernelFn = void (*)(const double*, const double*, int64_t, int64_t, const double*, int64_t, double*, int64_t,
+                          bool, int);
 
 template <int mr, int... vs>
 constexpr void fill_row(KernelFn* row, std::integer_sequence<int, vs...>) {
@@ -180,9 +203,7 @@ constexpr void fill_row(KernelFn* row, std::integer_sequence<int, vs...>) {
 template <int... rs>
 struct KernelTable {
   KernelFn fn[MR][NV];
-  constexpr KernelTable() : fn{} {
-    (fill_row<rs + 1>(fn[rs], std::make_integer_sequence<int, NV>{}), ...);
-  }
+  constexpr KernelTable() : fn{} { (fill_row<rs + 1>(fn[rs], std::make_integer_sequence<int, NV>{}), ...); }
 };
 template <int... rs>
 constexpr KernelTable<rs...> make_table(std::integer_sequence<int, rs...>) {
@@ -191,58 +212,133 @@ constexpr KernelTable<rs...> make_table(std::integer_sequence<int, rs...>) {
 constexpr auto kTable = make_table(std::make_integer_sequence<int, MR>{});
 
 // Pack B(k0 .. k0+kc, j0 .. j0+nc) into NR-wide panels, k-major within a panel, zero padded.
-void pack_b(const MatmulArgs& x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, double* out) {
+// Full panels take constant-width paths the compiler turns into vector copies / unrolled loads.
+// With `ragged_only` (B read in place) only a ragged last panel is packed.
+void pack_b(const MatmulArgs& x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, double* out, bool ragged_only) {
+  const int64_t rs = x.b_rs, cs = x.b_cs;
   for (int64_t jp = 0; jp < nc; jp += NR) {
     const int64_t w = nc - jp < NR ? nc - jp : NR;
-    double* panel = out + jp * kc;
-    const double* src = x.b + k0 * x.b_rs + (j0 + jp) * x.b_cs;
-    if (x.b_cs == 1 || x.b_rs != 1) {  // rows of the panel are contiguous (or nothing is)
-      for (int64_t k = 0; k < kc; ++k) {
-        const double* s = src + k * x.b_rs;
-        double* d = panel + k * NR;
-        if (x.b_cs == 1) {
-          for (int64_t j = 0; j < w; ++j) d[j] = s[j];
-        } else {
-          for (int64_t j = 0; j < w; ++j) d[j] = s[j * x.b_cs];
-        }
-        for (int64_t j = w; j < NR; ++j) d[j] = 0.0;
+    if (ragged_only && w == NR) continue;
+    double* d = out + jp * kc;
+    const double* s = x.b + k0 * rs + (j0 + jp) * cs;
+    if (w == NR && cs == 1) {  // row-major B: each k row of the panel is NR contiguous values
+      for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) std::memcpy(d, s, NR * sizeof(double));
+    } else if (w == NR) {  // strided / transposed B: NR independent streams along k
+      for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) {
+#pragma GCC unroll 32
+        for (int j = 0; j < NR; ++j) d[j] = s[j * cs];
       }
-    } else {  // transposed B: columns are contiguous along k
-      for (int64_t j = 0; j < w; ++j) {
-        const double* s = src + j * x.b_cs;
-        for (int64_t k = 0; k < kc; ++k) panel[k * NR + j] = s[k];
+    } else {  // ragged last panel
+      for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) {
+        std::memset(d, 0, NR * sizeof(double));  // the kernel loads whole vectors: pad with zeros
+        for (int64_t j = 0; j < w; ++j) d[j] = s[j * cs];
       }
-      for (int64_t k = 0; k < kc; ++k)
-        for (int64_t j = w; j < NR; ++j) panel[k * NR + j] = 0.0;
     }
   }
 }
 
-// Pack A(i0 .. i0+mc, k0 .. k0+kc) into MR-tall panels, k-major within a panel. Rows past the
-// edge are not read by the edge kernels, but are zeroed so the buffer is fully defined.
+// Pack A(i0 .. i0+mc, k0 .. k0+kc) into MR-tall panels, k-major within a panel. A ragged last
+// panel keeps the MR stride; its missing rows are never read (its kernel has fewer rows).
 void pack_a(const MatmulArgs& x, int64_t i0, int64_t mc, int64_t k0, int64_t kc, double* out) {
+  const int64_t rs = x.a_rs, cs = x.a_cs;
   for (int64_t ip = 0; ip < mc; ip += MR) {
     const int64_t h = mc - ip < MR ? mc - ip : MR;
-    double* panel = out + ip * kc;
-    const double* src = x.a + (i0 + ip) * x.a_rs + k0 * x.a_cs;
-    if (x.a_rs == 1 && x.a_cs != 1) {  // transposed A: a panel's column is contiguous
-      for (int64_t k = 0; k < kc; ++k) {
-        const double* s = src + k * x.a_cs;
-        double* d = panel + k * MR;
-        for (int64_t i = 0; i < h; ++i) d[i] = s[i];
-        for (int64_t i = h; i < MR; ++i) d[i] = 0.0;
+    double* d = out + ip * kc;
+    const double* s = x.a + (i0 + ip) * rs + k0 * cs;
+    if (h == MR && rs == 1) {  // transposed A: each k column of the panel is MR contiguous values
+      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs) std::memcpy(d, s, MR * sizeof(double));
+    } else if (h == MR) {  // row-major A: MR streams along k
+      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs) {
+#pragma GCC unroll 32
+        for (int i = 0; i < MR; ++i) d[i] = s[i * rs];
       }
-    } else {  // row-major A: walk each row along k
-      for (int64_t i = 0; i < h; ++i) {
-        const double* s = src + i * x.a_rs;
-        if (x.a_cs == 1) {
-          for (int64_t k = 0; k < kc; ++k) panel[k * MR + i] = s[k];
-        } else {
-          for (int64_t k = 0; k < kc; ++k) panel[k * MR + i] = s[k * x.a_cs];
-        }
+    } else {  // ragged last panel
+      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs)
+        for (int64_t i = 0; i < h; ++i) d[i] = s[i * rs];
+    }
+  }
+}
+
+// Few rows and a row-major B: stream B's rows instead of tiling. For rows i0 .. i0+R and columns
+// j0 .. j0+nb, acc[r][j] runs over k in ascending order, up to four k steps per pass over acc:
+// (((acc + a0*b0) + a1*b1) + a2*b2) + a3*b3 is the serial loop's own sequence of roundings, and
+// the first pass starts from +0.0. B is read along its rows, which the prefetchers follow at any
+// row stride. acc (ld apart) is C itself for Overwrite, scratch for Accumulate.
+template <int R, int U, bool First>
+inline void rows_pass(const MatmulArgs& x, int64_t i0, int64_t j0, int64_t nb, int64_t k, double* acc, int64_t ld) {
+  const double* b[U];
+  for (int u = 0; u < U; ++u) b[u] = x.b + (k + u) * x.b_rs + j0;
+  double a[R][U];
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u) a[r][u] = x.a[(i0 + r) * x.a_rs + (k + u) * x.a_cs];
+  int64_t j = 0;
+  for (; j + W <= nb; j += W) {
+    vd v[U];
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) v[u] = load_v(b[u] + j);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      vd t = First ? vd{} : load_v(acc + r * ld + j);
+#pragma GCC unroll 4
+      for (int u = 0; u < U; ++u) {
+        const vd prod = v[u] * a[r][u];
+        t = t + prod;
       }
-      for (int64_t k = 0; k < kc; ++k)
-        for (int64_t i = h; i < MR; ++i) panel[k * MR + i] = 0.0;
+      store_v(acc + r * ld + j, t);
+    }
+  }
+  for (; j < nb; ++j)
+    for (int r = 0; r < R; ++r) {
+      double t = First ? 0.0 : acc[r * ld + j];
+      for (int u = 0; u < U; ++u) {
+        const double prod = b[u][j] * a[r][u];
+        t = t + prod;
+      }
+      acc[r * ld + j] = t;
+    }
+}
+
+template <int R>
+void rows_block(const MatmulArgs& x, int64_t i0, int64_t j0, int64_t nb, double* acc, int64_t ld) {
+  const int64_t K = x.k;  // >= 1
+  int64_t k = 0;
+  if (K >= 4) {
+    rows_pass<R, 4, true>(x, i0, j0, nb, 0, acc, ld);
+    for (k = 4; k + 4 <= K; k += 4) rows_pass<R, 4, false>(x, i0, j0, nb, k, acc, ld);
+  } else {
+    rows_pass<R, 1, true>(x, i0, j0, nb, 0, acc, ld);
+    k = 1;
+  }
+  for (; k < K; ++k) rows_pass<R, 1, false>(x, i0, j0, nb, k, acc, ld);
+}
+
+void rows_path(const MatmulArgs& x) {
+  const bool accumulate = x.store == MatmulStore::Accumulate;
+  alignas(64) double scratch[kRowsMax * kRowsChunk];
+  for (int64_t i0 = 0; i0 < x.m; i0 += kRowsMax) {
+    const int64_t r = x.m - i0 < kRowsMax ? x.m - i0 : kRowsMax;
+    for (int64_t j0 = 0; j0 < x.n; j0 += kRowsChunk) {
+      const int64_t nb = x.n - j0 < kRowsChunk ? x.n - j0 : kRowsChunk;
+      double* c = x.c + i0 * x.n + j0;
+      double* acc = accumulate ? scratch : c;
+      const int64_t ld = accumulate ? nb : x.n;
+      switch (r) {
+        case 1:
+          rows_block<1>(x, i0, j0, nb, acc, ld);
+          break;
+        case 2:
+          rows_block<2>(x, i0, j0, nb, acc, ld);
+          break;
+        case 3:
+          rows_block<3>(x, i0, j0, nb, acc, ld);
+          break;
+        default:
+          rows_block<4>(x, i0, j0, nb, acc, ld);
+          break;
+      }
+      if (accumulate)
+        for (int64_t i = 0; i < r; ++i)
+          for (int64_t j = 0; j < nb; ++j) c[i * x.n + j] = c[i * x.n + j] + acc[i * nb + j];
     }
   }
 }
@@ -271,6 +367,10 @@ void matmul_exact(const MatmulArgs& x) {
     for (int64_t t = 0; t < M * N; ++t) x.c[t] = accumulate ? x.c[t] + 0.0 : 0.0;
     return;
   }
+  if (M <= kRowsPathM && x.b_cs == 1) {
+    rows_path(x);
+    return;
+  }
 
   thread_local Scratch a_buf, b_buf, t_buf;
   const int64_t kc_max = K < KC ? K : KC;
@@ -278,6 +378,9 @@ void matmul_exact(const MatmulArgs& x) {
   const int64_t mc_max = M < MC ? (M + MR - 1) / MR * MR : MC;
   double* bp = b_buf.get(static_cast<size_t>(kc_max * nc_max));
   double* ap = a_buf.get(static_cast<size_t>(kc_max * mc_max));
+  // Few rows: each B value is used by at most a few row panels, so packing would cost about as
+  // much as it saves; read full panels of a row-major B in place.
+  const bool direct_b = x.b_cs == 1 && M <= kDirectBRows && x.b_rs <= kDirectBLd;
   // Accumulate with more than one k slice parks the running acc for an M x nc block in scratch.
   const bool park_in_scratch = accumulate && K > KC;
   double* park = park_in_scratch ? t_buf.get(static_cast<size_t>(M * (N < NC ? N : NC))) : nullptr;
@@ -287,14 +390,16 @@ void matmul_exact(const MatmulArgs& x) {
     for (int64_t k0 = 0; k0 < K; k0 += KC) {
       const int64_t kc = K - k0 < KC ? K - k0 : KC;
       const bool first = k0 == 0, last = k0 + kc == K;
-      pack_b(x, k0, kc, j0, nc, bp);
+      pack_b(x, k0, kc, j0, nc, bp, direct_b);
       for (int64_t i0 = 0; i0 < M; i0 += MC) {
         const int64_t mc = M - i0 < MC ? M - i0 : MC;
         pack_a(x, i0, mc, k0, kc, ap);
         for (int64_t jp = 0; jp < nc; jp += NR) {
           const int n_valid = static_cast<int>(nc - jp < NR ? nc - jp : NR);
           const int nv = (n_valid + W - 1) / W;
-          const double* bpanel = bp + jp * kc;
+          const bool in_place = direct_b && n_valid == NR;
+          const double* bpanel = in_place ? x.b + k0 * x.b_rs + j0 + jp : bp + jp * kc;
+          const int64_t ldb = in_place ? x.b_rs : NR;
           for (int64_t ip = 0; ip < mc; ip += MR) {
             const int m_valid = static_cast<int>(mc - ip < MR ? mc - ip : MR);
             const int64_t i = i0 + ip, j = j0 + jp;
@@ -311,8 +416,8 @@ void matmul_exact(const MatmulArgs& x) {
             } else if (!first) {  // Overwrite: the running acc is parked in C itself
               init = c_tile, ld_init = N;
             }
-            kTable.fn[m_valid - 1][nv - 1](ap + ip * kc, bpanel, kc, init, ld_init, dst, ld_dst,
-                                           acc_store, n_valid);
+            kTable.fn[m_valid - 1][nv - 1](ap + ip * kc, bpanel, ldb, kc, init, ld_init, dst, ld_dst, acc_store,
+                                           n_valid);
           }
         }
       }

@@ -1,0 +1,243 @@
+// test_matmul.cpp — matmul_exact must give the same bits as matmul_reference (the serial-k loop).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tensor/matmul.h"
+
+namespace {
+
+using gr::MatmulArgs;
+using gr::MatmulStore;
+
+// Random mantissa, random sign, exponent spread over ±30 binades: any change in the order or
+// association of the k loop (or a fused multiply-add) changes the rounding and shows up.
+struct Gen {
+  std::mt19937_64 rng;
+  explicit Gen(uint64_t seed) : rng(seed) {}
+  double next() {
+    std::uniform_real_distribution<double> mant(1.0, 2.0);
+    std::uniform_int_distribution<int> ex(-30, 30);
+    const double v = std::ldexp(mant(rng), ex(rng));
+    return (rng() & 1) ? -v : v;
+  }
+  std::vector<double> fill(int64_t n) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (auto& x : v) x = next();
+    return v;
+  }
+};
+
+// memcmp of two equal-sized buffers (memcmp must not be handed the null data() of an empty vector).
+bool bytes_equal(const std::vector<double>& x, const std::vector<double>& y) {
+  return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0);
+}
+
+uint64_t bits(double x) {
+  uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+// Bitwise comparison. Two NaNs count as equal whatever their payload/sign: which NaN operand an
+// add propagates depends on the operand order the compiler picks, which C++ does not pin down.
+bool same_bits(const std::vector<double>& x, const std::vector<double>& y, std::string* where) {
+  if (x.size() != y.size()) return false;
+  for (size_t t = 0; t < x.size(); ++t) {
+    if (std::isnan(x[t]) && std::isnan(y[t])) continue;
+    if (bits(x[t]) != bits(y[t])) {
+      if (where) *where = "index " + std::to_string(t);
+      return false;
+    }
+  }
+  return true;
+}
+
+struct Layout {
+  bool a_trans, b_trans;
+};
+
+// Runs both routines on C = A·B (M×K times K×N) with A and/or B stored transposed, both stores.
+void check_shape(Gen& g, int64_t m, int64_t k, int64_t n, Layout lay) {
+  const auto a = g.fill(m * k), b = g.fill(k * n), c0 = g.fill(m * n);
+  MatmulArgs args{};
+  args.a = a.data();
+  args.a_rs = lay.a_trans ? 1 : k;  // A stored as K×M when transposed
+  args.a_cs = lay.a_trans ? m : 1;
+  args.b = b.data();
+  args.b_rs = lay.b_trans ? 1 : n;  // B stored as N×K when transposed
+  args.b_cs = lay.b_trans ? k : 1;
+  args.m = m;
+  args.k = k;
+  args.n = n;
+  for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
+    std::vector<double> want = c0, got = c0;
+    args.store = store;
+    args.c = want.data();
+    gr::matmul_reference(args);
+    args.c = got.data();
+    gr::matmul_exact(args);
+    const bool ok = bytes_equal(want, got);
+    std::string where = "none";
+    if (!ok) same_bits(want, got, &where);
+    INFO("M=" << m << " K=" << k << " N=" << n << " aT=" << lay.a_trans << " bT=" << lay.b_trans
+              << " accumulate=" << (store == MatmulStore::Accumulate) << " mismatch: " << where);
+    REQUIRE(ok);
+  }
+}
+
+const int64_t kDims[] = {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 100};
+
+}  // namespace
+
+TEST_CASE("matmul_reference is the serial-k loop", "[matmul]") {
+  Gen g(1);
+  const int64_t m = 7, k = 13, n = 5;
+  const auto a = g.fill(m * k), b = g.fill(k * n), c0 = g.fill(m * n);
+  for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
+    std::vector<double> want = c0, got = c0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0.0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const double p = a[static_cast<size_t>(i * k + kk)] * b[static_cast<size_t>(kk * n + j)];
+          acc = acc + p;
+        }
+        double& c = want[static_cast<size_t>(i * n + j)];
+        c = store == MatmulStore::Accumulate ? c + acc : acc;
+      }
+    MatmulArgs args{a.data(), k, 1, b.data(), n, 1, got.data(), m, k, n, store};
+    gr::matmul_reference(args);
+    REQUIRE(bytes_equal(want, got));
+  }
+}
+
+TEST_CASE("matmul_exact matches reference bitwise over a sampled shape sweep", "[matmul]") {
+  Gen g(42);
+  std::mt19937_64 pick(7);
+  int64_t count = 0;
+  for (int64_t m : kDims)
+    for (int64_t k : kDims)
+      for (int64_t n : kDims) {
+        // Every shape with a small (≤ 3) dimension, and a fixed-seed 1-in-6 sample of the rest.
+        const bool small = m <= 3 || k <= 3 || n <= 3;
+        if (!small && pick() % 6 != 0) continue;
+        const Layout lay{(count & 1) != 0, (count & 2) != 0};
+        check_shape(g, m, k, n, lay);
+        ++count;
+      }
+  CHECK(count > 1000);
+}
+
+TEST_CASE("matmul_exact matches reference on all layouts", "[matmul]") {
+  Gen g(3);
+  for (bool at : {false, true})
+    for (bool bt : {false, true}) {
+      const Layout lay{at, bt};
+      check_shape(g, 17, 33, 31, lay);
+      check_shape(g, 100, 9, 65, lay);
+      check_shape(g, 1, 100, 1, lay);
+    }
+}
+
+TEST_CASE("matmul_exact matches reference on larger shapes (cache blocks, long k)", "[matmul]") {
+  Gen g(5);
+  check_shape(g, 257, 131, 263, {false, false});
+  check_shape(g, 257, 131, 263, {true, false});
+  check_shape(g, 257, 131, 263, {false, true});
+  // K past one k slice (the running acc is parked and reloaded), M past one row block, N with a
+  // ragged last vector; and K long enough for several slices with a transposed A.
+  check_shape(g, 203, 600, 37, {false, false});
+  check_shape(g, 45, 1100, 29, {true, true});
+  check_shape(g, 9, 40, 2100, {false, false});
+  // Few rows (row-streaming path): column chunks, k not a multiple of 4, long k.
+  check_shape(g, 5, 37, 600, {false, false});
+  check_shape(g, 8, 301, 513, {true, false});
+  check_shape(g, 3, 3, 700, {false, false});
+  // Some rows, B read in place by the tiled path, several k slices.
+  check_shape(g, 40, 700, 70, {false, false});
+  check_shape(g, 13, 530, 47, {true, false});
+}
+
+TEST_CASE("matmul_exact matches reference on padded and strided views", "[matmul]") {
+  // A and B as views into larger buffers: row strides past the width, and non-unit column strides.
+  Gen g(17);
+  struct View {
+    int64_t m, k, n, a_rs, a_cs, b_rs, b_cs;
+  };
+  const View views[] = {
+      {6, 10, 40, 13, 1, 45, 1},     // padded rows, row-streaming path
+      {30, 20, 37, 23, 1, 41, 1},    // padded rows, tiled path reading B in place
+      {70, 300, 50, 1, 75, 2, 150},  // padded transposed A, B with column stride 2
+      {5, 9, 19, 2, 11, 3, 40},      // every stride non-unit
+  };
+  for (const View& v : views) {
+    const int64_t a_len = (v.m - 1) * v.a_rs + (v.k - 1) * v.a_cs + 1;
+    const int64_t b_len = (v.k - 1) * v.b_rs + (v.n - 1) * v.b_cs + 1;
+    const auto a = g.fill(a_len), b = g.fill(b_len), c0 = g.fill(v.m * v.n);
+    for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
+      std::vector<double> want = c0, got = c0;
+      MatmulArgs args{a.data(), v.a_rs, v.a_cs, b.data(), v.b_rs, v.b_cs, want.data(), v.m, v.k, v.n, store};
+      gr::matmul_reference(args);
+      args.c = got.data();
+      gr::matmul_exact(args);
+      INFO("M=" << v.m << " K=" << v.k << " N=" << v.n);
+      REQUIRE(bytes_equal(want, got));
+    }
+  }
+}
+
+TEST_CASE("matmul_exact tiny shapes used by the models", "[matmul]") {
+  Gen g(11);
+  check_shape(g, 4, 2, 16, {false, false});
+  check_shape(g, 200, 6, 64, {false, false});
+  check_shape(g, 200, 64, 32, {false, false});
+  check_shape(g, 64, 784, 256, {false, false});
+  check_shape(g, 784, 64, 256, {true, false});  // Aᵀ·g shape of a weight gradient
+  check_shape(g, 64, 256, 784, {false, true});  // g·Bᵀ shape of an input gradient
+}
+
+TEST_CASE("matmul_exact: signed zeros, infinities and NaN", "[matmul]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double specials[] = {0.0, -0.0, 1.0, -1.0, inf, -inf, nan, 1e308, -1e308, 5e-324, 3.0};
+  std::mt19937_64 rng(99);
+  for (int64_t m : {1, 5, 13, 29})
+    for (int64_t k : {0, 1, 2, 3, 7, 300})
+      for (int64_t n : {1, 8, 9, 17, 40}) {
+        auto fill = [&](int64_t cnt) {
+          std::vector<double> v(static_cast<size_t>(cnt));
+          for (auto& x : v) x = specials[rng() % (sizeof specials / sizeof specials[0])];
+          return v;
+        };
+        const auto a = fill(m * k), b = fill(k * n), c0 = fill(m * n);
+        for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
+          std::vector<double> want = c0, got = c0;
+          MatmulArgs args{a.data(), k, 1, b.data(), n, 1, want.data(), m, k, n, store};
+          gr::matmul_reference(args);
+          args.c = got.data();
+          gr::matmul_exact(args);
+          std::string where;
+          INFO("M=" << m << " K=" << k << " N=" << n);
+          REQUIRE(same_bits(want, got, &where));
+        }
+      }
+  // -0.0 products: acc starts at +0.0, so 0 + (-0) = +0; and C = (-0) + 0 = +0 when K = 0.
+  {
+    const double a[] = {-0.0, 1.0}, b[] = {1.0, -0.0};
+    double c[1] = {-0.0};
+    gr::matmul_exact({a, 2, 1, b, 1, 1, c, 1, 2, 1, MatmulStore::Overwrite});
+    CHECK(bits(c[0]) == bits(0.0));
+    c[0] = -0.0;
+    gr::matmul_exact({a, 0, 1, b, 1, 1, c, 1, 0, 1, MatmulStore::Accumulate});
+    CHECK(bits(c[0]) == bits(0.0));
+    c[0] = -0.0;
+    gr::matmul_exact({a, 0, 1, b, 1, 1, c, 1, 0, 1, MatmulStore::Overwrite});
+    CHECK(bits(c[0]) == bits(0.0));
+  }
+}
