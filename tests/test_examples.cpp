@@ -10,6 +10,7 @@
 
 #include "spec/atomic_file.h"
 #include "spec/safetensors.h"
+#include "tensor/parallel.h"
 #include "train/trainer.h"
 
 using namespace gr;
@@ -103,4 +104,17 @@ TEST_CASE("an init file sets the starting parameters", "[examples]") {
   CHECK(r.log.step_loss.front() < 0.05);
   fs::remove_all(first);
   fs::remove_all(second);
+}
+
+TEST_CASE("training with 1 and 2 threads gives identical weights", "[examples][threads]") {
+  const std::string one = fresh_dir("t1"), two = fresh_dir("t2");
+  set_num_threads(1);
+  const TrainResult a = run("digits", one, 3);
+  set_num_threads(2);
+  const TrainResult b = run("digits", two, 3);
+  set_num_threads(1);
+  CHECK(a.weights_sha256 == b.weights_sha256);
+  CHECK(read_file(one + "/loss.csv") == read_file(two + "/loss.csv"));
+  fs::remove_all(one);
+  fs::remove_all(two);
 }

@@ -1,5 +1,6 @@
 // test_matmul.cpp — matmul_exact must give the same bits as matmul_reference (the serial-k loop).
 #include <catch2/catch.hpp>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "tensor/matmul.h"
+#include "tensor/parallel.h"
 
 namespace {
 
@@ -239,5 +241,31 @@ TEST_CASE("matmul_exact: signed zeros, infinities and NaN", "[matmul]") {
     c[0] = -0.0;
     gr::matmul_exact({a, 0, 1, b, 1, 1, c, 1, 0, 1, MatmulStore::Overwrite});
     CHECK(bits(c[0]) == bits(0.0));
+  }
+}
+
+TEST_CASE("matmul: 1 and N threads give identical bytes", "[matmul][threads]") {
+  std::uint64_t s = 99;
+  auto next = [&] {
+    s += 0x9E3779B97F4A7C15ULL;
+    std::uint64_t z = s;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-53 - 0.5;
+  };
+  for (const auto& [M, K, N] : {std::array<int64_t, 3>{197, 300, 71}, {64, 784, 256}, {1000, 64, 33}, {40, 513, 129}}) {
+    std::vector<double> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N)), c1(static_cast<size_t>(M * N), 1.5);
+    for (double& v : a) v = next();
+    for (double& v : b) v = next();
+    std::vector<double> c4 = c1;
+    for (gr::MatmulStore store : {gr::MatmulStore::Overwrite, gr::MatmulStore::Accumulate}) {
+      gr::set_num_threads(1);
+      gr::matmul_exact({a.data(), K, 1, b.data(), N, 1, c1.data(), M, K, N, store});
+      gr::set_num_threads(4);
+      gr::matmul_exact({a.data(), K, 1, b.data(), N, 1, c4.data(), M, K, N, store});
+      gr::set_num_threads(1);
+      INFO("M=" << M << " K=" << K << " N=" << N);
+      REQUIRE(std::memcmp(c1.data(), c4.data(), c1.size() * sizeof(double)) == 0);
+    }
   }
 }

@@ -35,6 +35,10 @@ struct DeviceChoice {
 DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag,
                            bool quiet);
 
+// --threads N (default: every core). Work splits over output rows only, so results never change.
+void add_threads_option(CLI::App* command, int& threads);
+void apply_threads(int threads);
+
 void add_train(CLI::App& app);
 void add_check(CLI::App& app);
 void add_grad(CLI::App& app);

@@ -10,6 +10,7 @@ namespace gr::cli {
 namespace {
 
 struct CheckFlags {
+  int threads = 1;
   std::string spec, device;
   bool fd = false, replay = false, fuse = false;
   FdOptions fd_options;
@@ -17,6 +18,7 @@ struct CheckFlags {
 };
 
 void run_check(const CheckFlags& f) {
+  apply_threads(f.threads);
   if (f.fd == f.replay) throw UsageError("check needs exactly one of --fd or --replay");
   const Spec spec = load_with_overrides(f.spec, {});
   if (f.replay) {
@@ -56,6 +58,7 @@ void add_check(CLI::App& app) {
   c->add_option("--device", f->device, "host | cuda (for --replay)")->check(CLI::IsMember({"host", "cuda"}));
   c->add_flag("--fuse", f->fuse, "Replay with fused kernels (for --replay)");
   c->add_option("--episodes", f->episodes, "Episodes for --replay (default 40)")->check(CLI::PositiveNumber);
+  add_threads_option(c, f->threads);
   c->callback([f] { run_check(*f); });
 }
 

@@ -12,10 +12,12 @@ namespace gr::cli {
 namespace {
 
 struct GradFlags {
+  int threads = 1;
   std::string spec, init, out = "grad.safetensors", device;
 };
 
 void run_grad(const GradFlags& f) {
+  apply_threads(f.threads);
   const Spec spec = load_with_overrides(f.spec, {});
   const DeviceChoice d = choose_device(spec, f.device.empty() ? "cpu" : f.device, "f64", false, false);
   Model model(spec, load_datasets(spec));
@@ -46,6 +48,7 @@ void add_grad(CLI::App& app) {
   c->add_option("--init", f->init, "Evaluate at the parameters in this safetensors file instead of the spec's init");
   c->add_option("--out", f->out, "Output safetensors file (default grad.safetensors)");
   c->add_option("--device", f->device, "cpu | host | cuda")->check(CLI::IsMember({"cpu", "host", "cuda"}));
+  add_threads_option(c, f->threads);
   c->callback([f] { run_grad(*f); });
 }
 

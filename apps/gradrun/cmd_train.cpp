@@ -12,6 +12,7 @@ namespace gr::cli {
 namespace {
 
 struct TrainFlags {
+  int threads = 1;
   std::string spec, out, device, dtype, init, resume, expect;
   bool fuse = false, quiet = false;
   Overrides overrides;
@@ -50,6 +51,7 @@ void compare_expected(const std::string& golden_path, const std::string& got_tex
 }
 
 void run_train(const TrainFlags& f) {
+  apply_threads(f.threads);
   Spec spec = load_with_overrides(f.spec, f.overrides);
   const DeviceChoice d = choose_device(spec, f.device, f.dtype, f.fuse, f.quiet);
   if (!f.init.empty() && !f.resume.empty()) throw UsageError("--init and --resume cannot be combined");
@@ -93,6 +95,7 @@ void add_train(CLI::App& app) {
   c->add_option("--resume", f->resume, "Continue the run in this folder from its checkpoint/ up to --epochs");
   c->add_option("--expect", f->expect, "Compare the loss log with this golden loss.csv; exit 1 at the first difference");
   c->add_flag("--quiet,-q", f->quiet, "Print only errors");
+  add_threads_option(c, f->threads);
   c->callback([f] { run_train(*f); });
 }
 

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "tensor/fpenv.h"
+#include "tensor/parallel.h"
 #include "train/trainer.h"
 
 namespace gr::cli {
@@ -29,6 +30,14 @@ DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, con
   if (d.fuse) throw UsageError("fusion needs a device engine (host or cuda); the CPU tape does not fuse");
   return d;
 }
+
+void add_threads_option(CLI::App* command, int& threads) {
+  threads = hardware_threads();
+  command->add_option("--threads", threads, "Worker threads (default: all cores); any count gives the same bits")
+      ->check(CLI::Range(1, 1024));
+}
+
+void apply_threads(int threads) { set_num_threads(threads); }
 
 }  // namespace gr::cli
 

@@ -27,7 +27,41 @@ struct TapeRules {
   // slot[ia(e)] += c(e) over the broadcast map, for whichever sides want a gradient.
   template <class CA, class CB>
   void binary(CA ca, CB cb) {
-    const BroadcastMap m = broadcast_map(in(n.a).shape, in(n.b).shape);
+    if (in(n.a).shape == in(n.b).shape) {  // no broadcast: ia = ib = e
+      const int64_t count = n.numel();
+      if (wants(n.a)) {
+        double* slot = t.ensure_grad(n.a);
+        for (int64_t e = 0; e < count; ++e) slot[e] = gr_accumulate(slot[e], ca(e, e, e));
+      }
+      if (wants(n.b)) {
+        double* slot = t.ensure_grad(n.b);
+        for (int64_t e = 0; e < count; ++e) slot[e] = gr_accumulate(slot[e], cb(e, e, e));
+      }
+      return;
+    }
+    const Shape &sa = in(n.a).shape, &sb = in(n.b).shape;
+    if ((sb.numel() == 1 && sa == n.shape) || (sa.numel() == 1 && sb == n.shape)) {  // a stretched single element
+      const int64_t count = n.numel();
+      const bool b1 = sb.numel() == 1 && sa == n.shape;
+      if (wants(n.a)) {
+        double* slot = t.ensure_grad(n.a);
+        for (int64_t e = 0; e < count; ++e) {
+          const int64_t ia = b1 ? e : 0, ib = b1 ? 0 : e;
+          slot[ia] = gr_accumulate(slot[ia], ca(e, ia, ib));
+        }
+      }
+      if (wants(n.b)) {
+        double* slot = t.ensure_grad(n.b);
+        for (int64_t e = 0; e < count; ++e) {
+          const int64_t ia = b1 ? e : 0, ib = b1 ? 0 : e;
+          slot[ib] = gr_accumulate(slot[ib], cb(e, ia, ib));
+        }
+      }
+      return;
+    }
+    BroadcastMap m{n.shape};  // validated by the forward; n.shape is the broadcast shape
+    aligned_strides(in(n.a).shape, n.shape, m.a_stride);
+    aligned_strides(in(n.b).shape, n.shape, m.b_stride);
     if (wants(n.a)) {
       double* slot = t.ensure_grad(n.a);
       for_each_broadcast(m, [&](int64_t e, int64_t ia, int64_t ib) { slot[ia] = gr_accumulate(slot[ia], ca(e, ia, ib)); });

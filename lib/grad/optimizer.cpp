@@ -1,10 +1,43 @@
 #include "grad/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "gr_device.h"
+#include "tensor/parallel.h"
 
 namespace gr {
+
+namespace {
+
+constexpr int64_t kParallelElems = 1 << 15;
+
+struct AdamScalars {
+  double cs, b1, b2, omb1, omb2, eps, lr_t, lr;
+};
+
+// The update loops take restrict pointers and no branches, so the compiler vectorizes them; SIMD
+// lanes perform the same IEEE operations as scalar code (and nothing is contracted into FMA).
+void sgd_update(double* __restrict w, const double* __restrict g, int64_t n, double a, const AdamScalars& k) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double ge = __dadd_rn(__dmul_rn(g[i], k.cs), __dmul_rn(a, w[i]));
+    w[i] = __dsub_rn(w[i], __dmul_rn(k.lr, ge));
+  }
+}
+
+void adam_update(double* __restrict w, const double* __restrict g, double* __restrict m, double* __restrict v, int64_t n,
+                 double a, const AdamScalars& k) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double ge = __dadd_rn(__dmul_rn(g[i], k.cs), __dmul_rn(a, w[i]));
+    const double mi = __dadd_rn(__dmul_rn(k.b1, m[i]), __dmul_rn(k.omb1, ge));
+    const double vi = __dadd_rn(__dmul_rn(k.b2, v[i]), __dmul_rn(k.omb2, __dmul_rn(ge, ge)));
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = __dsub_rn(w[i], __ddiv_rn(__dmul_rn(k.lr_t, mi), __dadd_rn(gr_sqrt(vi), k.eps)));
+  }
+}
+
+}  // namespace
 
 void Optimizer::add(Tape& tape, Var p, double l2) {
   const Node& n = tape.node(p);
@@ -38,25 +71,23 @@ void Optimizer::step(Tape& tape) {
     ++t_;
     last_lr_t_ = adam_lr_t(t_);
   }
-  const double b1 = adam_.beta1, b2 = adam_.beta2, omb1 = 1.0 - b1, omb2 = 1.0 - b2, eps = adam_.eps;
-  const double lr_t = last_lr_t_;
+  const double b1 = adam_.beta1, b2 = adam_.beta2;
+  const AdamScalars k{cs, b1, b2, 1.0 - b1, 1.0 - b2, adam_.eps, last_lr_t_, lr_};
   for (const Entry& e : params_) {
     if (!tape.node(e.var).touched) continue;  // backward never reached it: skip, do not decay
-    std::span<double> w = tape.param_value(e.var);
-    std::span<const double> g = tape.param_grad(e.var);
+    double* w = tape.param_value(e.var).data();
+    const double* g = tape.param_grad(e.var).data();
     double* m = m_.data() + e.offset;
     double* v = v_.data() + e.offset;
-    const double a = e.l2;
-    for (int64_t i = 0; i < e.len; ++i) {
-      const double ge = __dadd_rn(__dmul_rn(g[i], cs), __dmul_rn(a, w[i]));
-      if (kind_ == OptimizerKind::Sgd) {
-        w[i] = __dsub_rn(w[i], __dmul_rn(lr_, ge));
-      } else {
-        m[i] = __dadd_rn(__dmul_rn(b1, m[i]), __dmul_rn(omb1, ge));
-        v[i] = __dadd_rn(__dmul_rn(b2, v[i]), __dmul_rn(omb2, __dmul_rn(ge, ge)));
-        w[i] = __dsub_rn(w[i], __ddiv_rn(__dmul_rn(lr_t, m[i]), __dadd_rn(gr_sqrt(v[i]), eps)));
-      }
-    }
+    // Elementwise, so chunks may run on any thread (and in SIMD lanes) without changing a bit.
+    const int64_t chunks = e.len >= kParallelElems ? num_threads() : 1;
+    const int64_t per = (e.len + chunks - 1) / chunks;
+    parallel_for(chunks, [&](int64_t c) {
+      const int64_t lo = c * per, n = std::min(e.len, lo + per) - lo;
+      if (n <= 0) return;
+      if (kind_ == OptimizerKind::Sgd) sgd_update(w + lo, g + lo, n, e.l2, k);
+      else adam_update(w + lo, g + lo, m + lo, v + lo, n, e.l2, k);
+    });
   }
 }
 

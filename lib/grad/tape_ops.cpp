@@ -17,6 +17,35 @@ namespace gr {
 template <class F>
 Var Tape::binary(Op op, Var a, Var b, F f) {
   if (!usable(op, a) || !usable(op, b)) return Var{};
+  if (nodes_[a.id].shape == nodes_[b.id].shape) {  // no broadcast: ia = ib = e
+    Node* n = push(op, a.id, b.id, nodes_[a.id].shape);
+    if (n->val) {
+      const double* pa = nodes_[a.id].val;
+      const double* pb = nodes_[b.id].val;
+      double* y = n->val;
+      const int64_t count = n->numel();
+      for (int64_t e = 0; e < count; ++e) y[e] = f(pa[e], pb[e]);
+    }
+    return Var{size() - 1};
+  }
+  {  // one side a single element that stretches over the other's shape: ia = e, ib = 0 (or mirrored)
+    const Shape &sa = nodes_[a.id].shape, &sb = nodes_[b.id].shape;
+    const bool b1 = sb.numel() == 1 && sb.rank() <= sa.rank(), a1 = sa.numel() == 1 && sa.rank() <= sb.rank();
+    if (a1 || b1) {
+      Node* n = push(op, a.id, b.id, b1 ? sa : sb);
+      if (n->val) {
+        const double* pa = nodes_[a.id].val;
+        const double* pb = nodes_[b.id].val;
+        double* y = n->val;
+        const int64_t count = n->numel();
+        if (b1)
+          for (int64_t e = 0; e < count; ++e) y[e] = f(pa[e], pb[0]);
+        else
+          for (int64_t e = 0; e < count; ++e) y[e] = f(pa[0], pb[e]);
+      }
+      return Var{size() - 1};
+    }
+  }
   BroadcastMap m;
   try {
     m = broadcast_map(nodes_[a.id].shape, nodes_[b.id].shape);

@@ -24,8 +24,7 @@ BroadcastMap broadcast_map(const Shape& a, const Shape& b) {
                   std::to_string(d) + ": " + std::to_string(da) + " vs " + std::to_string(db) + ")");
     dims[d] = std::max(da, db);
   }
-  BroadcastMap m;
-  m.out = Shape(std::span<const int64_t>(dims, static_cast<size_t>(r)));
+  BroadcastMap m{Shape(std::span<const int64_t>(dims, static_cast<size_t>(r)))};
   m.same = (a == m.out) && (b == m.out);
   aligned_strides(a, m.out, m.a_stride);
   aligned_strides(b, m.out, m.b_stride);

@@ -23,7 +23,9 @@
 // row-streaming loop (acc rows in C or on the stack, four k steps per pass) replaces tiling.
 // Tuning numbers and measurements: docs/performance.md.
 #include "tensor/matmul.h"
+#include "tensor/parallel.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -359,7 +361,9 @@ void matmul_reference(const MatmulArgs& x) {
   }
 }
 
-void matmul_exact(const MatmulArgs& x) {
+namespace {
+
+void matmul_serial(const MatmulArgs& x) {
   const int64_t M = x.m, N = x.n, K = x.k;
   if (M <= 0 || N <= 0) return;
   const bool accumulate = x.store == MatmulStore::Accumulate;
@@ -423,6 +427,29 @@ void matmul_exact(const MatmulArgs& x) {
       }
     }
   }
+}
+
+}  // namespace
+
+// Threads split the OUTPUT rows: every element is still computed by one thread in ascending k,
+// so any thread count gives the same bytes. Small products stay serial (a wake-up costs µs).
+void matmul_exact(const MatmulArgs& x) {
+  constexpr int64_t kMinRowsPerTask = 8;
+  constexpr double kMinFlops = 1 << 20;
+  const int threads = num_threads();
+  const double flops = 2.0 * static_cast<double>(x.m) * static_cast<double>(x.n) * static_cast<double>(x.k);
+  if (threads <= 1 || x.m < 2 * kMinRowsPerTask || flops < kMinFlops) return matmul_serial(x);
+  const int64_t tasks = std::min<int64_t>(threads, x.m / kMinRowsPerTask);
+  const int64_t rows = (x.m + tasks - 1) / tasks;
+  parallel_for(tasks, [&](int64_t t) {
+    const int64_t i0 = t * rows, i1 = std::min(x.m, i0 + rows);
+    if (i0 >= i1) return;
+    MatmulArgs part = x;
+    part.a = x.a + i0 * x.a_rs;
+    part.c = x.c + i0 * x.n;
+    part.m = i1 - i0;
+    matmul_serial(part);
+  });
 }
 
 }  // namespace gr

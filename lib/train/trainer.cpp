@@ -14,6 +14,7 @@
 #include "spec/plot_svg.h"
 #include "spec/random.h"
 #include "spec/safetensors.h"
+#include "tensor/parallel.h"
 
 namespace gr {
 
@@ -128,6 +129,7 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, bo
       {"device", o.device},
       {"dtype", o.dtype},
       {"fused", o.fuse},
+      {"threads", num_threads()},
       {"epochs", last ? last->epoch : 0},
       {"episodes", r.steps},
       {"resumed_from", o.resume_dir.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.resume_dir)},

@@ -1,0 +1,73 @@
+// bench_train — time per optimizer step of a spec on the CPU tape (no file output).
+//
+//   bench_train SPEC [--threads N] [--seconds S]
+// Runs the training loop exactly as `gradrun train` does (input slots filled by index, record,
+// backward, optimizer step, reset_to(mark)) and prints one line:
+//   spec=<path> threads=<n> steps=<k> us_per_step=<best of 5 windows>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "spec/random.h"
+#include "tensor/parallel.h"
+#include "train/model.h"
+
+using namespace gr;
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_train SPEC [--threads N] [--seconds S]\n");
+    return 2;
+  }
+  int threads = 1;
+  double seconds = 1.0;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
+  }
+  set_num_threads(threads);
+  try {
+    const Spec spec = load_spec(argv[1]);
+    Model model(spec, load_datasets(spec));
+    Optimizer opt = model.make_optimizer();
+    const DataTable& train = model.data().train;
+    const int64_t n = spec.data ? train.rows : 0, batch = spec.data ? model.program().batch : 0;
+    const int64_t steps_per_epoch = spec.data ? n / batch : 1;
+    std::vector<int64_t> order, rows;
+    int64_t step = 0;
+    auto one_step = [&] {
+      const int64_t s = step % steps_per_epoch;
+      if (s == 0 && spec.data) order = random_permutation(n, spec.seed, kShuffleStream + static_cast<uint64_t>(step));
+      rows.clear();
+      for (int64_t i = s * batch; i < (s + 1) * batch; ++i) rows.push_back(order[static_cast<size_t>(i)]);
+      const std::vector<Var>& nodes = model.record(train, rows);
+      model.tape().backward(nodes[static_cast<size_t>(model.program().loss)]);
+      opt.step(model.tape());
+      model.reset();
+      ++step;
+    };
+    using Clock = std::chrono::steady_clock;
+    for (int i = 0; i < 20; ++i) one_step();  // warm-up: arena, scratch, caches
+    double best = 1e30;
+    int64_t total = 0;
+    for (int w = 0; w < 5; ++w) {
+      const auto t0 = Clock::now();
+      int64_t k = 0;
+      while (std::chrono::duration<double>(Clock::now() - t0).count() < seconds / 5) {
+        for (int i = 0; i < 10; ++i) one_step();
+        k += 10;
+      }
+      const double us = 1e6 * std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(k);
+      best = std::min(best, us);
+      total += k;
+    }
+    std::printf("spec=%s threads=%d steps=%lld us_per_step=%.2f\n", argv[1], threads, static_cast<long long>(total), best);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    return 3;
+  }
+  return 0;
+}
