@@ -39,6 +39,29 @@ void add_threads_option(CLI::App* command, int& threads) {
 
 void apply_threads(int threads) { set_num_threads(threads); }
 
+// One printable line: control characters and bytes that are not valid UTF-8 (a binary file's
+// contents quoted in a message) become \xNN, so the error stays one readable line.
+std::string printable_line(const std::string& s) {
+  std::string out;
+  char hex[8];
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool valid = len > 0 && i + len <= s.size();
+    for (size_t k = 1; valid && k < len; ++k) valid = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
+    if (len == 1 && (c < 0x20 || c == 0x7f)) valid = false;
+    if (!valid) {
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+      ++i;
+    } else {
+      out.append(s, i, len);
+      i += len;
+    }
+  }
+  return out;
+}
+
 }  // namespace gr::cli
 
 int main(int argc, char** argv) {
@@ -52,10 +75,7 @@ int main(int argc, char** argv) {
   cli::add_grad(app);
   cli::add_inspect(app);
   auto fail = [](const char* what, int code) {
-    std::string line = what;
-    for (char& c : line)
-      if (c == '\n') c = ' ';
-    std::fprintf(stderr, "gradrun: error: %s\n", line.c_str());
+    std::fprintf(stderr, "gradrun: error: %s\n", cli::printable_line(what).c_str());
     return code;
   };
   try {
@@ -78,6 +98,8 @@ int main(int argc, char** argv) {
     return fail(e.what(), 3);
   } catch (const Error& e) {
     return fail(e.what(), 3);
+  } catch (const std::bad_alloc&) {
+    return fail("out of memory", 3);
   } catch (const std::exception& e) {
     return fail((std::string("internal error: ") + e.what()).c_str(), 3);
   }

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -42,6 +43,8 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw IoError(path, "is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(path, std::string("cannot open: ") + std::strerror(errno));
   std::ostringstream ss;

@@ -15,6 +15,28 @@ namespace gr {
 using Json = nlohmann::ordered_json;
 
 nlohmann::ordered_json parse_json(const std::string& text, const std::string& file) {
+  // The parser recurses per nesting level: refuse absurd depth before it can exhaust the stack.
+  constexpr int kMaxDepth = 256;
+  int depth = 0;
+  bool in_string = false;
+  size_t at_line = 1, at_col = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') at_line++, at_col = 0;
+    else at_col++;
+    if (in_string) {
+      if (c == '\\') ++i, ++at_col;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth)
+        throw InputError(file, "line " + std::to_string(at_line) + ", column " + std::to_string(at_col),
+                         "malformed JSON: nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
   try {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {

@@ -1,5 +1,7 @@
 #include "train/model.h"
 
+#include <new>
+
 #include "spec/errors.h"
 #include "spec/init.h"
 
@@ -9,7 +11,13 @@ Model::Model(const Spec& spec, Datasets data) : spec_(spec), data_(std::move(dat
   program_ = resolve_program(spec_, data_.train);
   for (size_t i = 0; i < program_.params.size(); ++i) {
     const ProgramParam& pp = program_.params[i];
-    params_.push_back(tape_.param(pp.shape, init_values(pp.init, pp.shape, spec_.seed, i)));
+    try {
+      params_.push_back(tape_.param(pp.shape, init_values(pp.init, pp.shape, spec_.seed, i)));
+    } catch (const std::bad_alloc&) {
+      throw InputError(spec_.path, pp.pointer,
+                       "cannot allocate parameter \"" + pp.name + "\" of shape " + pp.shape.str() + " (" +
+                           std::to_string(static_cast<double>(pp.shape.numel()) * 8.0 / (1 << 30)) + " GiB)");
+    }
   }
   for (const ConstSpec& c : spec_.consts) consts_.push_back(tape_.constant(Shape(std::span<const int64_t>(c.shape)), c.values));
   for (const Shape& s : program_.input_shapes) slots_.push_back(tape_.constant(s, std::vector<double>(static_cast<size_t>(s.numel()), 0.0)));

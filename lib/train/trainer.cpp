@@ -160,9 +160,11 @@ TrainResult train(Model& model, const TrainOptions& o) {
   Optimizer opt = model.make_optimizer();
   TrainResult r;
   int64_t first_epoch = 0;
+  std::string resumed_from;
   if (!o.resume_dir.empty()) {
     std::string dir = o.resume_dir;
     if (std::filesystem::exists(dir + "/checkpoint/state.safetensors")) dir += "/checkpoint";
+    resumed_from = dir;
     const Checkpoint c = read_checkpoint(dir, model, opt);
     first_epoch = c.epoch;
     r.log.step_loss = c.loss_history;
@@ -196,7 +198,8 @@ TrainResult train(Model& model, const TrainOptions& o) {
   std::vector<int64_t> order, rows;
   const std::string ckpt_dir = o.out_dir + "/checkpoint";
   auto last_checkpoint = Clock::now();
-  int64_t checkpoint_epoch = first_epoch;
+  int64_t checkpoint_epoch = first_epoch;  // the last good checkpoint: the resumed one until we write ours
+  std::string checkpoint_where = first_epoch > 0 ? resumed_from : ckpt_dir;
   for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
     if (spec.data && spec.train.shuffle) {
       order = random_permutation(n, spec.seed, kShuffleStream + static_cast<uint64_t>(epoch));
@@ -222,7 +225,7 @@ TrainResult train(Model& model, const TrainOptions& o) {
         throw DivergedError("training diverged: the loss is " + format_double(value) + " at step " +
                             std::to_string(r.steps) + " (epoch " + std::to_string(epoch + 1) + "); " +
                             (checkpoint_epoch > 0 ? "the last good checkpoint (epoch " + std::to_string(checkpoint_epoch) +
-                                                        ") is in " + ckpt_dir
+                                                        ") is in " + checkpoint_where
                                                   : std::string("no checkpoint was written yet")));
       }
       opt.step(model.tape());
@@ -240,6 +243,7 @@ TrainResult train(Model& model, const TrainOptions& o) {
       write_checkpoint(ckpt_dir, model, opt, r.log, epoch + 1);
       last_checkpoint = Clock::now();
       checkpoint_epoch = epoch + 1;
+      checkpoint_where = ckpt_dir;
     }
     progress.epoch(e);
   }
