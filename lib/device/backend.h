@@ -1,0 +1,108 @@
+// backend.h — the device Backend interface (DESIGN §6) and its two implementations:
+//   host  — kernel source compiled by the system C++ compiler against host_shim.h, dlopen'd, run
+//           block by block on the CPU (a block's threads as fibers when blockDim > 1);
+//   cuda  — the same source compiled by NVRTC to a cubin for the present device, run through the
+//           driver API. libcuda.so.1 and libnvrtc are loaded with dlopen, so one binary runs with
+//           or without a GPU and can say why CUDA is unavailable.
+// Both take the same kernel source text; the kernel ABI rules are in docs/device.md.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tensor/shape.h"  // gr::Error
+
+namespace gr::device {
+
+// A device allocation: its address (CUDA: the CUdeviceptr; host: the pointer value) and size.
+// Plain value; the backend that allocated it frees it.
+struct Buffer {
+  uint64_t handle = 0;
+  size_t bytes = 0;
+};
+
+struct Module;  // opaque, owned by the backend that compiled it (freed with the backend)
+struct Kernel;  // opaque, owned by the backend; valid while the backend lives
+
+// CUDA (or NVRTC) cannot be used here; what() is "unavailable: <reason>".
+class DeviceUnavailable : public gr::Error {
+ public:
+  using Error::Error;
+};
+
+class Backend {
+ public:
+  virtual ~Backend();
+  virtual std::string name() const = 0;      // "host" | "cuda"
+  virtual std::string describe() const = 0;  // one line: compiler / device, threads / driver
+  // Compiles (or fetches from the disk cache) a module; `name` labels diagnostics and #line.
+  virtual Module* compile(const std::string& source, const std::string& name) = 0;
+  // The kernel `name` of a module; throws gr::Error naming the kernel when it is absent.
+  virtual Kernel* kernel(Module* module, const std::string& name) = 0;
+  virtual Buffer alloc(size_t bytes) = 0;  // zero-filled; not allowed during a capture
+  virtual void free(Buffer buffer) = 0;    // not allowed during a capture
+  // Byte copies; [offset, offset + bytes) must lie inside the buffer. During a capture they run
+  // immediately and are not part of the episode (refresh inputs between replays).
+  virtual void upload(Buffer dst, const void* src, size_t bytes, size_t offset = 0) = 0;
+  virtual void download(void* dst, Buffer src, size_t bytes, size_t offset = 0) = 0;
+  // 1-D launch; args[i] points at the i-th kernel argument (cuLaunchKernel style), every
+  // argument 8 bytes (pointer, long long or double). Values are copied at the call.
+  virtual void launch(Kernel* kernel, unsigned grid, unsigned block, void** args) = 0;
+  virtual void synchronize() = 0;  // wait for every launch so far (no-op during a capture)
+  // Between begin_capture and end_capture, launches (and only launches) are recorded into one
+  // replayable episode instead of running, like CUDA stream capture. A new capture replaces the
+  // previous episode.
+  virtual void begin_capture() = 0;
+  virtual void end_capture() = 0;
+  virtual void replay() = 0;  // run the captured episode (throws when there is none)
+  virtual bool has_capture() const = 0;
+};
+
+struct HostOptions {
+  // OS threads that share a launch's blocks (contiguous ranges; blocks are independent, so the
+  // bytes do not depend on this). 0 = one per hardware thread.
+  unsigned threads = 1;
+  // true: a launch with blockDim > 1 runs its block's threads as cooperative fibers, resumed in
+  // REVERSE order after every __syncthreads (a mode that makes a missing barrier visible).
+  // false: every launch runs with blockDim = 1 whatever was requested (kernels are correct for
+  // any blockDim, so the bytes are the same; no fiber switches, fastest).
+  bool fiber_block = true;
+  // Where compiled modules are cached; empty = $GRADRUN_CACHE, else $XDG_CACHE_HOME/gradrun,
+  // else ~/.cache/gradrun.
+  std::string cache_dir;
+};
+
+struct CudaOptions {
+  int device = 0;         // CUDA device ordinal (after CUDA_VISIBLE_DEVICES)
+  std::string cache_dir;  // as HostOptions::cache_dir
+};
+
+std::unique_ptr<Backend> make_host_backend(const HostOptions& options = {});
+// Throws DeviceUnavailable("unavailable: <reason>") when there is no driver, no GPU or no NVRTC.
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options = {});
+
+struct Selection {
+  std::unique_ptr<Backend> backend;  // null when "auto" found no usable CUDA device
+  std::string why;                   // what was chosen and why, for logs
+};
+// kind "host" | "cuda" | "auto". "cuda" throws DeviceUnavailable when CUDA cannot be used.
+// "auto" returns the CUDA backend when usable, else a null backend with
+// why = "no usable CUDA device: <reason>" — the CLI then falls back to the CPU tape.
+Selection select_backend(const std::string& kind);
+
+// Compiles kernel source (with host_shim.h prepended, the embedded kernels/ headers available)
+// to PTX for `arch` (e.g. "compute_90") with --fmad=false. Needs NVRTC but no GPU. `log`, when
+// given, receives the compiler log. Throws DeviceUnavailable when NVRTC cannot be loaded and
+// gr::Error (with the log) when the source does not compile.
+std::string nvrtc_compile_ptx(const std::string& source, const std::string& arch,
+                              std::string* log = nullptr);
+
+// Process-wide number of times a host backend has run the C++ compiler on a module (cache
+// misses); for tests and diagnostics.
+unsigned long host_compiler_runs();
+
+// The cache root used when an options' cache_dir is empty (see HostOptions::cache_dir).
+std::string default_cache_dir();
+
+}  // namespace gr::device

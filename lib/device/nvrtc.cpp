@@ -1,0 +1,166 @@
+// nvrtc.cpp — NVRTC through dlopen: no build-time dependency on the CUDA toolkit, and a binary
+// that runs (and says why) where the toolkit is absent. The few entry points are declared here
+// by hand from nvrtc.h.
+#include "device/nvrtc.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "device/detail.h"
+
+namespace gr::device {
+namespace detail {
+namespace {
+
+using nvrtcProgram = struct _nvrtcProgram*;
+using nvrtcResult = int;  // NVRTC_SUCCESS = 0
+
+struct Nvrtc {
+  std::string error;  // why it could not be loaded (empty: loaded)
+  std::string version;
+  nvrtcResult (*Version)(int*, int*) = nullptr;
+  nvrtcResult (*CreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*,
+                               const char* const*) = nullptr;
+  nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char* const*) = nullptr;
+  nvrtcResult (*GetProgramLogSize)(nvrtcProgram, size_t*) = nullptr;
+  nvrtcResult (*GetProgramLog)(nvrtcProgram, char*) = nullptr;
+  nvrtcResult (*GetPTXSize)(nvrtcProgram, size_t*) = nullptr;
+  nvrtcResult (*GetPTX)(nvrtcProgram, char*) = nullptr;
+  nvrtcResult (*GetCUBINSize)(nvrtcProgram, size_t*) = nullptr;
+  nvrtcResult (*GetCUBIN)(nvrtcProgram, char*) = nullptr;
+  nvrtcResult (*DestroyProgram)(nvrtcProgram*) = nullptr;
+  const char* (*GetErrorString)(nvrtcResult) = nullptr;
+  nvrtcResult (*GetNumSupportedArchs)(int*) = nullptr;  // optional (CUDA >= 11.2)
+  nvrtcResult (*GetSupportedArchs)(int*) = nullptr;
+};
+
+template <class Fn>
+bool resolve(void* lib, const char* name, Fn* out) {
+  void* p = dlsym(lib, name);
+  std::memcpy(out, &p, sizeof p);
+  return p != nullptr;
+}
+
+Nvrtc load() {
+  Nvrtc n;
+  std::vector<std::string> names;
+  if (const char* v = std::getenv("GRADRUN_NVRTC"); v && *v) names.push_back(v);
+  for (const char* s : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) names.push_back(s);
+  if (const char* v = std::getenv("CUDA_HOME"); v && *v) names.push_back(std::string(v) + "/lib64/libnvrtc.so");
+  for (const char* s : {"/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so"}) names.push_back(s);
+  void* lib = nullptr;
+  std::string tried;
+  for (const std::string& name : names) {
+    lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);  // never closed: loaded once per process
+    if (lib) break;
+    tried += (tried.empty() ? "" : ", ") + name;
+  }
+  if (!lib) {
+    n.error = "NVRTC not found (tried " + tried + "; set GRADRUN_NVRTC to its path)";
+    return n;
+  }
+  bool ok = resolve(lib, "nvrtcVersion", &n.Version) && resolve(lib, "nvrtcCreateProgram", &n.CreateProgram) &&
+            resolve(lib, "nvrtcCompileProgram", &n.CompileProgram) &&
+            resolve(lib, "nvrtcGetProgramLogSize", &n.GetProgramLogSize) &&
+            resolve(lib, "nvrtcGetProgramLog", &n.GetProgramLog) && resolve(lib, "nvrtcGetPTXSize", &n.GetPTXSize) &&
+            resolve(lib, "nvrtcGetPTX", &n.GetPTX) && resolve(lib, "nvrtcGetCUBINSize", &n.GetCUBINSize) &&
+            resolve(lib, "nvrtcGetCUBIN", &n.GetCUBIN) && resolve(lib, "nvrtcDestroyProgram", &n.DestroyProgram) &&
+            resolve(lib, "nvrtcGetErrorString", &n.GetErrorString);
+  if (!ok) {
+    n.error = "the NVRTC library found lacks an entry point gradrun needs (too old?)";
+    return n;
+  }
+  resolve(lib, "nvrtcGetNumSupportedArchs", &n.GetNumSupportedArchs);
+  resolve(lib, "nvrtcGetSupportedArchs", &n.GetSupportedArchs);
+  int major = 0, minor = 0;
+  n.Version(&major, &minor);
+  n.version = std::to_string(major) + "." + std::to_string(minor);
+  return n;
+}
+
+const Nvrtc& api() {
+  static const Nvrtc n = load();
+  if (!n.error.empty()) throw DeviceUnavailable("unavailable: " + n.error);
+  return n;
+}
+
+}  // namespace
+
+std::string nvrtc_version() { return api().version; }
+
+std::vector<int> nvrtc_supported_archs() {
+  const Nvrtc& n = api();
+  std::vector<int> archs;
+  int count = 0;
+  if (n.GetNumSupportedArchs && n.GetSupportedArchs && n.GetNumSupportedArchs(&count) == 0 && count > 0) {
+    archs.resize(static_cast<size_t>(count));
+    if (n.GetSupportedArchs(archs.data()) != 0) archs.clear();
+  }
+  return archs;
+}
+
+const std::vector<std::string>& nvrtc_options() {
+  // --fmad=false: the rn intrinsics are never contracted anyway; this is the backstop for any
+  // plain a*b+c that slips into a kernel (DESIGN §2).
+  static const std::vector<std::string> options = {"--fmad=false", "--std=c++17"};
+  return options;
+}
+
+std::string nvrtc_compile(const std::string& text, const std::string& name, const std::string& arch,
+                          std::string* log) {
+  const Nvrtc& n = api();
+  static std::mutex serialize;  // NVRTC is thread-safe, but one compile at a time keeps memory flat
+  std::lock_guard<std::mutex> lock(serialize);
+  std::vector<const char*> header_text, header_names;
+  for (const EmbeddedHeader& h : embedded_headers()) {
+    header_text.push_back(h.text);
+    header_names.push_back(h.name);
+  }
+  nvrtcProgram prog = nullptr;
+  nvrtcResult r = n.CreateProgram(&prog, text.c_str(), name.c_str(), static_cast<int>(header_text.size()),
+                                  header_text.data(), header_names.data());
+  if (r != 0) throw gr::Error("NVRTC: nvrtcCreateProgram failed: " + std::string(n.GetErrorString(r)));
+  struct Destroy {
+    const Nvrtc& n;
+    nvrtcProgram* p;
+    ~Destroy() { n.DestroyProgram(p); }
+  } destroy{n, &prog};
+
+  const std::string arch_opt = "--gpu-architecture=" + arch;
+  std::vector<const char*> opts = {arch_opt.c_str()};
+  for (const std::string& o : nvrtc_options()) opts.push_back(o.c_str());
+  r = n.CompileProgram(prog, static_cast<int>(opts.size()), opts.data());
+  std::string text_log;
+  size_t log_size = 0;
+  if (n.GetProgramLogSize(prog, &log_size) == 0 && log_size > 1) {
+    text_log.resize(log_size);
+    n.GetProgramLog(prog, text_log.data());
+    text_log.resize(log_size - 1);  // the size counts the trailing NUL
+  }
+  if (log) *log = text_log;
+  if (r != 0)
+    throw gr::Error("NVRTC " + n.version + ": compiling kernel module '" + name + "' for " + arch + " failed (" +
+                    n.GetErrorString(r) + "):\n" + first_lines(text_log, 20));
+
+  const bool cubin = arch.rfind("sm_", 0) == 0;
+  size_t size = 0;
+  r = cubin ? n.GetCUBINSize(prog, &size) : n.GetPTXSize(prog, &size);
+  if (r != 0) throw gr::Error(std::string("NVRTC: nvrtcGet") + (cubin ? "CUBIN" : "PTX") + "Size failed: " + n.GetErrorString(r));
+  std::string code(size, '\0');
+  r = cubin ? n.GetCUBIN(prog, code.data()) : n.GetPTX(prog, code.data());
+  if (r != 0) throw gr::Error(std::string("NVRTC: nvrtcGet") + (cubin ? "CUBIN" : "PTX") + " failed: " + n.GetErrorString(r));
+  if (!cubin && !code.empty() && code.back() == '\0') code.pop_back();  // nvrtcGetPTXSize counts the NUL
+  return code;
+}
+
+}  // namespace detail
+
+std::string nvrtc_compile_ptx(const std::string& source, const std::string& arch, std::string* log) {
+  if (arch.rfind("compute_", 0) != 0) throw gr::Error("nvrtc_compile_ptx: arch must be compute_XY, got '" + arch + "'");
+  return detail::nvrtc_compile(detail::module_text(source, "module.cu"), "module.cu", arch, log);
+}
+
+}  // namespace gr::device
