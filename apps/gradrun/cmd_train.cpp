@@ -55,6 +55,7 @@ void run_train(const TrainFlags& f) {
   Spec spec = load_with_overrides(f.spec, f.overrides);
   const DeviceChoice d = choose_device(spec, f.device, f.dtype, f.fuse, f.quiet);
   if (!f.init.empty() && !f.resume.empty()) throw UsageError("--init and --resume cannot be combined");
+  if (!f.expect.empty()) read_file(f.expect);  // a missing golden file fails now, not after training
   Model model(spec, load_datasets(spec));
   TrainOptions o;
   o.out_dir = f.out.empty() ? spec.output_dir : f.out;

@@ -83,9 +83,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
-    fail(e.what(), 2);
-    std::fprintf(stderr, "Run 'gradrun --help' or 'gradrun COMMAND --help' for the options.\n");
-    return 2;
+    return fail((std::string(e.what()) + " (see gradrun --help or gradrun COMMAND --help)").c_str(), 2);
   } catch (const cli::CheckFailed&) {
     return 1;
   } catch (const InputError& e) {

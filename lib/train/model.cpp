@@ -1,5 +1,7 @@
 #include "train/model.h"
 
+#include <unistd.h>
+
 #include <new>
 
 #include "spec/errors.h"
@@ -9,6 +11,17 @@ namespace gr {
 
 Model::Model(const Spec& spec, Datasets data) : spec_(spec), data_(std::move(data)) {
   program_ = resolve_program(spec_, data_.train);
+  // Refuse parameters that cannot fit before touching memory: a failed allocation is not always
+  // an exception (sanitizers, overcommit), and a clear error beats an out-of-memory kill.
+  const double phys = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  for (const ProgramParam& pp : program_.params) {
+    const double need = static_cast<double>(pp.shape.numel()) * 4.0 * sizeof(double);  // value, grad, Adam m, v
+    if (phys > 0 && need > phys)
+      throw InputError(spec_.path, pp.pointer,
+                       "parameter \"" + pp.name + "\" of shape " + pp.shape.str() + " needs " +
+                           std::to_string(static_cast<long long>(need / (1 << 30))) + " GiB with its gradient and optimizer state; this machine has " +
+                           std::to_string(static_cast<long long>(phys / (1 << 30))) + " GiB");
+  }
   for (size_t i = 0; i < program_.params.size(); ++i) {
     const ProgramParam& pp = program_.params[i];
     try {

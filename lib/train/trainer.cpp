@@ -222,7 +222,7 @@ TrainResult train(Model& model, const TrainOptions& o) {
         model.reset();
         r.seconds = seconds_since(t0);
         write_outputs(model, o, r, false);
-        throw DivergedError("training diverged: the loss is " + format_double(value) + " at step " +
+        throw DivergedError(spec.path + ": training diverged: the loss is " + format_double(value) + " at step " +
                             std::to_string(r.steps) + " (epoch " + std::to_string(epoch + 1) + "); " +
                             (checkpoint_epoch > 0 ? "the last good checkpoint (epoch " + std::to_string(checkpoint_epoch) +
                                                         ") is in " + checkpoint_where
