@@ -1,0 +1,423 @@
+// gr_node_kernels.cuh — the per-node kernels of the replay engine (lib/replay, DESIGN §6), f64.
+//
+// One forward kernel and one backward kernel per input side for EVERY op of lib/grad/ops.def, built
+// on the shared scalar/lane definitions (gr_ops_scalar.h, gr_ops_lane.h), so the bits equal the CPU
+// tape's. Every output element (or gradient slot) is computed by ONE thread, serially, in exactly
+// the CPU's order (docs/replay.md lists the orders); threads never share a slot, so there are no
+// atomics and no barriers. Grid- and block-stride loops make every kernel correct for any launch
+// geometry; serial kernels (sum over all axes, softmax cross-entropy forward) do their work in the
+// first thread only. Every parameter is 8 bytes (docs/device.md). The text compiles under NVRTC and
+// under the host compiler (host_shim.h); lib/replay embeds it after gr_prelude.cuh and gr_f32_ops.cuh
+// (the f32 module is the same text over float: see gr_prelude.cuh).
+// The element type gr_real, GRK_LOOP and the arithmetic macros come from gr_prelude.cuh.
+
+// ---- binary elementwise with numpy broadcasting ---------------------------------------------------
+// Metadata block (long long): m[0] = rank r of the output (0: a, b and out share one shape, ia = ib = e);
+// m[1..8] out dims, m[9..16] out row-major strides, m[17..24] a's strides aligned into the out dims
+// (0 where a is stretched or missing), m[25..32] b's likewise.
+#define GRK_BIN_ADD 0
+#define GRK_BIN_SUB 1
+#define GRK_BIN_MUL 2
+#define GRK_BIN_DIV 3
+
+GR_HD static inline gr_real grk_bin_fwd(int op, gr_real a, gr_real b) {
+  switch (op) {
+    case GRK_BIN_ADD: return gr_add_fwd(a, b);
+    case GRK_BIN_SUB: return gr_sub_fwd(a, b);
+    case GRK_BIN_MUL: return gr_mul_fwd(a, b);
+    default: return gr_div_fwd(a, b);
+  }
+}
+
+// The contribution of output element e to side `side` (0 = a, 1 = b): backward.cpp's lambdas.
+GR_HD static inline gr_real grk_bin_contrib(int op, int side, gr_real g, gr_real a, gr_real b, gr_real y) {
+  switch (op) {
+    case GRK_BIN_ADD: return side == 0 ? gr_add_bwd_a(g) : gr_add_bwd_b(g);
+    case GRK_BIN_SUB: return side == 0 ? gr_sub_bwd_a(g) : gr_sub_bwd_b(g);
+    case GRK_BIN_MUL: return side == 0 ? gr_mul_bwd_a(g, b) : gr_mul_bwd_b(g, a);
+    default: return side == 0 ? gr_div_bwd_a(g, b) : gr_div_bwd_b(g, y, b);
+  }
+}
+
+GR_HD static inline void grk_bin_index(const long long* m, long long e, long long* ia, long long* ib) {
+  const long long r = m[0];
+  if (r == 0) {
+    *ia = e;
+    *ib = e;
+    return;
+  }
+  long long rem = e, xa = 0, xb = 0;
+  for (long long d = 0; d < r; ++d) {
+    const long long c = rem / m[9 + d];
+    rem -= c * m[9 + d];
+    xa += c * m[17 + d];
+    xb += c * m[25 + d];
+  }
+  *ia = xa;
+  *ib = xb;
+}
+
+GR_HD static inline void grk_binary_fwd(int op, const gr_real* a, const gr_real* b, gr_real* y, const long long* m,
+                                        long long n) {
+  GRK_LOOP(e, n) {
+    long long ia, ib;
+    grk_bin_index(m, e, &ia, &ib);
+    y[e] = grk_bin_fwd(op, a[ia], b[ib]);
+  }
+}
+
+// One thread per slot i of the side's input: it walks the output elements that map to i in
+// ascending e (an odometer over the dims where the input is stretched, last dim fastest) and adds
+// each contribution straight into the slot, as backward.cpp's for_each_broadcast walk does.
+GR_HD static inline void grk_binary_bwd(int op, int side, const gr_real* g, const gr_real* a, const gr_real* b,
+                                        const gr_real* y, gr_real* slot, const long long* m, long long nslot) {
+  const long long r = m[0];
+  const long long* xs = m + (side == 0 ? 17 : 25);
+  GRK_LOOP(i, nslot) {
+    if (r == 0) {
+      slot[i] = gr_accumulate(slot[i], grk_bin_contrib(op, side, g[i], a[i], b[i], y[i]));
+      continue;
+    }
+    long long idx[GRK_MAXD];
+    long long rem = i;
+    for (long long d = r - 1; d >= 0; --d) {
+      const long long xd = xs[d] == 0 ? 1 : m[1 + d];
+      idx[d] = rem % xd;
+      rem /= xd;
+    }
+    for (;;) {
+      long long e = 0, ia = 0, ib = 0;
+      for (long long d = 0; d < r; ++d) {
+        e += idx[d] * m[9 + d];
+        ia += idx[d] * m[17 + d];
+        ib += idx[d] * m[25 + d];
+      }
+      slot[i] = gr_accumulate(slot[i], grk_bin_contrib(op, side, g[e], a[ia], b[ib], y[e]));
+      long long d = r - 1;
+      for (; d >= 0; --d) {  // advance over the stretched dims only
+        if (xs[d] != 0 || m[1 + d] == 1) continue;
+        if (++idx[d] < m[1 + d]) break;
+        idx[d] = 0;
+      }
+      if (d < 0) break;
+    }
+  }
+}
+
+#define GRK_BINARY_KERNELS(name, OPC)                                                                           \
+  extern "C" __global__ void grk_##name##_fwd(const gr_real* a, const gr_real* b, gr_real* y, const long long* m,  \
+                                              long long n) {                                                   \
+    grk_binary_fwd(OPC, a, b, y, m, n);                                                                         \
+  }                                                                                                             \
+  GR_EXPORT_KERNEL(grk_##name##_fwd)                                                                            \
+  extern "C" __global__ void grk_##name##_bwd_a(const gr_real* g, const gr_real* a, const gr_real* b,              \
+                                                const gr_real* y, gr_real* slot, const long long* m, long long n) { \
+    grk_binary_bwd(OPC, 0, g, a, b, y, slot, m, n);                                                             \
+  }                                                                                                             \
+  GR_EXPORT_KERNEL(grk_##name##_bwd_a)                                                                          \
+  extern "C" __global__ void grk_##name##_bwd_b(const gr_real* g, const gr_real* a, const gr_real* b,              \
+                                                const gr_real* y, gr_real* slot, const long long* m, long long n) { \
+    grk_binary_bwd(OPC, 1, g, a, b, y, slot, m, n);                                                             \
+  }                                                                                                             \
+  GR_EXPORT_KERNEL(grk_##name##_bwd_b)
+
+GRK_BINARY_KERNELS(add, GRK_BIN_ADD)
+GRK_BINARY_KERNELS(sub, GRK_BIN_SUB)
+GRK_BINARY_KERNELS(mul, GRK_BIN_MUL)
+GRK_BINARY_KERNELS(div, GRK_BIN_DIV)
+
+// ---- unary elementwise: y[e] = f(x[e], s); slot[e] += c(g[e], x[e], y[e], s) ---------------------------
+#define GRK_UN_NEG 0
+#define GRK_UN_ADDS 1
+#define GRK_UN_MULS 2
+#define GRK_UN_RELU 3
+#define GRK_UN_SIGMOID 4
+#define GRK_UN_TANH 5
+#define GRK_UN_EXP 6
+#define GRK_UN_LOG 7
+#define GRK_UN_SQRT 8
+#define GRK_UN_COPY 9  // reshape: the same elements in the same order
+
+GR_HD static inline gr_real grk_un_fwd(int op, gr_real x, gr_real s) {
+  switch (op) {
+    case GRK_UN_NEG: return gr_neg_fwd(x);
+    case GRK_UN_ADDS: return gr_adds_fwd(x, s);
+    case GRK_UN_MULS: return gr_muls_fwd(x, s);
+    case GRK_UN_RELU: return gr_relu_fwd(x);
+    case GRK_UN_SIGMOID: return gr_sigmoid_fwd(x);
+    case GRK_UN_TANH: return gr_tanh_fwd(x);
+    case GRK_UN_EXP: return gr_exp_fwd(x);
+    case GRK_UN_LOG: return gr_log_fwd(x);
+    case GRK_UN_SQRT: return gr_sqrt_fwd(x);
+    default: return x;
+  }
+}
+
+GR_HD static inline gr_real grk_un_contrib(int op, gr_real g, gr_real x, gr_real y, gr_real s) {
+  switch (op) {
+    case GRK_UN_NEG: return gr_neg_bwd(g);
+    case GRK_UN_ADDS: return gr_adds_bwd(g);
+    case GRK_UN_MULS: return gr_muls_bwd(g, s);
+    case GRK_UN_RELU: return gr_relu_bwd(g, x);
+    case GRK_UN_SIGMOID: return gr_sigmoid_bwd(g, y);
+    case GRK_UN_TANH: return gr_tanh_bwd(g, y);
+    case GRK_UN_EXP: return gr_exp_bwd(g, y);
+    case GRK_UN_LOG: return gr_log_bwd(g, x);
+    case GRK_UN_SQRT: return gr_sqrt_bwd(g, y);
+    default: return g;
+  }
+}
+
+#define GRK_UNARY_KERNELS(name, OPC)                                                                            \
+  extern "C" __global__ void grk_##name##_fwd(const gr_real* x, gr_real* y, double s, long long n) {              \
+    GRK_LOOP(e, n) y[e] = grk_un_fwd(OPC, x[e], GRK_REAL(s));                                                             \
+  }                                                                                                             \
+  GR_EXPORT_KERNEL(grk_##name##_fwd)                                                                            \
+  extern "C" __global__ void grk_##name##_bwd(const gr_real* g, const gr_real* x, const gr_real* y, gr_real* slot,  \
+                                              double s, long long n) {                                          \
+    GRK_LOOP(e, n) slot[e] = gr_accumulate(slot[e], grk_un_contrib(OPC, g[e], x[e], y[e], GRK_REAL(s)));                   \
+  }                                                                                                             \
+  GR_EXPORT_KERNEL(grk_##name##_bwd)
+
+GRK_UNARY_KERNELS(neg, GRK_UN_NEG)
+GRK_UNARY_KERNELS(adds, GRK_UN_ADDS)
+GRK_UNARY_KERNELS(muls, GRK_UN_MULS)
+GRK_UNARY_KERNELS(relu, GRK_UN_RELU)
+GRK_UNARY_KERNELS(sigmoid, GRK_UN_SIGMOID)
+GRK_UNARY_KERNELS(tanh, GRK_UN_TANH)
+GRK_UNARY_KERNELS(exp, GRK_UN_EXP)
+GRK_UNARY_KERNELS(log, GRK_UN_LOG)
+GRK_UNARY_KERNELS(sqrt, GRK_UN_SQRT)
+GRK_UNARY_KERNELS(reshape, GRK_UN_COPY)
+
+// ---- reductions -------------------------------------------------------------------------------------
+// All axes: ONE thread, acc from 0.0, ascending (reduce.cpp sum_ascending); mean divides by n.
+extern "C" __global__ void grk_sum_all_fwd(const gr_real* x, gr_real* y, long long n, long long mean) {
+  if (!GRK_FIRST_THREAD) return;
+  gr_real acc = 0;
+  for (long long e = 0; e < n; ++e) acc = GRK_ADD(acc, x[e]);
+  y[0] = mean ? GRK_DIV(acc, (gr_real)n) : acc;
+}
+GR_EXPORT_KERNEL(grk_sum_all_fwd)
+
+// Every element gets g[0] (mean: g[0] / n).
+extern "C" __global__ void grk_sum_all_bwd(const gr_real* g, gr_real* slot, long long n, long long mean) {
+  GRK_LOOP(e, n) {
+    const gr_real gi = mean ? GRK_DIV(g[0], (gr_real)n) : g[0];
+    slot[e] = gr_accumulate(slot[e], gi);
+  }
+}
+GR_EXPORT_KERNEL(grk_sum_all_bwd)
+
+// One axis, as lanes [outer, len, inner]: thread per lane (o, i), ascending k from 0.0 (sum_lanes).
+extern "C" __global__ void grk_sum_axis_fwd(const gr_real* x, gr_real* y, long long outer, long long len,
+                                            long long inner, long long mean) {
+  GRK_LOOP(l, outer * inner) {
+    const long long o = l / inner, i = l - o * inner;
+    gr_real acc = 0;
+    for (long long k = 0; k < len; ++k) acc = GRK_ADD(acc, x[(o * len + k) * inner + i]);
+    y[l] = mean ? GRK_DIV(acc, (gr_real)len) : acc;
+  }
+}
+GR_EXPORT_KERNEL(grk_sum_axis_fwd)
+
+extern "C" __global__ void grk_sum_axis_bwd(const gr_real* g, gr_real* slot, long long outer, long long len,
+                                            long long inner, long long mean) {
+  GRK_LOOP(e, outer * len * inner) {
+    const long long i = e % inner, o = e / (len * inner);
+    const gr_real gl = g[o * inner + i];
+    const gr_real gi = mean ? GRK_DIV(gl, (gr_real)len) : gl;
+    slot[e] = gr_accumulate(slot[e], gi);
+  }
+}
+GR_EXPORT_KERNEL(grk_sum_axis_bwd)
+
+// ---- contractions: [batches] × [M,K]·[K,N]; a batch stride of 0 = a shared (broadcast) batch -----------
+// C[b,i,j] = Σ_{k asc} A[b,i,k]·B[b,k,j] from 0.0 (matmul.h's contract).
+GR_HD static inline void grk_bmm_fwd_impl(const gr_real* A, const gr_real* B, gr_real* C, long long batches, long long M,
+                                          long long K, long long N, long long sa, long long sb) {
+  GRK_LOOP(e, batches * M * N) {
+    const long long bt = e / (M * N), r = e - bt * M * N, i = r / N, j = r - i * N;
+    const gr_real* a = A + bt * sa + i * K;
+    const gr_real* b = B + bt * sb + j;
+    gr_real acc = 0;
+    for (long long k = 0; k < K; ++k) acc = GRK_ADD(acc, GRK_MUL(a[k], b[k * N]));
+    C[e] = acc;
+  }
+}
+
+// dA[i,k] = dA[i,k] + Σ_{j asc} g[i,j]·B[k,j], a fresh accumulator per batch; a shared A (sa = 0,
+// slot count M·K) sums its batches in ascending order, each added into the slot (backward.cpp bmm()).
+GR_HD static inline void grk_bmm_bwd_a_impl(const gr_real* g, const gr_real* B, gr_real* dA, long long batches, long long M,
+                                            long long K, long long N, long long sa, long long sb) {
+  const long long nslot = (sa == 0 ? 1 : batches) * M * K;
+  GRK_LOOP(s, nslot) {
+    const long long own = s / (M * K), r = s - own * M * K, i = r / K, k = r - i * K;
+    const long long b0 = sa == 0 ? 0 : own, b1 = sa == 0 ? batches : own + 1;
+    for (long long bt = b0; bt < b1; ++bt) {
+      const gr_real* gr = g + bt * M * N + i * N;
+      const gr_real* br = B + bt * sb + k * N;
+      gr_real acc = 0;
+      for (long long j = 0; j < N; ++j) acc = GRK_ADD(acc, GRK_MUL(gr[j], br[j]));
+      dA[s] = GRK_ADD(dA[s], acc);
+    }
+  }
+}
+
+// dB[k,j] = dB[k,j] + Σ_{i asc} A[i,k]·g[i,j], likewise.
+GR_HD static inline void grk_bmm_bwd_b_impl(const gr_real* A, const gr_real* g, gr_real* dB, long long batches, long long M,
+                                            long long K, long long N, long long sa, long long sb) {
+  const long long nslot = (sb == 0 ? 1 : batches) * K * N;
+  GRK_LOOP(s, nslot) {
+    const long long own = s / (K * N), r = s - own * K * N, k = r / N, j = r - k * N;
+    const long long b0 = sb == 0 ? 0 : own, b1 = sb == 0 ? batches : own + 1;
+    for (long long bt = b0; bt < b1; ++bt) {
+      const gr_real* ac = A + bt * sa + k;
+      const gr_real* gc = g + bt * M * N + j;
+      gr_real acc = 0;
+      for (long long i = 0; i < M; ++i) acc = GRK_ADD(acc, GRK_MUL(ac[i * K], gc[i * N]));
+      dB[s] = GRK_ADD(dB[s], acc);
+    }
+  }
+}
+
+extern "C" __global__ void grk_matmul_fwd(const gr_real* A, const gr_real* B, gr_real* C, long long M, long long K,
+                                          long long N) {
+  grk_bmm_fwd_impl(A, B, C, 1, M, K, N, 0, 0);
+}
+GR_EXPORT_KERNEL(grk_matmul_fwd)
+extern "C" __global__ void grk_matmul_bwd_a(const gr_real* g, const gr_real* B, gr_real* dA, long long M, long long K,
+                                            long long N) {
+  grk_bmm_bwd_a_impl(g, B, dA, 1, M, K, N, 0, 0);
+}
+GR_EXPORT_KERNEL(grk_matmul_bwd_a)
+extern "C" __global__ void grk_matmul_bwd_b(const gr_real* A, const gr_real* g, gr_real* dB, long long M, long long K,
+                                            long long N) {
+  grk_bmm_bwd_b_impl(A, g, dB, 1, M, K, N, 0, 0);
+}
+GR_EXPORT_KERNEL(grk_matmul_bwd_b)
+
+extern "C" __global__ void grk_bmm_fwd(const gr_real* A, const gr_real* B, gr_real* C, long long batches, long long M,
+                                       long long K, long long N, long long sa, long long sb) {
+  grk_bmm_fwd_impl(A, B, C, batches, M, K, N, sa, sb);
+}
+GR_EXPORT_KERNEL(grk_bmm_fwd)
+extern "C" __global__ void grk_bmm_bwd_a(const gr_real* g, const gr_real* B, gr_real* dA, long long batches, long long M,
+                                         long long K, long long N, long long sa, long long sb) {
+  grk_bmm_bwd_a_impl(g, B, dA, batches, M, K, N, sa, sb);
+}
+GR_EXPORT_KERNEL(grk_bmm_bwd_a)
+extern "C" __global__ void grk_bmm_bwd_b(const gr_real* A, const gr_real* g, gr_real* dB, long long batches, long long M,
+                                         long long K, long long N, long long sa, long long sb) {
+  grk_bmm_bwd_b_impl(A, g, dB, batches, M, K, N, sa, sb);
+}
+GR_EXPORT_KERNEL(grk_bmm_bwd_b)
+
+// ---- data movement ------------------------------------------------------------------------------------
+// transpose of the last two axes: x [mats, R, C] → y [mats, C, R].
+extern "C" __global__ void grk_transpose_fwd(const gr_real* x, gr_real* y, long long mats, long long R, long long C) {
+  GRK_LOOP(e, mats * R * C) {
+    const long long m = e / (R * C), rem = e - m * R * C, c = rem / R, r = rem - c * R;
+    y[e] = x[m * R * C + r * C + c];
+  }
+}
+GR_EXPORT_KERNEL(grk_transpose_fwd)
+extern "C" __global__ void grk_transpose_bwd(const gr_real* g, gr_real* slot, long long mats, long long R, long long C) {
+  GRK_LOOP(s, mats * R * C) {
+    const long long m = s / (R * C), rem = s - m * R * C, r = rem / C, c = rem - r * C;
+    slot[s] = gr_accumulate(slot[s], g[m * R * C + c * R + r]);
+  }
+}
+GR_EXPORT_KERNEL(grk_transpose_bwd)
+
+// slice: metadata m[0] = rank r, m[1..8] out dims, m[9..16] the input's row-major strides,
+// m[17..24] the window starts. Out element e reads (and its gradient lands in) input index src(e);
+// the window is injective, so every slot gets at most one contribution.
+GR_HD static inline long long grk_slice_src(const long long* m, long long e) {
+  const long long r = m[0];
+  long long rem = e, src = 0;
+  for (long long d = r - 1; d >= 0; --d) {
+    const long long c = rem % m[1 + d];
+    rem /= m[1 + d];
+    src += (m[17 + d] + c) * m[9 + d];
+  }
+  return src;
+}
+extern "C" __global__ void grk_slice_fwd(const gr_real* x, gr_real* y, const long long* m, long long n) {
+  GRK_LOOP(e, n) y[e] = x[grk_slice_src(m, e)];
+}
+GR_EXPORT_KERNEL(grk_slice_fwd)
+extern "C" __global__ void grk_slice_bwd(const gr_real* g, gr_real* slot, const long long* m, long long n) {
+  GRK_LOOP(e, n) {
+    const long long s = grk_slice_src(m, e);
+    slot[s] = gr_accumulate(slot[s], g[e]);
+  }
+}
+GR_EXPORT_KERNEL(grk_slice_bwd)
+
+// concat along an axis: per outer index, a's block of ca elements then b's block of cb.
+extern "C" __global__ void grk_concat_fwd(const gr_real* a, const gr_real* b, gr_real* y, long long outer, long long ca,
+                                          long long cb) {
+  GRK_LOOP(e, outer * (ca + cb)) {
+    const long long o = e / (ca + cb), j = e - o * (ca + cb);
+    y[e] = j < ca ? a[o * ca + j] : b[o * cb + (j - ca)];
+  }
+}
+GR_EXPORT_KERNEL(grk_concat_fwd)
+extern "C" __global__ void grk_concat_bwd_a(const gr_real* g, gr_real* slot, long long outer, long long ca,
+                                            long long cb) {
+  GRK_LOOP(s, outer * ca) {
+    const long long o = s / ca, j = s - o * ca;
+    slot[s] = gr_accumulate(slot[s], g[o * (ca + cb) + j]);
+  }
+}
+GR_EXPORT_KERNEL(grk_concat_bwd_a)
+extern "C" __global__ void grk_concat_bwd_b(const gr_real* g, gr_real* slot, long long outer, long long ca,
+                                            long long cb) {
+  GRK_LOOP(s, outer * cb) {
+    const long long o = s / cb, j = s - o * cb;
+    slot[s] = gr_accumulate(slot[s], g[o * (ca + cb) + ca + j]);
+  }
+}
+GR_EXPORT_KERNEL(grk_concat_bwd_b)
+
+// ---- lane ops: one thread per lane (o, i) of [outer, len, inner], the shared lane functions ------------
+#define GRK_LANE_KERNELS(name)                                                                                  \
+  extern "C" __global__ void grk_##name##_fwd(const gr_real* x, gr_real* y, long long outer, long long len,        \
+                                              long long inner) {                                                \
+    GRK_LOOP(l, outer * inner) {                                                                                \
+      const long long o = l / inner, i = l - o * inner, base = o * len * inner + i;                             \
+      gr_##name##_lane_fwd(x + base, y + base, len, inner);                                                     \
+    }                                                                                                           \
+  }                                                                                                             \
+  GR_EXPORT_KERNEL(grk_##name##_fwd)                                                                            \
+  extern "C" __global__ void grk_##name##_bwd(const gr_real* g, const gr_real* y, gr_real* slot, long long outer,  \
+                                              long long len, long long inner) {                                 \
+    GRK_LOOP(l, outer * inner) {                                                                                \
+      const long long o = l / inner, i = l - o * inner, base = o * len * inner + i;                             \
+      gr_##name##_lane_bwd(g + base, y + base, slot + base, len, inner);                                        \
+    }                                                                                                           \
+  }                                                                                                             \
+  GR_EXPORT_KERNEL(grk_##name##_bwd)
+
+GRK_LANE_KERNELS(softmax)
+GRK_LANE_KERNELS(log_softmax)
+
+// softmax cross-entropy forward: ONE thread sums the row values in ascending row order.
+extern "C" __global__ void grk_sce_fwd(const gr_real* x, const gr_real* t, gr_real* y, long long rows, long long C) {
+  if (!GRK_FIRST_THREAD) return;
+  gr_real total = 0;
+  for (long long r = 0; r < rows; ++r) total = GRK_ADD(total, gr_sce_row_fwd(x + r * C, t + r * C, C));
+  y[0] = gr_sce_finish(total, rows);
+}
+GR_EXPORT_KERNEL(grk_sce_fwd)
+
+// Backward: one thread per row (rows touch disjoint slots); sx or st may be null (no gradient there).
+extern "C" __global__ void grk_sce_bwd(const gr_real* g, const gr_real* x, const gr_real* t, gr_real* sx, gr_real* st,
+                                       long long rows, long long C) {
+  GRK_LOOP(r, rows) {
+    const gr_real q = GRK_DIV(g[0], (gr_real)rows);
+    gr_sce_row_bwd(x + r * C, t + r * C, q, sx ? sx + r * C : 0, st ? st + r * C : 0, C);
+  }
+}
+GR_EXPORT_KERNEL(grk_sce_bwd)

@@ -1,0 +1,62 @@
+// gr_opt_kernels.cuh — fills and the device optimizer of the replay engine (lib/replay).
+//
+// The arithmetic is lib/grad/optimizer.cpp's, operation for operation (DESIGN §5). Per-step scalars
+// live in a small control buffer the host refreshes before every step, so a captured episode never
+// freezes them:
+//   ctl[0] lr (SGD)   ctl[1] lr_t (Adam, host pow)   ctl[2] clip scale cs   ctl[3] max norm   ctl[4] norm
+// The control buffer is always double (the host writes it); values, gradients and moments are gr_real.
+// Appended after gr_node_kernels.cuh (it relies on gr_prelude.cuh).
+
+// p[e] = v for e < n (gradient zero-fill, the backward seed).
+extern "C" __global__ void grk_fill(gr_real* p, double v, long long n) {
+  const gr_real vr = GRK_REAL(v);
+  GRK_LOOP(e, n) p[e] = vr;
+}
+GR_EXPORT_KERNEL(grk_fill)
+
+// Global-norm clip, ONE thread: sq = Σ g·g over the table's params (registration order, elements
+// ascending); norm = sqrt(sq); cs = norm > maxn ? maxn / norm : 1. tab = [offset, len] per param,
+// offsets in elements of the gradient slab g.
+extern "C" __global__ void grk_clip_scale(const gr_real* g, const long long* tab, long long count, double* ctl) {
+  if (!GRK_FIRST_THREAD) return;
+  gr_real sq = 0;
+  for (long long p = 0; p < count; ++p) {
+    const gr_real* gp = g + tab[2 * p];
+    const long long len = tab[2 * p + 1];
+    for (long long e = 0; e < len; ++e) sq = GRK_ADD(sq, GRK_MUL(gp[e], gp[e]));
+  }
+  const gr_real norm = gr_sqrt(sq);
+  const gr_real maxn = GRK_REAL(ctl[3]);
+  ctl[2] = norm > maxn ? GRK_DIV(maxn, norm) : (gr_real)1;
+  ctl[4] = norm;
+}
+GR_EXPORT_KERNEL(grk_clip_scale)
+
+// SGD: ge = g·cs + α·w;  w = w − lr·ge.
+extern "C" __global__ void grk_sgd(gr_real* w, const gr_real* g, const double* ctl, double alpha, long long n) {
+  const gr_real cs = GRK_REAL(ctl[2]), lr = GRK_REAL(ctl[0]), a = GRK_REAL(alpha);
+  GRK_LOOP(i, n) {
+    const gr_real ge = GRK_ADD(GRK_MUL(g[i], cs), GRK_MUL(a, w[i]));
+    w[i] = GRK_SUB(w[i], GRK_MUL(lr, ge));
+  }
+}
+GR_EXPORT_KERNEL(grk_sgd)
+
+// Adam: m = β1·m + (1−β1)·ge;  v = β2·v + (1−β2)·(ge·ge);  w = w − (lr_t·m) / (sqrt(v) + ε).
+// 1−β1 and 1−β2 come computed by the host at run time, as optimizer.cpp computes them.
+extern "C" __global__ void grk_adam(gr_real* w, const gr_real* g, gr_real* m, gr_real* v, const double* ctl,
+                                    double alpha, double beta1, double beta2, double one_minus_beta1,
+                                    double one_minus_beta2, double epsilon, long long n) {
+  const gr_real cs = GRK_REAL(ctl[2]), lr_t = GRK_REAL(ctl[1]), a = GRK_REAL(alpha);
+  const gr_real b1 = GRK_REAL(beta1), b2 = GRK_REAL(beta2), omb1 = GRK_REAL(one_minus_beta1),
+                omb2 = GRK_REAL(one_minus_beta2), eps = GRK_REAL(epsilon);
+  GRK_LOOP(i, n) {
+    const gr_real ge = GRK_ADD(GRK_MUL(g[i], cs), GRK_MUL(a, w[i]));
+    const gr_real mi = GRK_ADD(GRK_MUL(b1, m[i]), GRK_MUL(omb1, ge));
+    const gr_real vi = GRK_ADD(GRK_MUL(b2, v[i]), GRK_MUL(omb2, GRK_MUL(ge, ge)));
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = GRK_SUB(w[i], GRK_DIV(GRK_MUL(lr_t, mi), GRK_ADD(gr_sqrt(vi), eps)));
+  }
+}
+GR_EXPORT_KERNEL(grk_adam)

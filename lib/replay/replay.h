@@ -1,0 +1,193 @@
+// replay.h — the device replay engine (DESIGN §6, docs/replay.md): capture one recorded tape
+// episode onto a device Backend and run it there with per-node kernels, bit-identical to the CPU
+// tape for f64.
+//
+//   Program prog(backend, tape, loss);        // value buffer per node, gradient per backward-active node
+//   DeviceOptimizer opt(prog, cpu_optimizer); // kind, lr, Adam config, clip, params + L2, t, moments
+//   prog.capture_episode(&opt);               // optional: forward + backward + update as one episode
+//   for each minibatch:
+//     prog.set_input(x, rows); prog.set_input(y, targets);
+//     prog.run_episode(&opt);                 // or: prog.forward(); prog.backward(); opt.step();
+//     log(prog.loss());
+//   prog.sync_params_to(tape);                // trained weights back into the tape
+//
+// After capture the tape is not needed (except as the target of sync_params_to): the graph is
+// static. Everything that cannot be captured fails closed with a gr::Error naming the node.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "device/backend.h"
+#include "grad/optimizer.h"
+#include "grad/tape.h"
+
+namespace gr::replay {
+
+enum class DType { F64, F32 };
+
+// The complete device kernel text (kernels/device/*.cuh, concatenated at build time); the f32
+// module is the same text with `#define GR_F32 1` in front.
+const std::string& kernel_source(DType dtype = DType::F64);
+const std::string& detail_kernel_text();  // the generated concatenation (f64)
+// Every kernel name the source exports (for tests and diagnostics).
+const std::vector<std::string>& kernel_names();
+
+struct ReplayOptions {
+  // Threads per block for every parallel launch; 0 = 1 on the host backend, 128 on CUDA.
+  unsigned block = 0;
+  // Cap on blocks per launch (kernels are grid-stride, so any cap is correct).
+  unsigned max_grid = 65535;
+  // F64: bit-identical to the CPU tape. F32: the same kernels over float (uploads and downloads
+  // convert; exp/log are the deterministic f64 functions rounded to float), bit-identical between
+  // backends and within a tolerance of the tape (docs/replay.md).
+  DType dtype = DType::F64;
+};
+
+class DeviceOptimizer;
+
+class Program {
+ public:
+  // Mirrors nodes [0, tape.size()) of a healthy tape; `loss` is the node backward seeds from.
+  // Uploads every param and every const that has host values; lazy and dropped consts get a
+  // buffer and no upload (fill them with set_input). Compiles (or fetches from the backend's disk
+  // cache) the kernel module. The backend must outlive the Program.
+  Program(device::Backend& backend, const Tape& tape, Var loss, ReplayOptions options = {});
+  ~Program();
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  // Fresh values for a param or const (same element count): minibatch rows, or new weights.
+  void set_input(Var leaf, std::span<const double> values);
+  // Recomputes every non-leaf value, in tape order (one or more launches per node).
+  void forward();
+  // Zeroes EVERY gradient buffer (parameters' too: one device backward is one episode, like the
+  // tape after reset_to), seeds dL/dloss = 1 and walks the backward-active nodes in descending id.
+  void backward();
+  double loss();                                // downloads element 0 of the loss value
+  void value(Var v, std::span<double> out);     // out.size() == numel
+  void grad(Var v, std::span<double> out);      // zeros for nodes backward never reaches
+  // Writes every parameter's device value into tape.param_value(p) (same node structure).
+  void sync_params_to(Tape& tape);
+
+  // Records forward + backward (+ the optimizer's device half when opt is given) as one episode
+  // with backend.begin_capture/end_capture (on CUDA: one graph). Replaces a previous capture.
+  void capture_episode(DeviceOptimizer* opt = nullptr);
+  bool has_episode() const { return episode_captured_; }
+  // One captured episode: opt->prepare() (host half: t, lr_t, ctl upload) then backend.replay().
+  // Pass the optimizer the episode was captured with (or nullptr if none).
+  void run_episode(DeviceOptimizer* opt = nullptr);
+
+  // ---- introspection ----------------------------------------------------------------------------
+  int32_t size() const { return static_cast<int32_t>(nodes_.size()); }
+  Var loss_var() const { return Var{loss_}; }
+  bool backward_active(Var v) const;
+  size_t forward_launches() const { return fwd_.size(); }
+  size_t backward_launches() const { return bwd_.size(); }  // including the zero-fill and the seed
+  device::Backend& backend() { return be_; }
+  DType dtype() const { return opt_.dtype; }
+
+ private:
+  friend class DeviceOptimizer;
+  struct Launch {
+    device::Kernel* kernel = nullptr;
+    unsigned grid = 1, block = 1;
+    int nargs = 0;
+    uint64_t args[16] = {};
+  };
+  struct NodeInfo {
+    Op op = Op::Const;
+    Shape shape;
+    int64_t numel = 0;
+    int64_t val_off = 0;   // elements into the value slab
+    int64_t grad_off = -1; // elements into the gradient slab; -1: not backward-active
+    int32_t a = -1, b = -1;
+    int32_t axis = 0;
+    double scalar = 0.0;
+    int64_t meta_off = -1;  // int64s into the metadata slab (binary, slice)
+  };
+  void check_var(Var v, const char* what) const;
+  uint64_t vptr(int32_t id) const;
+  uint64_t gptr(int32_t id) const;
+  uint64_t mptr(int64_t off) const;
+  void upload_real(device::Buffer dst, const double* src, int64_t n, int64_t elem_off);
+  void download_real(double* dst, device::Buffer src, int64_t n, int64_t elem_off);
+  void add(std::vector<Launch>& list, const char* kernel, int64_t work, std::initializer_list<uint64_t> args);
+  void add_serial(std::vector<Launch>& list, const char* kernel, std::initializer_list<uint64_t> args);
+  void run(const std::vector<Launch>& list);
+  void plan_forward(int32_t id);
+  void plan_backward(int32_t id);
+  bool active(int32_t id) const { return id >= 0 && nodes_[static_cast<size_t>(id)].grad_off >= 0; }
+  device::Kernel* kernel(const char* name);
+
+  device::Backend& be_;
+  ReplayOptions opt_;
+  unsigned block_ = 1;
+  size_t esize_ = sizeof(double);  // bytes per element of the value/gradient/moment buffers
+  std::vector<float> stage_;       // f32 conversion staging
+  device::Module* module_ = nullptr;
+  std::vector<std::pair<std::string, device::Kernel*>> kernels_;
+  std::vector<NodeInfo> nodes_;
+  int32_t loss_ = -1;
+  device::Buffer vals_, grads_, meta_;
+  int64_t grad_elems_ = 0;
+  std::vector<Launch> fwd_, bwd_;
+  bool episode_captured_ = false;
+  const DeviceOptimizer* episode_opt_ = nullptr;
+};
+
+// The device twin of gr::Optimizer (DESIGN §5), over a Program's parameters. Every registered
+// parameter that is backward-active is "touched" on the device; a registered parameter the loss
+// does not depend on is skipped (not decayed), as on the tape.
+class DeviceOptimizer {
+ public:
+  // Copies the configuration (kind, lr, Adam config, clip, registered params and their L2) and the
+  // state (step counter t, Adam moments) of `config`. Every registered param must be a param node
+  // of the program.
+  DeviceOptimizer(Program& prog, const Optimizer& config);
+  ~DeviceOptimizer();
+  DeviceOptimizer(const DeviceOptimizer&) = delete;
+  DeviceOptimizer& operator=(const DeviceOptimizer&) = delete;
+
+  // One update from the gradients on the device: prepare() + the device launches.
+  void step();
+  // The host half of a step: advance t (Adam), compute lr_t with host pow exactly like
+  // Optimizer::adam_lr_t, upload [lr, lr_t, cs = 1, maxn] into the control buffer.
+  void prepare();
+
+  int64_t t() const { return t_; }
+  void set_t(int64_t t) { t_ = t; }
+  double lr() const { return cpu_.lr(); }
+  void set_lr(double lr) { cpu_.set_lr(lr); }  // takes effect at the next prepare()
+  size_t count() const { return params_.size(); }
+  Var param(size_t i) const { return params_[i].var; }
+  // Adam moments of registered parameter i (checkpoints).
+  void download_moments(size_t i, std::span<double> m, std::span<double> v);
+  void upload_moments(size_t i, std::span<const double> m, std::span<const double> v);
+  // Copies t and every moment into a CPU optimizer with the same registrations (checkpoints).
+  void store_state_to(Optimizer& cpu);
+  // Per-step scalars of the last step, read back from the control buffer.
+  double last_clip_scale();
+  double last_lr_t() const { return last_lr_t_; }
+  size_t launches_per_step() const { return launches_.size(); }
+
+ private:
+  friend class Program;
+  struct Entry {
+    Var var;
+    double l2;
+    int64_t len, moff;
+    bool active;
+  };
+  Program& prog_;
+  Optimizer cpu_;  // a copy: lr, Adam config, clip, and adam_lr_t() — the one lr_t formula
+  int64_t t_ = 0;
+  double last_lr_t_ = 0.0;
+  std::vector<Entry> params_;
+  device::Buffer ctl_, m_, v_, tab_;
+  std::vector<Program::Launch> launches_;
+};
+
+}  // namespace gr::replay
