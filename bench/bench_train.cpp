@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     int64_t step = 0;
     auto one_step = [&] {
       const int64_t s = step % steps_per_epoch;
-      if (s == 0 && spec.data) order = random_permutation(n, spec.seed, kShuffleStream + static_cast<uint64_t>(step));
+      if (s == 0) order = epoch_order(spec, n, step / steps_per_epoch);
       rows.clear();
       for (int64_t i = s * batch; i < (s + 1) * batch; ++i) rows.push_back(order[static_cast<size_t>(i)]);
       const std::vector<Var>& nodes = model.record(train, rows);

@@ -25,7 +25,7 @@ std::string fresh_dir(const std::string& name) {
 }
 
 TrainResult run(const std::string& spec_name, const std::string& out, int64_t epochs = 0, const std::string& resume = "",
-                const std::string& init = "") {
+                const std::string& init = "", const std::string& device = "cpu", const std::string& dtype = "f64") {
   Spec spec = load_spec(std::string(GR_SOURCE_DIR) + "/specs/" + spec_name + ".json");
   if (epochs) spec.train.epochs = epochs;
   Model model(spec, load_datasets(spec));
@@ -35,6 +35,8 @@ TrainResult run(const std::string& spec_name, const std::string& out, int64_t ep
   o.resume_dir = resume;
   o.init_file = init;
   o.quiet = true;
+  o.device = device;
+  o.dtype = dtype;
   return train(model, o);
 }
 
@@ -117,4 +119,44 @@ TEST_CASE("training with 1 and 2 threads gives identical weights", "[examples][t
   CHECK(read_file(one + "/loss.csv") == read_file(two + "/loss.csv"));
   fs::remove_all(one);
   fs::remove_all(two);
+}
+
+TEST_CASE("every example trains on the host device to the same parameter bytes as the CPU tape", "[examples][device]") {
+  for (const Expectation& e : kExamples) {
+    INFO(e.spec);
+    const std::string cpu = fresh_dir(std::string("cpu-") + e.spec), host = fresh_dir(std::string("host-") + e.spec);
+    const TrainResult a = run(e.spec, cpu);
+    const TrainResult b = run(e.spec, host, 0, "", "", "host");
+    CHECK(read_file(cpu + "/loss.csv") == read_file(host + "/loss.csv"));
+    const SafetensorsFile wa = read_safetensors(cpu + "/weights.safetensors");
+    const SafetensorsFile wb = read_safetensors(host + "/weights.safetensors");
+    REQUIRE(wa.tensors.size() == wb.tensors.size());
+    for (size_t i = 0; i < wa.tensors.size(); ++i) {
+      INFO(wa.tensors[i].name);
+      CHECK(std::memcmp(wa.tensors[i].tensor.data(), wb.tensors[i].tensor.data(),
+                        static_cast<size_t>(wa.tensors[i].tensor.numel()) * sizeof(double)) == 0);
+    }
+    CHECK(a.weights_sha256 == b.weights_sha256);
+    fs::remove_all(cpu);
+    fs::remove_all(host);
+  }
+}
+
+TEST_CASE("an f32 device program stays within a documented tolerance of the f64 tape", "[examples][device]") {
+  // docs/replay.md: f32 replay tracks the f64 loss trace to ~1e-5 relative on these examples.
+  for (const char* spec : {"iris", "digits"}) {
+    INFO(spec);
+    const std::string f64 = fresh_dir(std::string("f64-") + spec), f32 = fresh_dir(std::string("f32-") + spec);
+    const TrainResult a = run(spec, f64, 5);
+    const TrainResult b = run(spec, f32, 5, "", "", "host", "f32");
+    REQUIRE(a.log.step_loss.size() == b.log.step_loss.size());
+    double worst = 0;
+    for (size_t i = 0; i < a.log.step_loss.size(); ++i)
+      worst = std::max(worst, std::fabs(a.log.step_loss[i] - b.log.step_loss[i]) / std::fabs(a.log.step_loss[i]));
+    std::printf("f32 vs f64 %-8s worst relative loss difference over %zu steps: %.3g\n", spec, a.log.step_loss.size(), worst);
+    CHECK(worst < 1e-3);
+    CHECK(worst > 0);  // it really ran in f32
+    fs::remove_all(f64);
+    fs::remove_all(f32);
+  }
 }

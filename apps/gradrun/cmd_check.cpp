@@ -4,6 +4,8 @@
 
 #include "cli.h"
 #include "train/checks.h"
+#include "train/device_runner.h"
+#include "train/replay_check.h"
 
 namespace gr::cli {
 
@@ -22,7 +24,18 @@ void run_check(const CheckFlags& f) {
   if (f.fd == f.replay) throw UsageError("check needs exactly one of --fd or --replay");
   const Spec spec = load_with_overrides(f.spec, {});
   if (f.replay) {
-    choose_device(spec, f.device.empty() ? "host" : f.device, "f64", f.fuse, false);  // throws: no device engine
+    const DeviceChoice d = choose_device(spec, f.device.empty() ? "host" : f.device, "f64", f.fuse, false);
+    if (d.kind == "cpu") throw UsageError("check --replay needs a device (host or cuda)");
+    Model model(spec, load_datasets(spec));
+    std::string why;
+    const ReplayCheckResult r = check_replay(model, open_backend(d.kind, &why), f.episodes);
+    std::printf("device: %s\n", r.device.c_str());
+    if (!r.equal) {
+      std::printf("REPLAY DIFFERS: %s\n", r.first_difference.c_str());
+      throw CheckFailed{};
+    }
+    std::printf("%lld episodes: every node value and gradient, every loss and the final parameters are bit-equal to the CPU tape\n",
+                static_cast<long long>(r.episodes));
     return;
   }
   Model model(spec, load_datasets(spec));

@@ -26,8 +26,8 @@ void run_emit(const EmitFlags& f) {
     std::fflush(stdout);
   } else {
     write_file_atomic(f.out, emitter.source());
-    std::fprintf(report, "wrote %s (%s, %zu parameters)\n", f.out.c_str(), spec.emit.function.c_str(),
-                 emitter.param_names().size());
+    const size_t n = emitter.param_names().size();
+    std::fprintf(report, "wrote %s (%s, %zu parameter%s)\n", f.out.c_str(), spec.emit.function.c_str(), n, n == 1 ? "" : "s");
   }
   if (!f.verify) return;
   const EmitVerifyResult r = emitter.verify();
@@ -40,6 +40,11 @@ void run_emit(const EmitFlags& f) {
   std::fprintf(report, "verify: built on the host with: %s\n", r.compiler.c_str());
   std::fprintf(report, "verify: OK: %lld examples x %lld parameters: the loss and every gradient are bit-identical to the tape\n",
                static_cast<long long>(r.examples), static_cast<long long>(r.params));
+  if (r.nan_bit_differences)
+    std::fprintf(report,
+                 "verify: note: %lld NaN results were NaN on both sides but with different sign or payload bits "
+                 "(IEEE 754 leaves those unspecified; see docs/emit.md)\n",
+                 static_cast<long long>(r.nan_bit_differences));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "spec/safetensors.h"
 #include "train/checks.h"
+#include "train/device_runner.h"
 
 namespace gr::cli {
 
@@ -22,7 +23,22 @@ void run_grad(const GradFlags& f) {
   const DeviceChoice d = choose_device(spec, f.device.empty() ? "cpu" : f.device, "f64", false, false);
   Model model(spec, load_datasets(spec));
   if (!f.init.empty()) model.load_params(read_safetensors(f.init), f.init);
-  const GradResult r = evaluate_gradients(model);
+  GradResult r;
+  if (d.kind == "cpu") {
+    r = evaluate_gradients(model);
+  } else {  // the same first batch through the device engine: forward and backward per node
+    Optimizer opt = model.make_optimizer();
+    std::string why;
+    DeviceRunner runner(model, opt, open_backend(d.kind, &why), replay::DType::F64);
+    runner.upload_batch(model.data().train, first_batch_rows(model));
+    runner.program().forward();
+    runner.program().backward();
+    r.loss = runner.program().loss();
+    for (const Var p : model.params()) {
+      r.grads.emplace_back(static_cast<size_t>(model.tape().node(p).numel()));
+      runner.program().grad(p, r.grads.back());
+    }
+  }
   std::vector<std::pair<std::string, ConstTensorView>> tensors;
   const double loss = r.loss;
   tensors.emplace_back("loss", ConstTensorView{Shape{1}, &loss});

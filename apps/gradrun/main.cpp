@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "tensor/fpenv.h"
 #include "tensor/parallel.h"
+#include "train/device_runner.h"
 #include "train/trainer.h"
 
 namespace gr::cli {
@@ -21,13 +22,15 @@ DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, con
   DeviceChoice d{device_flag.empty() ? spec.device.kind : device_flag, dtype_flag.empty() ? spec.device.dtype : dtype_flag,
                  fuse_flag || spec.device.fuse};
   if (d.kind == "auto") {
-    if (!quiet) std::fprintf(stderr, "gradrun: device auto: using the CPU tape (this build has no CUDA backend)\n");
-    d.kind = "cpu";
+    std::string why;
+    d.kind = open_backend("auto", &why) ? "cuda" : "cpu";
+    if (!quiet)
+      std::fprintf(stderr, "gradrun: device auto: %s\n",
+                   d.kind == "cuda" ? "using CUDA" : ("using the CPU tape (" + why + ")").c_str());
   }
-  if (d.kind == "host" || d.kind == "cuda")
-    throw IoError("", "device \"" + d.kind + "\" is not available: this build has no device engine (only --device cpu)");
-  if (d.dtype == "f32") throw UsageError("dtype f32 needs a device engine (host or cuda); the CPU tape computes in f64");
-  if (d.fuse) throw UsageError("fusion needs a device engine (host or cuda); the CPU tape does not fuse");
+  if (d.kind == "cpu" && d.dtype == "f32")
+    throw UsageError("dtype f32 needs a device engine (--device host or cuda); the CPU tape computes in f64");
+  if (d.fuse) throw UsageError("fusion (--fuse) is not built yet; per-node replay is (drop --fuse)");
   return d;
 }
 

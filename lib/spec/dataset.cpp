@@ -129,6 +129,13 @@ void standardize(Tensor& train, Tensor* val) {
 
 }  // namespace
 
+std::vector<int64_t> epoch_order(const Spec& spec, int64_t n, int64_t epoch) {
+  if (spec.train.shuffle) return random_permutation(n, spec.seed, kShuffleStream + static_cast<uint64_t>(epoch));
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  return order;
+}
+
 void gather_rows(const Tensor& src, std::span<const int64_t> rows, double* dst) {
   const int64_t width = src.numel() / src.shape()[0];
   for (size_t i = 0; i < rows.size(); ++i)

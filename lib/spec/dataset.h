@@ -29,6 +29,10 @@ struct Datasets {
 // Reads the data files and applies bindings, split and standardization.
 Datasets load_datasets(const Spec& spec);
 
+// The order in which epoch `epoch` (0-based) visits n training rows: a permutation from the
+// spec's seed when train.shuffle is on, ascending otherwise (random.h documents the generator).
+std::vector<int64_t> epoch_order(const Spec& spec, int64_t n, int64_t epoch);
+
 // Copies the given rows of `src` ([rows, ...]) into dst, one after another.
 void gather_rows(const Tensor& src, std::span<const int64_t> rows, double* dst);
 

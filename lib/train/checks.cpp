@@ -10,11 +10,7 @@ namespace gr {
 std::vector<int64_t> first_batch_rows(const Model& model) {
   const Spec& spec = model.spec();
   if (!spec.data) return {};
-  const int64_t n = model.data().train.rows;
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  if (spec.train.shuffle) order = random_permutation(n, spec.seed, kShuffleStream);
-  else
-    for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  std::vector<int64_t> order = epoch_order(spec, model.data().train.rows, 0);
   order.resize(static_cast<size_t>(model.program().batch));
   return order;
 }

@@ -24,6 +24,7 @@ class Model {
   const Datasets& data() const { return data_; }
   Tape& tape() { return tape_; }
   const std::vector<Var>& params() const { return params_; }
+  const std::vector<Var>& slots() const { return slots_; }  // input slots, in program input order
 
   // Parameters from a safetensors file with the parameters' names and shapes (--init, --resume).
   // `prefix` selects tensors named prefix + name. Throws InputError on a missing name or bad shape.

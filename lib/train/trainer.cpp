@@ -15,6 +15,7 @@
 #include "spec/random.h"
 #include "spec/safetensors.h"
 #include "tensor/parallel.h"
+#include "train/device_runner.h"
 
 namespace gr {
 
@@ -180,6 +181,14 @@ TrainResult train(Model& model, const TrainOptions& o) {
                       {{"spec", spec.path}, {"spec_sha256", spec.sha256}, {"steps", "0"}}, StDtype::F64);
   }
 
+  std::unique_ptr<DeviceRunner> device;  // null: the CPU tape
+  if (o.device != "cpu") {
+    std::string why;
+    device = std::make_unique<DeviceRunner>(model, opt, open_backend(o.device, &why),
+                                            o.dtype == "f32" ? replay::DType::F32 : replay::DType::F64);
+    if (!o.quiet) std::printf("device: %s\n", device->describe().c_str());
+  }
+
   const int64_t n = spec.data ? train_rows.rows : 0;
   const int64_t batch = spec.data ? p.batch : 0;
   const int64_t steps_per_epoch = spec.data ? (spec.train.drop_last ? n / batch : (n + batch - 1) / batch) : 1;
@@ -201,25 +210,25 @@ TrainResult train(Model& model, const TrainOptions& o) {
   int64_t checkpoint_epoch = first_epoch;  // the last good checkpoint: the resumed one until we write ours
   std::string checkpoint_where = first_epoch > 0 ? resumed_from : ckpt_dir;
   for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
-    if (spec.data && spec.train.shuffle) {
-      order = random_permutation(n, spec.seed, kShuffleStream + static_cast<uint64_t>(epoch));
-    } else {
-      order.resize(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
-    }
+    order = epoch_order(spec, n, epoch);
     double epoch_sum = 0.0;
     for (int64_t s = 0; s < steps_per_epoch; ++s) {
       rows.clear();
       for (int64_t i = s * batch; i < std::min(n, (s + 1) * batch); ++i) rows.push_back(order[static_cast<size_t>(i)]);
-      const std::vector<Var>& nodes = model.record(train_rows, rows);
-      const Var loss = nodes[static_cast<size_t>(p.loss)];
-      const double value = model.tape().scalar(loss);
-      if (!model.tape().backward(loss)) throw Error("backward failed: " + model.tape().error());
+      double value = 0.0;
+      if (device) {
+        value = device->step(rows);  // forward, backward and the optimizer step, replayed as one episode
+      } else {
+        const std::vector<Var>& nodes = model.record(train_rows, rows);
+        const Var loss = nodes[static_cast<size_t>(p.loss)];
+        value = model.tape().scalar(loss);
+        if (!model.tape().backward(loss)) throw Error("backward failed: " + model.tape().error());
+      }
       r.log.step_loss.push_back(value);
       r.log.step_epoch.push_back(epoch + 1);
       ++r.steps;
       if (!std::isfinite(value)) {
-        model.reset();
+        if (!device) model.reset();
         r.seconds = seconds_since(t0);
         write_outputs(model, o, r, false);
         throw DivergedError(spec.path + ": training diverged: the loss is " + format_double(value) + " at step " +
@@ -228,11 +237,14 @@ TrainResult train(Model& model, const TrainOptions& o) {
                                                         ") is in " + checkpoint_where
                                                   : std::string("no checkpoint was written yet")));
       }
-      opt.step(model.tape());
-      model.reset();
+      if (!device) {
+        opt.step(model.tape());
+        model.reset();
+      }
       epoch_sum = epoch_sum + value;
       progress.step(epoch + 1, s + 1, value);
     }
+    if (device) device->sync(opt);  // parameters to the tape (validation, files), optimizer state to opt
     const auto [val_loss, val_acc] = evaluate(model, model.data().validation);
     EpochRecord e{epoch + 1, epoch_sum / static_cast<double>(steps_per_epoch), val_loss, val_acc,
                   resumed_seconds + seconds_since(t0), r.steps};

@@ -20,7 +20,7 @@ struct TrainOptions {
   std::string init_file;    // --init: start from these parameters
   std::string resume_dir;   // --resume: a previous run folder (or its checkpoint/)
   bool quiet = false;
-  std::string device = "cpu", dtype = "f64";
+  std::string device = "cpu", dtype = "f64";  // device: cpu (the tape) | host | cuda
   bool fuse = false;
 };
 

@@ -1,0 +1,42 @@
+// device_runner.h — the training step of `gradrun train --device host|cuda`: the episode recorded
+// once on the tape, captured to the device (forward + backward + optimizer as one episode), and
+// replayed per batch with fresh inputs. f64 programs give the same bits as the CPU tape.
+#pragma once
+#include <memory>
+#include <span>
+#include <string>
+
+#include "device/backend.h"
+#include "grad/optimizer.h"
+#include "replay/replay.h"
+#include "train/model.h"
+
+namespace gr {
+
+class DeviceRunner {
+ public:
+  // `backend` is "host" or "cuda"; throws device::DeviceUnavailable when it cannot be had.
+  DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, replay::DType dtype);
+  ~DeviceRunner();
+
+  // One optimizer step on these training rows; returns the loss.
+  double step(std::span<const int64_t> rows);
+  // Parameters back into the tape and the optimizer state back into `opt` (checkpoints, weights).
+  void sync(Optimizer& opt);
+  std::string describe() const;
+  replay::Program& program() { return *program_; }
+  replay::DeviceOptimizer& optimizer() { return *dopt_; }
+  // Fills the input slots with `rows` and uploads them (no episode run).
+  void upload_batch(const DataTable& table, std::span<const int64_t> rows);
+
+ private:
+  Model& model_;
+  std::unique_ptr<device::Backend> backend_;
+  std::unique_ptr<replay::Program> program_;
+  std::unique_ptr<replay::DeviceOptimizer> dopt_;
+};
+
+// "host" | "cuda" → a backend; "auto" → CUDA when usable, else nullptr with the reason in `why`.
+std::unique_ptr<device::Backend> open_backend(const std::string& kind, std::string* why);
+
+}  // namespace gr

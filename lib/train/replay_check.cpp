@@ -1,0 +1,104 @@
+#include "train/replay_check.h"
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "replay/replay.h"
+#include "train/checks.h"
+#include "train/device_runner.h"
+
+namespace gr {
+
+namespace {
+
+std::string bits(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// The spec node an id belongs to (the last spec node whose first tape node is <= id), for messages.
+std::string describe_node(Model& model, const std::vector<Var>& nodes, int32_t id) {
+  const Node& n = model.tape().node(id);
+  std::string s = "node " + std::to_string(id) + " (" + std::string(op_name(n.op)) + " " + n.shape.str();
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].id == id) s += ", spec node \"" + model.program().nodes[i].spec->id + "\"";
+  return s + ")";
+}
+
+}  // namespace
+
+ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> backend, int64_t episodes) {
+  ReplayCheckResult r;
+  Optimizer opt = model.make_optimizer();
+  Optimizer device_opt = model.make_optimizer();
+  DeviceRunner runner(model, device_opt, std::move(backend), replay::DType::F64);
+  r.device = runner.describe();
+  replay::Program& prog = runner.program();
+  const Spec& spec = model.spec();
+  const int64_t n = spec.data ? model.data().train.rows : 0, batch = spec.data ? model.program().batch : 0;
+  const int64_t steps_per_epoch = spec.data ? n / batch : 1;
+  std::vector<int64_t> order, rows;
+  std::vector<double> want, got;
+  for (int64_t e = 0; e < episodes; ++e) {
+    const int64_t s = e % steps_per_epoch;
+    if (s == 0) order = epoch_order(spec, n, e / steps_per_epoch);
+    rows.clear();
+    for (int64_t i = s * batch; i < (s + 1) * batch; ++i) rows.push_back(order[static_cast<size_t>(i)]);
+    // Device: inputs, forward, backward (per node). CPU: the same episode on the tape.
+    runner.upload_batch(model.data().train, rows);
+    prog.forward();
+    prog.backward();
+    const std::vector<Var>& nodes = model.record(model.data().train, rows);
+    const Var loss = nodes[static_cast<size_t>(model.program().loss)];
+    model.tape().backward(loss);
+    for (int32_t id = 0; id < model.tape().size() && r.equal; ++id) {
+      const Var v{id};
+      const ConstTensorView cv = model.tape().value(v);
+      want.assign(cv.values().begin(), cv.values().end());
+      got.resize(want.size());
+      prog.value(v, got);
+      for (int pass = 0; pass < 2 && r.equal; ++pass) {
+        for (size_t i = 0; i < want.size(); ++i)
+          if (std::memcmp(&want[i], &got[i], sizeof(double)) != 0) {
+            r.equal = false;
+            r.first_difference = "episode " + std::to_string(e + 1) + ": " + describe_node(model, nodes, id) + " " +
+                                 (pass ? "gradient" : "value") + " element " + std::to_string(i) + ": cpu " + bits(want[i]) +
+                                 ", device " + bits(got[i]);
+            break;
+          }
+        if (pass == 0 && prog.backward_active(v)) {
+          const ConstTensorView cg = model.tape().grad(v);
+          want.assign(cg.values().begin(), cg.values().end());
+          prog.grad(v, got);
+        } else {
+          break;
+        }
+      }
+    }
+    if (!r.equal) {
+      model.reset();
+      return r;
+    }
+    opt.step(model.tape());
+    runner.optimizer().step();
+    model.reset();
+    r.episodes = e + 1;
+  }
+  // Finally the parameters themselves, after the last update.
+  for (size_t k = 0; k < model.params().size() && r.equal; ++k) {
+    const std::span<double> w = model.tape().param_value(model.params()[k]);
+    want.assign(w.begin(), w.end());
+    got.resize(want.size());
+    prog.value(model.params()[k], got);
+    if (std::memcmp(want.data(), got.data(), want.size() * sizeof(double)) != 0) {
+      r.equal = false;
+      r.first_difference = "after " + std::to_string(episodes) + " episodes: parameter \"" + model.program().params[k].name +
+                           "\" differs";
+    }
+  }
+  return r;
+}
+
+}  // namespace gr

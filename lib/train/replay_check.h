@@ -1,0 +1,24 @@
+// replay_check.h — `gradrun check --replay`: N training episodes on the CPU tape and on a device,
+// in lockstep, requiring bit-equal node values, gradients, losses and parameters.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "device/backend.h"
+#include "train/model.h"
+
+namespace gr {
+
+struct ReplayCheckResult {
+  bool equal = true;
+  int64_t episodes = 0;
+  std::string first_difference;  // "episode 3: node 5 (\"h2\", add [30, 16]) value element 17: cpu X, device Y"
+  std::string device;
+};
+
+// Runs `episodes` steps of the spec's training loop on both paths (per-node launches, so each
+// node can be compared), comparing everything after each backward; stops at the first difference.
+ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> backend, int64_t episodes);
+
+}  // namespace gr
