@@ -56,7 +56,7 @@ void run_inspect(const std::string& path) {
                 n.shape.str().c_str(), backward ? "yes" : (n.reaches_loss ? "no(const)" : "no"), fusion_class(n));
   }
   std::printf("loss: %s\n", spec.loss.c_str());
-  std::printf("backward reaches %lld of %zu nodes; %lld are row-fusible (fusion plans need the device engine)\n",
+  std::printf("backward reaches %lld of %zu nodes; %lld are row-fusible (the fusion pass is not built yet)\n",
               static_cast<long long>(reached), p.nodes.size(), static_cast<long long>(fusible));
 }
 
