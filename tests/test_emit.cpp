@@ -16,8 +16,8 @@
 #include <sstream>
 
 #include "emit/emit.h"
-#include "emit/emit_spec.h"
-#include "emit/host_build.h"
+#include "train/emit_spec.h"
+#include "train/host_build.h"
 #include "emit/kernel_text.h"
 #include "spec/errors.h"
 

@@ -43,5 +43,6 @@ void add_train(CLI::App& app);
 void add_check(CLI::App& app);
 void add_grad(CLI::App& app);
 void add_inspect(CLI::App& app);
+void add_emit(CLI::App& app);
 
 }  // namespace gr::cli

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "cli.h"
-#include "emit/emit_spec.h"
+#include "train/emit_spec.h"
 #include "spec/atomic_file.h"
 
 namespace gr::cli {

@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   cli::add_check(app);
   cli::add_grad(app);
   cli::add_inspect(app);
+  cli::add_emit(app);
   auto fail = [](const char* what, int code) {
     std::fprintf(stderr, "gradrun: error: %s\n", cli::printable_line(what).c_str());
     return code;

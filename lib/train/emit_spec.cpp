@@ -1,4 +1,4 @@
-#include "emit/emit_spec.h"
+#include "train/emit_spec.h"
 
 #include <algorithm>
 #include <bit>
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "emit/host_build.h"
+#include "train/host_build.h"
 #include "spec/errors.h"
 #include "spec/init.h"
 

@@ -1,4 +1,4 @@
-#include "emit/host_build.h"
+#include "train/host_build.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
