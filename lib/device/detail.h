@@ -1,5 +1,6 @@
 // detail.h — lib/device internals shared by the two backends (not part of the public interface).
 #pragma once
+#include "tensor/sha256.h"
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -44,21 +45,7 @@ const std::string& embedded_headers_digest();
 // The text both backends compile: the shim include, then the caller's source at line 1 of `name`.
 std::string module_text(const std::string& source, const std::string& name);
 
-// SHA-256 (FIPS 180-4), kept private to lib/device: device sits below lib/spec (which has its
-// own for spec hashes), and a cache key is all it is needed for here.
-class Sha256 {
- public:
-  Sha256();
-  void update(std::string_view s);
-  std::string hex();  // finishes the digest; lowercase hex
-
- private:
-  void block(const unsigned char* p);
-  uint32_t h_[8];
-  unsigned char buf_[64];
-  size_t used_ = 0;
-  uint64_t total_ = 0;
-};
+using gr::Sha256;  // tensor/sha256.h
 
 // A fixed-width, unambiguous encoding of several strings for hashing (length-prefixed).
 std::string hash_parts(std::initializer_list<std::string_view> parts);

@@ -7,7 +7,7 @@
 
 #include "spec/atomic_file.h"
 #include "spec/json_reader.h"
-#include "spec/sha256.h"
+#include "tensor/sha256.h"
 #include "tensor/shape.h"
 
 namespace gr {

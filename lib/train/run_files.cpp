@@ -7,7 +7,7 @@
 #include "spec/atomic_file.h"
 #include "spec/errors.h"
 #include "spec/safetensors.h"
-#include "spec/sha256.h"
+#include "tensor/sha256.h"
 
 namespace gr {
 

@@ -1,4 +1,4 @@
-#include "spec/sha256.h"
+#include "tensor/sha256.h"
 
 #include <algorithm>
 #include <cstring>

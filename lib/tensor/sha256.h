@@ -1,4 +1,5 @@
-// sha256.h — SHA-256 (FIPS 180-4), for spec hashes and weight digests in run receipts.
+// sha256.h — SHA-256 (FIPS 180-4): spec hashes, weight digests in run receipts, device module
+// cache keys. In lib/tensor, the lowest layer, so every layer above can use the one copy.
 #pragma once
 #include <cstdint>
 #include <string>
