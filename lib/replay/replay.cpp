@@ -175,14 +175,24 @@ Program::Program(device::Backend& backend, const Tape& tape, Var loss, ReplayOpt
   }
 
   // The launch plan.
-  for (int32_t id = 0; id < n; ++id) plan_forward(id);
+  fwd_at_.assign(static_cast<size_t>(n) + 1, 0);
+  bwd_at_.assign(static_cast<size_t>(n), {0, 0});
+  for (int32_t id = 0; id < n; ++id) {
+    fwd_at_[static_cast<size_t>(id)] = fwd_.size();
+    plan_forward(id);
+  }
+  fwd_at_[static_cast<size_t>(n)] = fwd_.size();
   if (grad_elems_ > 0) add(bwd_, "grk_fill", grad_elems_, {grads_.handle, D(0.0), I(grad_elems_)});
   if (active[static_cast<size_t>(loss_)]) {
     // seed: slot = 0 + 1 (gr_accumulate(0, 1) is exactly 1)
     add(bwd_, "grk_fill", nodes_[static_cast<size_t>(loss_)].numel,
         {gptr(loss_), D(1.0), I(nodes_[static_cast<size_t>(loss_)].numel)});
     for (int32_t id = loss_; id >= 0; --id)
-      if (active[static_cast<size_t>(id)]) plan_backward(id);
+      if (active[static_cast<size_t>(id)]) {
+        const size_t b0 = bwd_.size();
+        plan_backward(id);
+        bwd_at_[static_cast<size_t>(id)] = {b0, bwd_.size()};
+      }
   }
 }
 
@@ -253,8 +263,11 @@ void Program::add_serial(std::vector<Launch>& list, const char* name, std::initi
   list.push_back(l);
 }
 
-void Program::run(const std::vector<Launch>& list) {
-  for (const Launch& l : list) {
+void Program::run(const std::vector<Launch>& list) { run_range(list, 0, list.size()); }
+
+void Program::run_range(const std::vector<Launch>& list, size_t begin, size_t end) {
+  for (size_t li = begin; li < end; ++li) {
+    const Launch& l = list[li];
     void* ptrs[16];
     for (int i = 0; i < l.nargs; ++i) ptrs[i] = const_cast<uint64_t*>(&l.args[i]);
     be_.launch(l.kernel, l.grid, l.block, ptrs);
@@ -520,6 +533,44 @@ void Program::run_episode(DeviceOptimizer* opt) {
   be_.replay();
 }
 
+// ---- fusion hooks ----------------------------------------------------------------------------------
+Program::NodeView Program::node_view(int32_t id) const {
+  check_var(Var{id}, "node_view");
+  const NodeInfo& n = nodes_[static_cast<size_t>(id)];
+  NodeView v;
+  v.op = n.op;
+  v.shape = n.shape;
+  v.numel = n.numel;
+  v.a = n.a;
+  v.b = n.b;
+  v.axis = n.axis;
+  v.scalar = n.scalar;
+  v.active = n.grad_off >= 0;
+  return v;
+}
+
+void Program::run_node_forward(int32_t id) {
+  check_var(Var{id}, "run_node_forward");
+  const size_t b = fwd_at_[static_cast<size_t>(id)], e = fwd_at_[static_cast<size_t>(id) + 1];
+  run_range(fwd_, b, e);
+}
+
+void Program::run_node_backward(int32_t id) {
+  check_var(Var{id}, "run_node_backward");
+  const auto [b, e] = bwd_at_[static_cast<size_t>(id)];
+  run_range(bwd_, b, e);
+}
+
+size_t Program::node_forward_launches(int32_t id) const {
+  check_var(Var{id}, "node_forward_launches");
+  return fwd_at_[static_cast<size_t>(id) + 1] - fwd_at_[static_cast<size_t>(id)];
+}
+
+size_t Program::node_backward_launches(int32_t id) const {
+  check_var(Var{id}, "node_backward_launches");
+  return bwd_at_[static_cast<size_t>(id)].second - bwd_at_[static_cast<size_t>(id)].first;
+}
+
 // ---- the device optimizer ----------------------------------------------------------------------------
 DeviceOptimizer::DeviceOptimizer(Program& prog, const Optimizer& config) : prog_(prog), cpu_(config), t_(config.t()) {
   int64_t total = 0;
@@ -587,6 +638,8 @@ void DeviceOptimizer::prepare() {
   const double ctl[5] = {cpu_.lr(), last_lr_t_, 1.0, cpu_.clip(), 0.0};
   prog_.be_.upload(ctl_, ctl, sizeof ctl);
 }
+
+void DeviceOptimizer::run_launches() { prog_.run(launches_); }
 
 void DeviceOptimizer::step() {
   prepare();

@@ -89,6 +89,30 @@ class Program {
   device::Backend& backend() { return be_; }
   DType dtype() const { return opt_.dtype; }
 
+  // ---- fusion hooks (lib/fuse, docs/fusion.md) ----------------------------------------------------
+  struct NodeView {
+    Op op = Op::Const;
+    Shape shape;
+    int64_t numel = 0;
+    int32_t a = -1, b = -1;
+    int32_t axis = 0;  // normalized, or kAllAxes
+    double scalar = 0.0;
+    bool active = false;  // backward-active: has a gradient buffer
+  };
+  NodeView node_view(int32_t id) const;
+  uint64_t value_address(int32_t id) const { return vptr(id); }  // device address of node id's values
+  uint64_t grad_address(int32_t id) const { return gptr(id); }    // 0 when not backward-active
+  device::Buffer grad_slab() const { return grads_; }              // every gradient, one buffer
+  int64_t grad_elements() const { return grad_elems_; }
+  unsigned block() const { return block_; }
+  unsigned max_grid() const { return opt_.max_grid; }
+  // The per-node launches of one node, exactly those forward()/backward() run for it (backward
+  // excludes the zero-fill and the seed); and their counts.
+  void run_node_forward(int32_t id);
+  void run_node_backward(int32_t id);
+  size_t node_forward_launches(int32_t id) const;
+  size_t node_backward_launches(int32_t id) const;
+
  private:
   friend class DeviceOptimizer;
   struct Launch {
@@ -117,6 +141,7 @@ class Program {
   void add(std::vector<Launch>& list, const char* kernel, int64_t work, std::initializer_list<uint64_t> args);
   void add_serial(std::vector<Launch>& list, const char* kernel, std::initializer_list<uint64_t> args);
   void run(const std::vector<Launch>& list);
+  void run_range(const std::vector<Launch>& list, size_t begin, size_t end);
   void plan_forward(int32_t id);
   void plan_backward(int32_t id);
   bool active(int32_t id) const { return id >= 0 && nodes_[static_cast<size_t>(id)].grad_off >= 0; }
@@ -134,6 +159,8 @@ class Program {
   device::Buffer vals_, grads_, meta_;
   int64_t grad_elems_ = 0;
   std::vector<Launch> fwd_, bwd_;
+  std::vector<size_t> fwd_at_;                      // node id -> first launch in fwd_ (size n + 1)
+  std::vector<std::pair<size_t, size_t>> bwd_at_;   // node id -> [begin, end) in bwd_
   bool episode_captured_ = false;
   const DeviceOptimizer* episode_opt_ = nullptr;
 };
@@ -172,6 +199,8 @@ class DeviceOptimizer {
   double last_clip_scale();
   double last_lr_t() const { return last_lr_t_; }
   size_t launches_per_step() const { return launches_.size(); }
+  // The device half of a step only (no prepare()): for episodes captured by lib/fuse.
+  void run_launches();
 
  private:
   friend class Program;

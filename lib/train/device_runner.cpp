@@ -1,5 +1,6 @@
 #include "train/device_runner.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "spec/errors.h"
@@ -19,6 +20,41 @@ std::unique_ptr<device::Backend> open_backend(const std::string& kind, std::stri
   return std::move(s.backend);
 }
 
+namespace {
+
+// Batch gathering and loss keeping on the device (8-byte arguments, grid-stride loops: the
+// kernel rules of docs/device.md). The f32 gather rounds like Program::set_input does.
+const char* kBatchKernels = R"(
+extern "C" __global__ void gr_gather_rows_f64(const double* src, const long long* idx, double* dst, long long width,
+                                              long long rows) {
+  const long long n = width * rows;
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x) {
+    const long long r = e / width;
+    dst[e] = src[idx[r] * width + (e - r * width)];
+  }
+}
+GR_EXPORT_KERNEL(gr_gather_rows_f64)
+extern "C" __global__ void gr_gather_rows_f32(const double* src, const long long* idx, float* dst, long long width,
+                                              long long rows) {
+  const long long n = width * rows;
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x) {
+    const long long r = e / width;
+    dst[e] = __double2float_rn(src[idx[r] * width + (e - r * width)]);
+  }
+}
+GR_EXPORT_KERNEL(gr_gather_rows_f32)
+extern "C" __global__ void gr_store_loss_f64(const double* loss, double* out, long long at) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) out[at] = loss[0];
+}
+GR_EXPORT_KERNEL(gr_store_loss_f64)
+extern "C" __global__ void gr_store_loss_f32(const float* loss, double* out, long long at) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) out[at] = (double)loss[0];
+}
+GR_EXPORT_KERNEL(gr_store_loss_f32)
+)";
+
+}  // namespace
+
 DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, replay::DType dtype)
     : model_(model), backend_(std::move(backend)) {
   const Spec& spec = model.spec();
@@ -35,9 +71,26 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   dopt_ = std::make_unique<replay::DeviceOptimizer>(*program_, opt);
   model.reset();
   program_->capture_episode(dopt_.get());
+
+  // The training set goes to the device once; each step uploads only its row indices.
+  device::Module* module = backend_->compile(kBatchKernels, "gradrun_batches");
+  const bool f32 = dtype == replay::DType::F32;
+  gather_ = backend_->kernel(module, f32 ? "gr_gather_rows_f32" : "gr_gather_rows_f64");
+  store_loss_ = backend_->kernel(module, f32 ? "gr_store_loss_f32" : "gr_store_loss_f64");
+  for (const Tensor& t : model.data().train.tensors) {
+    data_.push_back(backend_->alloc(static_cast<size_t>(t.numel()) * sizeof(double)));
+    backend_->upload(data_.back(), t.data(), static_cast<size_t>(t.numel()) * sizeof(double));
+  }
+  index_ = backend_->alloc(static_cast<size_t>(std::max<int64_t>(1, model.program().batch)) * sizeof(long long));
+  losses_capacity_ = spec.data ? std::max<int64_t>(1, model.data().train.rows / std::max<int64_t>(1, model.program().batch)) : 1;
+  losses_ = backend_->alloc(static_cast<size_t>(losses_capacity_) * sizeof(double));
 }
 
-DeviceRunner::~DeviceRunner() = default;
+DeviceRunner::~DeviceRunner() {
+  for (device::Buffer b : data_) backend_->free(b);
+  if (index_.bytes) backend_->free(index_);
+  if (losses_.bytes) backend_->free(losses_);
+}
 
 void DeviceRunner::upload_batch(const DataTable& table, std::span<const int64_t> rows) {
   const std::vector<Var>& slots = model_.slots();
@@ -48,10 +101,34 @@ void DeviceRunner::upload_batch(const DataTable& table, std::span<const int64_t>
   }
 }
 
-double DeviceRunner::step(std::span<const int64_t> rows) {
-  upload_batch(model_.data().train, rows);
+void DeviceRunner::step(std::span<const int64_t> rows, int64_t step_in_epoch) {
+  GR_ASSERT(step_in_epoch < losses_capacity_);
+  const std::vector<Var>& slots = model_.slots();
+  if (!slots.empty()) {
+    const long long width_rows = static_cast<long long>(rows.size());
+    backend_->upload(index_, rows.data(), rows.size() * sizeof(int64_t));
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const Tensor& t = model_.data().train.tensors[i];
+      uint64_t src = data_[i].handle, idx = index_.handle, dst = program_->value_address(slots[i].id);
+      long long width = t.numel() / t.shape()[0], n = width * width_rows, count = width_rows;
+      void* args[] = {&src, &idx, &dst, &width, &count};
+      const unsigned block = program_->block();
+      const unsigned grid = static_cast<unsigned>(std::min<long long>((n + block - 1) / block, program_->max_grid()));
+      backend_->launch(gather_, std::max(1u, grid), block, args);
+    }
+  }
   program_->run_episode(dopt_.get());
-  return program_->loss();
+  uint64_t loss = program_->value_address(program_->loss_var().id), out = losses_.handle;
+  long long at = step_in_epoch;
+  void* args[] = {&loss, &out, &at};
+  backend_->launch(store_loss_, 1, 1, args);
+}
+
+std::vector<double> DeviceRunner::epoch_losses(int64_t steps) {
+  std::vector<double> out(static_cast<size_t>(steps));
+  backend_->synchronize();
+  backend_->download(out.data(), losses_, out.size() * sizeof(double));
+  return out;
 }
 
 void DeviceRunner::sync(Optimizer& opt) {

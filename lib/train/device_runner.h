@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "device/backend.h"
 #include "grad/optimizer.h"
@@ -19,8 +20,12 @@ class DeviceRunner {
   DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, replay::DType dtype);
   ~DeviceRunner();
 
-  // One optimizer step on these training rows; returns the loss.
-  double step(std::span<const int64_t> rows);
+  // One optimizer step on these training rows, all on the device: the row indices are uploaded,
+  // the rows gathered from the training set (uploaded once) into the input slots, the episode
+  // replayed, and the loss stored at `step_in_epoch` of a device loss buffer.
+  void step(std::span<const int64_t> rows, int64_t step_in_epoch);
+  // The losses of the first `steps` steps of this epoch: one download per epoch.
+  std::vector<double> epoch_losses(int64_t steps);
   // Parameters back into the tape and the optimizer state back into `opt` (checkpoints, weights).
   void sync(Optimizer& opt);
   std::string describe() const;
@@ -34,6 +39,11 @@ class DeviceRunner {
   std::unique_ptr<device::Backend> backend_;
   std::unique_ptr<replay::Program> program_;
   std::unique_ptr<replay::DeviceOptimizer> dopt_;
+  // Device-side batches: the training set per input (f64), the batch's row indices, the losses.
+  std::vector<device::Buffer> data_;
+  device::Buffer index_{}, losses_{};
+  device::Kernel *gather_ = nullptr, *store_loss_ = nullptr;
+  int64_t losses_capacity_ = 0;
 };
 
 // "host" | "cuda" → a backend; "auto" → CUDA when usable, else nullptr with the reason in `why`.

@@ -41,9 +41,10 @@ class Progress {
     const int64_t done = steps_ ? step_in_epoch * width / steps_ : width;
     std::string bar(static_cast<size_t>(done), '#');
     bar.resize(width, '.');
-    std::fprintf(stderr, "\r\033[Kepoch %lld/%lld [%s] step %lld/%lld loss %.6g", static_cast<long long>(epoch),
+    std::fprintf(stderr, "\r\033[Kepoch %lld/%lld [%s] step %lld/%lld", static_cast<long long>(epoch),
                  static_cast<long long>(epochs_), bar.c_str(), static_cast<long long>(step_in_epoch),
-                 static_cast<long long>(steps_), loss);
+                 static_cast<long long>(steps_));
+    if (!std::isnan(loss)) std::fprintf(stderr, " loss %.6g", loss);  // a device keeps losses until the epoch ends
   }
   void epoch(const EpochRecord& e) {
     if (quiet_) return;
@@ -209,40 +210,51 @@ TrainResult train(Model& model, const TrainOptions& o) {
   auto last_checkpoint = Clock::now();
   int64_t checkpoint_epoch = first_epoch;  // the last good checkpoint: the resumed one until we write ours
   std::string checkpoint_where = first_epoch > 0 ? resumed_from : ckpt_dir;
+  // Logs a step's loss; false when it is not finite (the run stops there).
+  auto record_step = [&](double value, int64_t epoch) {
+    r.log.step_loss.push_back(value);
+    r.log.step_epoch.push_back(epoch + 1);
+    ++r.steps;
+    return std::isfinite(value);
+  };
+  auto diverged = [&](int64_t epoch) {
+    r.seconds = seconds_since(t0);
+    write_outputs(model, o, r, false);
+    throw DivergedError(spec.path + ": training diverged: the loss is " + format_double(r.log.step_loss.back()) +
+                        " at step " + std::to_string(r.steps) + " (epoch " + std::to_string(epoch + 1) + "); " +
+                        (checkpoint_epoch > 0 ? "the last good checkpoint (epoch " + std::to_string(checkpoint_epoch) +
+                                                    ") is in " + checkpoint_where
+                                              : std::string("no checkpoint was written yet")));
+  };
   for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
     order = epoch_order(spec, n, epoch);
     double epoch_sum = 0.0;
     for (int64_t s = 0; s < steps_per_epoch; ++s) {
       rows.clear();
       for (int64_t i = s * batch; i < std::min(n, (s + 1) * batch); ++i) rows.push_back(order[static_cast<size_t>(i)]);
-      double value = 0.0;
-      if (device) {
-        value = device->step(rows);  // forward, backward and the optimizer step, replayed as one episode
-      } else {
-        const std::vector<Var>& nodes = model.record(train_rows, rows);
-        const Var loss = nodes[static_cast<size_t>(p.loss)];
-        value = model.tape().scalar(loss);
-        if (!model.tape().backward(loss)) throw Error("backward failed: " + model.tape().error());
+      if (device) {  // forward, backward and the optimizer step replayed as one episode; the loss stays there
+        device->step(rows, s);
+        progress.step(epoch + 1, s + 1, kNaN);
+        continue;
       }
-      r.log.step_loss.push_back(value);
-      r.log.step_epoch.push_back(epoch + 1);
-      ++r.steps;
-      if (!std::isfinite(value)) {
-        if (!device) model.reset();
-        r.seconds = seconds_since(t0);
-        write_outputs(model, o, r, false);
-        throw DivergedError(spec.path + ": training diverged: the loss is " + format_double(value) + " at step " +
-                            std::to_string(r.steps) + " (epoch " + std::to_string(epoch + 1) + "); " +
-                            (checkpoint_epoch > 0 ? "the last good checkpoint (epoch " + std::to_string(checkpoint_epoch) +
-                                                        ") is in " + checkpoint_where
-                                                  : std::string("no checkpoint was written yet")));
-      }
-      if (!device) {
-        opt.step(model.tape());
+      const std::vector<Var>& nodes = model.record(train_rows, rows);
+      const Var loss = nodes[static_cast<size_t>(p.loss)];
+      const double value = model.tape().scalar(loss);
+      if (!model.tape().backward(loss)) throw Error("backward failed: " + model.tape().error());
+      if (!record_step(value, epoch)) {
         model.reset();
+        diverged(epoch);
       }
+      opt.step(model.tape());
+      model.reset();
       epoch_sum = epoch_sum + value;
       progress.step(epoch + 1, s + 1, value);
+    }
+    if (device) {  // one download per epoch
+      for (double value : device->epoch_losses(steps_per_epoch)) {
+        if (!record_step(value, epoch)) diverged(epoch);
+        epoch_sum = epoch_sum + value;
+      }
     }
     if (device) device->sync(opt);  // parameters to the tape (validation, files), optimizer state to opt
     const auto [val_loss, val_acc] = evaluate(model, model.data().validation);
