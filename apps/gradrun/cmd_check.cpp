@@ -28,7 +28,7 @@ void run_check(const CheckFlags& f) {
     if (d.kind == "cpu") throw UsageError("check --replay needs a device (host or cuda)");
     Model model(spec, load_datasets(spec));
     std::string why;
-    const ReplayCheckResult r = check_replay(model, open_backend(d.kind, &why), f.episodes);
+    const ReplayCheckResult r = check_replay(model, open_backend(d.kind, &why), f.episodes, d.fuse);
     std::printf("device: %s\n", r.device.c_str());
     if (!r.equal) {
       std::printf("REPLAY DIFFERS: %s\n", r.first_difference.c_str());

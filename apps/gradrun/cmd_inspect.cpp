@@ -3,7 +3,10 @@
 #include <memory>
 
 #include "cli.h"
+#include "device/backend.h"
+#include "fuse/fuse.h"
 #include "spec/program.h"
+#include "train/model.h"
 
 namespace gr::cli {
 
@@ -56,8 +59,19 @@ void run_inspect(const std::string& path) {
                 n.shape.str().c_str(), backward ? "yes" : (n.reaches_loss ? "no(const)" : "no"), fusion_class(n));
   }
   std::printf("loss: %s\n", spec.loss.c_str());
-  std::printf("backward reaches %lld of %zu nodes; %lld are row-fusible (the fusion pass is not built yet)\n",
-              static_cast<long long>(reached), p.nodes.size(), static_cast<long long>(fusible));
+  std::printf("backward reaches %lld of %zu nodes; %lld are row-fusible\n", static_cast<long long>(reached), p.nodes.size(),
+              static_cast<long long>(fusible));
+  // The fusion plan of one recorded episode (tape node ids), captured on the host backend.
+  Model model(spec, data);
+  std::vector<int64_t> rows;
+  if (spec.data)
+    for (int64_t i = 0; i < p.batch; ++i) rows.push_back(i);
+  const std::vector<Var>& nodes = model.record(data.train, rows);
+  if (!nodes.empty()) {
+    const auto backend = device::make_host_backend();
+    const fuse::Plan plan = fuse::plan_tape(*backend, model.tape(), nodes[static_cast<size_t>(p.loss)]);
+    std::printf("%s", plan.describe().c_str());
+  }
 }
 
 }  // namespace

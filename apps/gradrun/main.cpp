@@ -30,7 +30,7 @@ DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, con
   }
   if (d.kind == "cpu" && d.dtype == "f32")
     throw UsageError("dtype f32 needs a device engine (--device host or cuda); the CPU tape computes in f64");
-  if (d.fuse) throw UsageError("fusion (--fuse) is not built yet; per-node replay is (drop --fuse)");
+  if (d.fuse && d.kind == "cpu") throw UsageError("--fuse needs a device engine (--device host or cuda)");
   return d;
 }
 

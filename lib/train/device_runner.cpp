@@ -55,7 +55,8 @@ GR_EXPORT_KERNEL(gr_store_loss_f32)
 
 }  // namespace
 
-DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, replay::DType dtype)
+DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, replay::DType dtype,
+                           bool fuse)
     : model_(model), backend_(std::move(backend)) {
   const Spec& spec = model.spec();
   if (spec.data && !spec.train.drop_last)
@@ -70,7 +71,12 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   program_ = std::make_unique<replay::Program>(*backend_, model.tape(), loss, ro);
   dopt_ = std::make_unique<replay::DeviceOptimizer>(*program_, opt);
   model.reset();
-  program_->capture_episode(dopt_.get());
+  if (fuse) {  // fused forward + backward + optimizer as one episode (docs/fusion.md)
+    fused_ = std::make_unique<fuse::FusedProgram>(*program_, fuse::plan(*program_));
+    fused_->capture_episode(dopt_.get());
+  } else {
+    program_->capture_episode(dopt_.get());
+  }
 
   // The training set goes to the device once; each step uploads only its row indices.
   device::Module* module = backend_->compile(kBatchKernels, "gradrun_batches");
@@ -117,7 +123,8 @@ void DeviceRunner::step(std::span<const int64_t> rows, int64_t step_in_epoch) {
       backend_->launch(gather_, std::max(1u, grid), block, args);
     }
   }
-  program_->run_episode(dopt_.get());
+  if (fused_) fused_->run_episode(dopt_.get());
+  else program_->run_episode(dopt_.get());
   uint64_t loss = program_->value_address(program_->loss_var().id), out = losses_.handle;
   long long at = step_in_epoch;
   void* args[] = {&loss, &out, &at};
@@ -137,6 +144,11 @@ void DeviceRunner::sync(Optimizer& opt) {
 }
 
 std::string DeviceRunner::describe() const {
+  if (fused_)
+    return backend_->describe() + ", fused: " + std::to_string(fused_->forward_launches()) + " forward + " +
+           std::to_string(fused_->backward_launches()) + " backward + " + std::to_string(dopt_->launches_per_step()) +
+           " optimizer launches per episode (per-node " + std::to_string(fused_->plan().per_node_launches()) + " + " +
+           std::to_string(dopt_->launches_per_step()) + "), captured as one";
   return backend_->describe() + ", " + std::to_string(program_->forward_launches()) + " forward + " +
          std::to_string(program_->backward_launches()) + " backward + " + std::to_string(dopt_->launches_per_step()) +
          " optimizer launches per episode, captured as one";

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "device/backend.h"
+#include "fuse/fuse.h"
 #include "grad/optimizer.h"
 #include "replay/replay.h"
 #include "train/model.h"
@@ -17,7 +18,8 @@ namespace gr {
 class DeviceRunner {
  public:
   // `backend` is "host" or "cuda"; throws device::DeviceUnavailable when it cannot be had.
-  DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, replay::DType dtype);
+  DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, replay::DType dtype,
+               bool fuse = false);
   ~DeviceRunner();
 
   // One optimizer step on these training rows, all on the device: the row indices are uploaded,
@@ -31,6 +33,7 @@ class DeviceRunner {
   std::string describe() const;
   replay::Program& program() { return *program_; }
   replay::DeviceOptimizer& optimizer() { return *dopt_; }
+  fuse::FusedProgram* fused() { return fused_.get(); }  // null unless fused
   // Fills the input slots with `rows` and uploads them (no episode run).
   void upload_batch(const DataTable& table, std::span<const int64_t> rows);
 
@@ -39,6 +42,7 @@ class DeviceRunner {
   std::unique_ptr<device::Backend> backend_;
   std::unique_ptr<replay::Program> program_;
   std::unique_ptr<replay::DeviceOptimizer> dopt_;
+  std::unique_ptr<fuse::FusedProgram> fused_;
   // Device-side batches: the training set per input (f64), the batch's row indices, the losses.
   std::vector<device::Buffer> data_;
   device::Buffer index_{}, losses_{};

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "fuse/fuse.h"
 #include "replay/replay.h"
 #include "train/checks.h"
 #include "train/device_runner.h"
@@ -29,13 +30,19 @@ std::string describe_node(Model& model, const std::vector<Var>& nodes, int32_t i
 
 }  // namespace
 
-ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> backend, int64_t episodes) {
+ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> backend, int64_t episodes, bool fuse) {
   ReplayCheckResult r;
   Optimizer opt = model.make_optimizer();
   Optimizer device_opt = model.make_optimizer();
   DeviceRunner runner(model, device_opt, std::move(backend), replay::DType::F64);
   r.device = runner.describe();
   replay::Program& prog = runner.program();
+  std::unique_ptr<fuse::FusedProgram> fused;
+  if (fuse) {
+    fused = std::make_unique<fuse::FusedProgram>(prog, fuse::plan(prog));
+    r.device += "; fused: " + std::to_string(fused->plan().fused_launches()) + " launches per forward + backward (per-node " +
+                std::to_string(fused->plan().per_node_launches()) + ")";
+  }
   const Spec& spec = model.spec();
   const int64_t n = spec.data ? model.data().train.rows : 0, batch = spec.data ? model.program().batch : 0;
   const int64_t steps_per_epoch = spec.data ? n / batch : 1;
@@ -48,8 +55,13 @@ ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> ba
     for (int64_t i = s * batch; i < (s + 1) * batch; ++i) rows.push_back(order[static_cast<size_t>(i)]);
     // Device: inputs, forward, backward (per node). CPU: the same episode on the tape.
     runner.upload_batch(model.data().train, rows);
-    prog.forward();
-    prog.backward();
+    if (fused) {
+      fused->forward();
+      fused->backward();
+    } else {
+      prog.forward();
+      prog.backward();
+    }
     const std::vector<Var>& nodes = model.record(model.data().train, rows);
     const Var loss = nodes[static_cast<size_t>(model.program().loss)];
     model.tape().backward(loss);

@@ -19,6 +19,8 @@ struct ReplayCheckResult {
 
 // Runs `episodes` steps of the spec's training loop on both paths (per-node launches, so each
 // node can be compared), comparing everything after each backward; stops at the first difference.
-ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> backend, int64_t episodes);
+// fuse: the device side runs the fused kernels (lib/fuse, docs/fusion.md) instead of per-node launches.
+ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> backend, int64_t episodes,
+                               bool fuse = false);
 
 }  // namespace gr

@@ -186,7 +186,7 @@ TrainResult train(Model& model, const TrainOptions& o) {
   if (o.device != "cpu") {
     std::string why;
     device = std::make_unique<DeviceRunner>(model, opt, open_backend(o.device, &why),
-                                            o.dtype == "f32" ? replay::DType::F32 : replay::DType::F64);
+                                            o.dtype == "f32" ? replay::DType::F32 : replay::DType::F64, o.fuse);
     if (!o.quiet) std::printf("device: %s\n", device->describe().c_str());
   }
 
