@@ -160,3 +160,29 @@ TEST_CASE("an f32 device program stays within a documented tolerance of the f64 
     fs::remove_all(f32);
   }
 }
+
+TEST_CASE("fuse: auto fuses only where launch latency matters (CUDA), --fuse always", "[examples][device]") {
+  std::string text = read_file(std::string(GR_SOURCE_DIR) + "/specs/iris.json");
+  const std::string from = "\"fuse\": false";
+  REQUIRE(text.find(from) != std::string::npos);
+  text.replace(text.find(from), from.size(), "\"fuse\": \"auto\"");
+  Spec spec = parse_spec(text, std::string(GR_SOURCE_DIR) + "/specs/iris.json");
+  CHECK(spec.device.fuse_auto);
+  CHECK_FALSE(spec.device.fuse);
+  spec.train.epochs = 2;
+  for (const bool forced : {false, true}) {
+    Model model(spec, load_datasets(spec));
+    TrainOptions o;
+    o.out_dir = fresh_dir(forced ? "fuse-forced" : "fuse-auto");
+    o.epochs = 2;
+    o.quiet = true;
+    o.device = "host";
+    o.fuse = forced;
+    o.fuse_auto = !forced;
+    const TrainResult r = train(model, o);
+    CHECK(r.fused == forced);  // the host backend has no launch latency: auto keeps per-node there
+    fs::remove_all(o.out_dir);
+  }
+  text.replace(text.find("\"fuse\": \"auto\""), 14, "\"fuse\": \"sometimes\"");
+  CHECK_THROWS_WITH(parse_spec(text, "x.json"), Catch::Contains("/device/fuse"));
+}

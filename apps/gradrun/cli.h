@@ -30,7 +30,7 @@ Spec load_with_overrides(const std::string& path, const Overrides& o);
 // `auto` chooses it (and says why), host/cuda fail with exit 3.
 struct DeviceChoice {
   std::string kind = "cpu", dtype = "f64";
-  bool fuse = false;
+  bool fuse = false, fuse_auto = false;
 };
 DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag,
                            bool quiet);

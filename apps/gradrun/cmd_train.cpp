@@ -66,6 +66,7 @@ void run_train(const TrainFlags& f) {
   o.device = d.kind;
   o.dtype = d.dtype;
   o.fuse = d.fuse;
+  o.fuse_auto = d.fuse_auto && d.kind != "cpu";
   const TrainResult r = train(model, o);
   if (!f.quiet) {
     const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();

@@ -20,7 +20,7 @@ Spec load_with_overrides(const std::string& path, const Overrides& o) {
 DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag,
                            bool quiet) {
   DeviceChoice d{device_flag.empty() ? spec.device.kind : device_flag, dtype_flag.empty() ? spec.device.dtype : dtype_flag,
-                 fuse_flag || spec.device.fuse};
+                 fuse_flag || spec.device.fuse, !fuse_flag && spec.device.fuse_auto};
   if (d.kind == "auto") {
     std::string why;
     d.kind = open_backend("auto", &why) ? "cuda" : "cpu";

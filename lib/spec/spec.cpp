@@ -399,7 +399,12 @@ Spec parse_spec(const std::string& text, const std::string& path) {
     d.only_keys({"kind", "dtype", "fuse"});
     if (d.has("kind")) s.device.kind = d.at("kind").str();
     if (d.has("dtype")) s.device.dtype = d.at("dtype").str();
-    if (d.has("fuse")) s.device.fuse = d.at("fuse").boolean();
+    if (d.has("fuse")) {
+      const JsonAt f = d.at("fuse");
+      if (f.is_string() && f.str() == "auto") s.device.fuse_auto = true;
+      else if (f.is_string()) f.fail("expected true, false or \"auto\"");
+      else s.device.fuse = f.boolean();
+    }
     const std::string& k = s.device.kind;
     if (k != "cpu" && k != "host" && k != "cuda" && k != "auto")
       d.at("kind").fail("unknown device \"" + k + "\" (known: cpu, host, cuda, auto)");

@@ -88,6 +88,7 @@ struct MetricsSpec {
 struct DeviceSpec {
   std::string kind = "cpu", dtype = "f64";
   bool fuse = false;
+  bool fuse_auto = false;  // "fuse": "auto" — fuse on CUDA when the plan removes launches
 };
 
 struct EmitSpec {

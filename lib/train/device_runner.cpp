@@ -56,7 +56,7 @@ GR_EXPORT_KERNEL(gr_store_loss_f32)
 }  // namespace
 
 DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, replay::DType dtype,
-                           bool fuse)
+                           bool fuse, bool fuse_auto)
     : model_(model), backend_(std::move(backend)) {
   const Spec& spec = model.spec();
   if (spec.data && !spec.train.drop_last)
@@ -71,8 +71,11 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   program_ = std::make_unique<replay::Program>(*backend_, model.tape(), loss, ro);
   dopt_ = std::make_unique<replay::DeviceOptimizer>(*program_, opt);
   model.reset();
-  if (fuse) {  // fused forward + backward + optimizer as one episode (docs/fusion.md)
-    fused_ = std::make_unique<fuse::FusedProgram>(*program_, fuse::plan(*program_));
+  // fuse: auto fuses where launch latency dominates (CUDA) and the plan removes launches.
+  fuse::Plan plan;
+  if (fuse || fuse_auto) plan = fuse::plan(*program_);
+  if (fuse || (fuse_auto && fuse::worthwhile(plan, *backend_))) {  // fused episode (docs/fusion.md)
+    fused_ = std::make_unique<fuse::FusedProgram>(*program_, std::move(plan));
     fused_->capture_episode(dopt_.get());
   } else {
     program_->capture_episode(dopt_.get());

@@ -19,7 +19,7 @@ class DeviceRunner {
  public:
   // `backend` is "host" or "cuda"; throws device::DeviceUnavailable when it cannot be had.
   DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, replay::DType dtype,
-               bool fuse = false);
+               bool fuse = false, bool fuse_auto = false);
   ~DeviceRunner();
 
   // One optimizer step on these training rows, all on the device: the row indices are uploaded,

@@ -130,7 +130,7 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, bo
       {"seed", model.spec().seed},
       {"device", o.device},
       {"dtype", o.dtype},
-      {"fused", o.fuse},
+      {"fused", r.fused},
       {"threads", num_threads()},
       {"epochs", last ? last->epoch : 0},
       {"episodes", r.steps},
@@ -186,7 +186,8 @@ TrainResult train(Model& model, const TrainOptions& o) {
   if (o.device != "cpu") {
     std::string why;
     device = std::make_unique<DeviceRunner>(model, opt, open_backend(o.device, &why),
-                                            o.dtype == "f32" ? replay::DType::F32 : replay::DType::F64, o.fuse);
+                                            o.dtype == "f32" ? replay::DType::F32 : replay::DType::F64, o.fuse, o.fuse_auto);
+    r.fused = device->fused() != nullptr;
     if (!o.quiet) std::printf("device: %s\n", device->describe().c_str());
   }
 

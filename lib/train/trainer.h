@@ -21,7 +21,7 @@ struct TrainOptions {
   std::string resume_dir;   // --resume: a previous run folder (or its checkpoint/)
   bool quiet = false;
   std::string device = "cpu", dtype = "f64";  // device: cpu (the tape) | host | cuda
-  bool fuse = false;
+  bool fuse = false, fuse_auto = false;  // fuse_auto: the spec's "fuse": "auto"
 };
 
 struct TrainResult {
@@ -29,6 +29,7 @@ struct TrainResult {
   int64_t steps = 0;
   double seconds = 0.0;
   std::string weights_sha256;
+  bool fused = false;  // the device ran generated megakernels
 };
 
 // Throws InputError / IoError for bad input and unwritable outputs; a diverged run (NaN/inf loss)
