@@ -1,49 +1,22 @@
-// replay.cpp — capture of a recorded tape episode, the per-node launch plan (forward in tape order,
-// backward in descending id), the device optimizer and whole-episode capture (docs/replay.md).
+// replay.cpp — capture of a recorded tape episode into device buffers, running its launches,
+// downloads and whole-episode capture (docs/replay.md). The per-op launch plan is in
+// replay_plan.cpp, the device optimizer in device_optimizer.cpp.
 //
 // Memory: one value slab (every node), one gradient slab (backward-active nodes only), one
 // metadata slab (broadcast and slice index blocks). Kernel pointers are slab base + offset, so a
 // backward's gradient zero-fill is ONE launch over the whole gradient slab.
+#include "replay/detail.h"
 #include "replay/replay.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 
 #include "tensor/reduce.h"
 
 namespace gr::replay {
 
-namespace {
+using namespace detail;
 
-uint64_t D(double d) { return std::bit_cast<uint64_t>(d); }
-uint64_t I(int64_t v) { return static_cast<uint64_t>(v); }
-
-std::string node_label(int32_t id, Op op, const Shape& shape) {
-  return "node " + std::to_string(id) + " (" + std::string(op_name(op)) + " " + shape.str() + ")";
-}
-
-// Row-major strides of `in` aligned into the last dims of an r-dim output; 0 where `in` is
-// missing or has size 1 (stretched).
-void aligned(const Shape& in, int r, int64_t* out) {
-  const int off = r - in.rank();
-  int64_t stride = 1;
-  for (int d = r - 1; d >= 0; --d) {
-    const int k = d - off;
-    if (k < 0) {
-      out[d] = 0;
-      continue;
-    }
-    out[d] = in[k] == 1 ? 0 : stride;
-    stride *= in[k];
-  }
-}
-
-constexpr int kBinMeta = 33;    // [r, od[8], ost[8], ast[8], bst[8]]
-constexpr int kSliceMeta = 25;  // [r, od[8], ist[8], starts[8]]
-static_assert(kMaxDims == 8, "the kernels' metadata blocks hold 8 dims");
-
-}  // namespace
 
 const std::string& kernel_source(DType dtype) {
   static const std::string f32 = "#define GR_F32 1\n" + detail_kernel_text();
@@ -274,172 +247,6 @@ void Program::run_range(const std::vector<Launch>& list, size_t begin, size_t en
   }
 }
 
-// ---- the per-op plan ------------------------------------------------------------------------------
-namespace {
-const char* bin_name(Op op, int which) {  // which: 0 fwd, 1 bwd_a, 2 bwd_b
-  static const char* const t[4][3] = {{"grk_add_fwd", "grk_add_bwd_a", "grk_add_bwd_b"},
-                                      {"grk_sub_fwd", "grk_sub_bwd_a", "grk_sub_bwd_b"},
-                                      {"grk_mul_fwd", "grk_mul_bwd_a", "grk_mul_bwd_b"},
-                                      {"grk_div_fwd", "grk_div_bwd_a", "grk_div_bwd_b"}};
-  const int i = op == Op::Add ? 0 : op == Op::Sub ? 1 : op == Op::Mul ? 2 : 3;
-  return t[i][which];
-}
-}  // namespace
-
-void Program::plan_forward(int32_t id) {
-  const NodeInfo& n = nodes_[static_cast<size_t>(id)];
-  const uint64_t y = vptr(id);
-  switch (n.op) {
-    case Op::Param:
-    case Op::Const: return;  // data: nothing to compute
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Div:
-      return add(fwd_, bin_name(n.op, 0), n.numel, {vptr(n.a), vptr(n.b), y, mptr(n.meta_off), I(n.numel)});
-    case Op::Neg: return add(fwd_, "grk_neg_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::AddScalar: return add(fwd_, "grk_adds_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::MulScalar: return add(fwd_, "grk_muls_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::Relu: return add(fwd_, "grk_relu_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::Sigmoid: return add(fwd_, "grk_sigmoid_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::Tanh: return add(fwd_, "grk_tanh_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::Exp: return add(fwd_, "grk_exp_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::Log: return add(fwd_, "grk_log_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::Sqrt: return add(fwd_, "grk_sqrt_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::Reshape: return add(fwd_, "grk_reshape_fwd", n.numel, {vptr(n.a), y, D(0.0), I(n.numel)});
-    case Op::Sum:
-    case Op::Mean: {
-      const NodeInfo& x = nodes_[static_cast<size_t>(n.a)];
-      const uint64_t mean = n.op == Op::Mean ? 1 : 0;
-      if (n.axis == kAllAxes) return add_serial(fwd_, "grk_sum_all_fwd", {vptr(n.a), y, I(x.numel), mean});
-      const AxisLanes l = axis_lanes(x.shape, n.axis);
-      return add(fwd_, "grk_sum_axis_fwd", l.outer * l.inner, {vptr(n.a), y, I(l.outer), I(l.len), I(l.inner), mean});
-    }
-    case Op::Matmul: {
-      const Shape &sa = nodes_[static_cast<size_t>(n.a)].shape, &sb = nodes_[static_cast<size_t>(n.b)].shape;
-      return add(fwd_, "grk_matmul_fwd", n.numel, {vptr(n.a), vptr(n.b), y, I(sa[0]), I(sa[1]), I(sb[1])});
-    }
-    case Op::Bmm: {
-      const Shape &sa = nodes_[static_cast<size_t>(n.a)].shape, &sb = nodes_[static_cast<size_t>(n.b)].shape;
-      const int64_t M = sa[1], K = sa[2], N = sb[2];
-      return add(fwd_, "grk_bmm_fwd", n.numel,
-                 {vptr(n.a), vptr(n.b), y, I(n.shape[0]), I(M), I(K), I(N), I(sa[0] == 1 ? 0 : M * K),
-                  I(sb[0] == 1 ? 0 : K * N)});
-    }
-    case Op::Transpose: {
-      const Shape& s = nodes_[static_cast<size_t>(n.a)].shape;
-      const int64_t R = s[s.rank() - 2], C = s[s.rank() - 1];
-      return add(fwd_, "grk_transpose_fwd", n.numel, {vptr(n.a), y, I(s.numel() / (R * C)), I(R), I(C)});
-    }
-    case Op::Slice: return add(fwd_, "grk_slice_fwd", n.numel, {vptr(n.a), y, mptr(n.meta_off), I(n.numel)});
-    case Op::Concat: {
-      const AxisLanes la = axis_lanes(nodes_[static_cast<size_t>(n.a)].shape, n.axis),
-                      lb = axis_lanes(nodes_[static_cast<size_t>(n.b)].shape, n.axis);
-      return add(fwd_, "grk_concat_fwd", n.numel,
-                 {vptr(n.a), vptr(n.b), y, I(la.outer), I(la.len * la.inner), I(lb.len * lb.inner)});
-    }
-    case Op::Softmax:
-    case Op::LogSoftmax: {
-      const AxisLanes l = axis_lanes(n.shape, n.axis);
-      return add(fwd_, n.op == Op::Softmax ? "grk_softmax_fwd" : "grk_log_softmax_fwd", l.outer * l.inner,
-                 {vptr(n.a), y, I(l.outer), I(l.len), I(l.inner)});
-    }
-    case Op::SoftmaxCrossEntropy: {
-      const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
-      return add_serial(fwd_, "grk_sce_fwd", {vptr(n.a), vptr(n.b), y, I(sx[0]), I(sx[1])});
-    }
-  }
-}
-
-void Program::plan_backward(int32_t id) {
-  const NodeInfo& n = nodes_[static_cast<size_t>(id)];
-  const uint64_t g = gptr(id), y = vptr(id);
-  const auto unary = [&](const char* name) {
-    if (active(n.a)) add(bwd_, name, n.numel, {g, vptr(n.a), y, gptr(n.a), D(n.scalar), I(n.numel)});
-  };
-  switch (n.op) {
-    case Op::Param:
-    case Op::Const: return;
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Div:  // the whole a-side walk, then the whole b-side walk (x∘x: a's then b's per slot)
-      if (active(n.a))
-        add(bwd_, bin_name(n.op, 1), nodes_[static_cast<size_t>(n.a)].numel,
-            {g, vptr(n.a), vptr(n.b), y, gptr(n.a), mptr(n.meta_off), I(nodes_[static_cast<size_t>(n.a)].numel)});
-      if (active(n.b))
-        add(bwd_, bin_name(n.op, 2), nodes_[static_cast<size_t>(n.b)].numel,
-            {g, vptr(n.a), vptr(n.b), y, gptr(n.b), mptr(n.meta_off), I(nodes_[static_cast<size_t>(n.b)].numel)});
-      return;
-    case Op::Neg: return unary("grk_neg_bwd");
-    case Op::AddScalar: return unary("grk_adds_bwd");
-    case Op::MulScalar: return unary("grk_muls_bwd");
-    case Op::Relu: return unary("grk_relu_bwd");
-    case Op::Sigmoid: return unary("grk_sigmoid_bwd");
-    case Op::Tanh: return unary("grk_tanh_bwd");
-    case Op::Exp: return unary("grk_exp_bwd");
-    case Op::Log: return unary("grk_log_bwd");
-    case Op::Sqrt: return unary("grk_sqrt_bwd");
-    case Op::Reshape: return unary("grk_reshape_bwd");
-    case Op::Sum:
-    case Op::Mean: {
-      if (!active(n.a)) return;
-      const NodeInfo& x = nodes_[static_cast<size_t>(n.a)];
-      const uint64_t mean = n.op == Op::Mean ? 1 : 0;
-      if (n.axis == kAllAxes) return add(bwd_, "grk_sum_all_bwd", x.numel, {g, gptr(n.a), I(x.numel), mean});
-      const AxisLanes l = axis_lanes(x.shape, n.axis);
-      return add(bwd_, "grk_sum_axis_bwd", x.numel, {g, gptr(n.a), I(l.outer), I(l.len), I(l.inner), mean});
-    }
-    case Op::Matmul: {  // dA first, then dB (A·A: dA's contribution lands first), as backward.cpp
-      const Shape &sa = nodes_[static_cast<size_t>(n.a)].shape, &sb = nodes_[static_cast<size_t>(n.b)].shape;
-      const int64_t M = sa[0], K = sa[1], N = sb[1];
-      if (active(n.a)) add(bwd_, "grk_matmul_bwd_a", M * K, {g, vptr(n.b), gptr(n.a), I(M), I(K), I(N)});
-      if (active(n.b)) add(bwd_, "grk_matmul_bwd_b", K * N, {vptr(n.a), g, gptr(n.b), I(M), I(K), I(N)});
-      return;
-    }
-    case Op::Bmm: {
-      const Shape &sa = nodes_[static_cast<size_t>(n.a)].shape, &sb = nodes_[static_cast<size_t>(n.b)].shape;
-      const int64_t B = n.shape[0], M = sa[1], K = sa[2], N = sb[2];
-      const int64_t stra = sa[0] == 1 ? 0 : M * K, strb = sb[0] == 1 ? 0 : K * N;
-      if (active(n.a))
-        add(bwd_, "grk_bmm_bwd_a", sa.numel(), {g, vptr(n.b), gptr(n.a), I(B), I(M), I(K), I(N), I(stra), I(strb)});
-      if (active(n.b))
-        add(bwd_, "grk_bmm_bwd_b", sb.numel(), {vptr(n.a), g, gptr(n.b), I(B), I(M), I(K), I(N), I(stra), I(strb)});
-      return;
-    }
-    case Op::Transpose: {
-      if (!active(n.a)) return;
-      const Shape& s = nodes_[static_cast<size_t>(n.a)].shape;
-      const int64_t R = s[s.rank() - 2], C = s[s.rank() - 1];
-      return add(bwd_, "grk_transpose_bwd", n.numel, {g, gptr(n.a), I(s.numel() / (R * C)), I(R), I(C)});
-    }
-    case Op::Slice:
-      if (active(n.a)) add(bwd_, "grk_slice_bwd", n.numel, {g, gptr(n.a), mptr(n.meta_off), I(n.numel)});
-      return;
-    case Op::Concat: {
-      const AxisLanes la = axis_lanes(nodes_[static_cast<size_t>(n.a)].shape, n.axis),
-                      lb = axis_lanes(nodes_[static_cast<size_t>(n.b)].shape, n.axis);
-      const int64_t ca = la.len * la.inner, cb = lb.len * lb.inner;
-      if (active(n.a)) add(bwd_, "grk_concat_bwd_a", la.outer * ca, {g, gptr(n.a), I(la.outer), I(ca), I(cb)});
-      if (active(n.b)) add(bwd_, "grk_concat_bwd_b", la.outer * cb, {g, gptr(n.b), I(la.outer), I(ca), I(cb)});
-      return;
-    }
-    case Op::Softmax:
-    case Op::LogSoftmax: {
-      if (!active(n.a)) return;
-      const AxisLanes l = axis_lanes(n.shape, n.axis);
-      return add(bwd_, n.op == Op::Softmax ? "grk_softmax_bwd" : "grk_log_softmax_bwd", l.outer * l.inner,
-                 {g, y, gptr(n.a), I(l.outer), I(l.len), I(l.inner)});
-    }
-    case Op::SoftmaxCrossEntropy: {
-      if (!active(n.a) && !active(n.b)) return;
-      const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
-      return add(bwd_, "grk_sce_bwd", sx[0],
-                 {g, vptr(n.a), vptr(n.b), gptr(n.a), gptr(n.b), I(sx[0]), I(sx[1])});
-    }
-  }
-}
-
 // ---- running -----------------------------------------------------------------------------------------
 void Program::check_var(Var v, const char* what) const {
   if (v.id < 0 || v.id >= size())
@@ -570,123 +377,5 @@ size_t Program::node_backward_launches(int32_t id) const {
   check_var(Var{id}, "node_backward_launches");
   return bwd_at_[static_cast<size_t>(id)].second - bwd_at_[static_cast<size_t>(id)].first;
 }
-
-// ---- the device optimizer ----------------------------------------------------------------------------
-DeviceOptimizer::DeviceOptimizer(Program& prog, const Optimizer& config) : prog_(prog), cpu_(config), t_(config.t()) {
-  int64_t total = 0;
-  std::vector<int64_t> tab;
-  for (size_t i = 0; i < config.count(); ++i) {
-    const Var p = config.param(i);
-    if (p.id < 0 || p.id >= prog.size() || prog.nodes_[static_cast<size_t>(p.id)].op != Op::Param)
-      throw Error("replay: optimizer: registered parameter " + std::to_string(p.id) +
-                  " is not a param node of the captured program");
-    const Program::NodeInfo& n = prog.nodes_[static_cast<size_t>(p.id)];
-    params_.push_back({p, config.l2(i), n.numel, total, n.grad_off >= 0});
-    total += n.numel;
-    if (n.grad_off >= 0) {
-      tab.push_back(n.grad_off);
-      tab.push_back(n.numel);
-    }
-  }
-  device::Backend& be = prog.be_;
-  ctl_ = be.alloc(8 * sizeof(double));
-  const bool adam = cpu_.kind() == OptimizerKind::Adam;
-  if (adam) {
-    m_ = be.alloc(static_cast<size_t>(std::max<int64_t>(total, 1)) * prog.esize_);
-    v_ = be.alloc(static_cast<size_t>(std::max<int64_t>(total, 1)) * prog.esize_);
-    Optimizer& src = const_cast<Optimizer&>(config);  // m()/v() are read-only here
-    for (size_t i = 0; i < params_.size(); ++i) upload_moments(i, src.m(i), src.v(i));
-  }
-  const int64_t active_count = static_cast<int64_t>(tab.size() / 2);
-  if (tab.empty()) tab.push_back(0);
-  tab_ = be.alloc(tab.size() * sizeof(int64_t));
-  be.upload(tab_, tab.data(), tab.size() * sizeof(int64_t));
-
-  // The device half of a step, fixed at construction (capturable).
-  if (cpu_.clip() > 0.0 && active_count > 0)
-    prog.add_serial(launches_, "grk_clip_scale", {prog.grads_.handle, tab_.handle, I(active_count), ctl_.handle});
-  const AdamConfig& ac = cpu_.adam_config();
-  const double b1 = ac.beta1, b2 = ac.beta2;
-  for (const Entry& e : params_) {
-    if (!e.active) continue;  // the loss does not depend on it: skipped, not decayed
-    const uint64_t w = prog.vptr(e.var.id), g = prog.gptr(e.var.id);
-    if (adam)
-      prog.add(launches_, "grk_adam", e.len,
-               {w, g, m_.handle + static_cast<uint64_t>(e.moff) * prog.esize_, v_.handle + static_cast<uint64_t>(e.moff) * prog.esize_,
-                ctl_.handle, D(e.l2), D(b1), D(b2), D(1.0 - b1), D(1.0 - b2), D(ac.eps), I(e.len)});
-    else
-      prog.add(launches_, "grk_sgd", e.len, {w, g, ctl_.handle, D(e.l2), I(e.len)});
-  }
-}
-
-DeviceOptimizer::~DeviceOptimizer() {
-  try {
-    device::Backend& be = prog_.be_;
-    be.free(ctl_);
-    be.free(tab_);
-    if (m_.bytes) be.free(m_);
-    if (v_.bytes) be.free(v_);
-  } catch (...) {
-  }
-}
-
-void DeviceOptimizer::prepare() {
-  if (cpu_.kind() == OptimizerKind::Adam) {
-    ++t_;
-    last_lr_t_ = cpu_.adam_lr_t(t_);
-  }
-  const double ctl[5] = {cpu_.lr(), last_lr_t_, 1.0, cpu_.clip(), 0.0};
-  prog_.be_.upload(ctl_, ctl, sizeof ctl);
-}
-
-void DeviceOptimizer::run_launches() { prog_.run(launches_); }
-
-void DeviceOptimizer::step() {
-  prepare();
-  prog_.run(launches_);
-}
-
-double DeviceOptimizer::last_clip_scale() {
-  double cs = 1.0;
-  prog_.be_.download(&cs, ctl_, sizeof cs, 2 * sizeof(double));
-  return cs;
-}
-
-void DeviceOptimizer::download_moments(size_t i, std::span<double> m, std::span<double> v) {
-  if (i >= params_.size()) throw Error("replay: optimizer: no registered parameter " + std::to_string(i));
-  const Entry& e = params_[i];
-  if (static_cast<int64_t>(m.size()) != e.len || static_cast<int64_t>(v.size()) != e.len)
-    throw Error("replay: optimizer: moments of parameter " + std::to_string(e.var.id) + " have " +
-                std::to_string(e.len) + " elements");
-  if (!m_.bytes) {  // SGD keeps no moments
-    std::fill(m.begin(), m.end(), 0.0);
-    std::fill(v.begin(), v.end(), 0.0);
-    return;
-  }
-  prog_.download_real(m.data(), m_, e.len, e.moff);
-  prog_.download_real(v.data(), v_, e.len, e.moff);
-}
-
-void DeviceOptimizer::upload_moments(size_t i, std::span<const double> m, std::span<const double> v) {
-  if (i >= params_.size()) throw Error("replay: optimizer: no registered parameter " + std::to_string(i));
-  const Entry& e = params_[i];
-  if (static_cast<int64_t>(m.size()) != e.len || static_cast<int64_t>(v.size()) != e.len)
-    throw Error("replay: optimizer: moments of parameter " + std::to_string(e.var.id) + " have " +
-                std::to_string(e.len) + " elements");
-  if (!m_.bytes) return;
-  prog_.upload_real(m_, m.data(), e.len, e.moff);
-  prog_.upload_real(v_, v.data(), e.len, e.moff);
-}
-
-void DeviceOptimizer::store_state_to(Optimizer& cpu) {
-  if (cpu.count() != params_.size()) throw Error("replay: optimizer: store_state_to needs the same registrations");
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (cpu.param(i) != params_[i].var)
-      throw Error("replay: optimizer: store_state_to needs the same registrations (parameter " + std::to_string(i) +
-                  " differs)");
-  cpu.set_t(t_);
-  for (size_t i = 0; i < params_.size(); ++i) download_moments(i, cpu.m(i), cpu.v(i));
-}
-
 
 }  // namespace gr::replay

@@ -1,0 +1,39 @@
+// detail.h — lib/replay internals shared by its .cpp files (not part of the interface).
+#pragma once
+#include <bit>
+#include <cstdint>
+#include <string>
+
+#include "grad/op_table.h"
+#include "tensor/shape.h"
+
+namespace gr::replay::detail {
+
+inline uint64_t D(double d) { return std::bit_cast<uint64_t>(d); }  // a double kernel argument
+inline uint64_t I(int64_t v) { return static_cast<uint64_t>(v); }   // a long long kernel argument
+
+inline std::string node_label(int32_t id, Op op, const Shape& shape) {
+  return "node " + std::to_string(id) + " (" + std::string(op_name(op)) + " " + shape.str() + ")";
+}
+
+// Row-major strides of `in` aligned into the last dims of an r-dim output; 0 where `in` is
+// missing or has size 1 (stretched).
+inline void aligned(const Shape& in, int r, int64_t* out) {
+  const int off = r - in.rank();
+  int64_t stride = 1;
+  for (int d = r - 1; d >= 0; --d) {
+    const int k = d - off;
+    if (k < 0) {
+      out[d] = 0;
+      continue;
+    }
+    out[d] = in[k] == 1 ? 0 : stride;
+    stride *= in[k];
+  }
+}
+
+constexpr int kBinMeta = 33;    // [r, od[8], ost[8], ast[8], bst[8]]
+constexpr int kSliceMeta = 25;  // [r, od[8], ist[8], starts[8]]
+static_assert(kMaxDims == 8, "the kernels' metadata blocks hold 8 dims");
+
+}  // namespace gr::replay::detail

@@ -1,0 +1,134 @@
+// device_optimizer.cpp — the device optimizer: SGD/Adam with per-parameter L2 and global-norm
+// clip, mirroring gr::Optimizer bit for bit; per-step scalars ride a small control buffer so a
+// captured episode never freezes them.
+#include "replay/detail.h"
+#include "replay/replay.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "tensor/reduce.h"
+
+namespace gr::replay {
+
+using namespace detail;
+
+// ---- the device optimizer ----------------------------------------------------------------------------
+DeviceOptimizer::DeviceOptimizer(Program& prog, const Optimizer& config) : prog_(prog), cpu_(config), t_(config.t()) {
+  int64_t total = 0;
+  std::vector<int64_t> tab;
+  for (size_t i = 0; i < config.count(); ++i) {
+    const Var p = config.param(i);
+    if (p.id < 0 || p.id >= prog.size() || prog.nodes_[static_cast<size_t>(p.id)].op != Op::Param)
+      throw Error("replay: optimizer: registered parameter " + std::to_string(p.id) +
+                  " is not a param node of the captured program");
+    const Program::NodeInfo& n = prog.nodes_[static_cast<size_t>(p.id)];
+    params_.push_back({p, config.l2(i), n.numel, total, n.grad_off >= 0});
+    total += n.numel;
+    if (n.grad_off >= 0) {
+      tab.push_back(n.grad_off);
+      tab.push_back(n.numel);
+    }
+  }
+  device::Backend& be = prog.be_;
+  ctl_ = be.alloc(8 * sizeof(double));
+  const bool adam = cpu_.kind() == OptimizerKind::Adam;
+  if (adam) {
+    m_ = be.alloc(static_cast<size_t>(std::max<int64_t>(total, 1)) * prog.esize_);
+    v_ = be.alloc(static_cast<size_t>(std::max<int64_t>(total, 1)) * prog.esize_);
+    Optimizer& src = const_cast<Optimizer&>(config);  // m()/v() are read-only here
+    for (size_t i = 0; i < params_.size(); ++i) upload_moments(i, src.m(i), src.v(i));
+  }
+  const int64_t active_count = static_cast<int64_t>(tab.size() / 2);
+  if (tab.empty()) tab.push_back(0);
+  tab_ = be.alloc(tab.size() * sizeof(int64_t));
+  be.upload(tab_, tab.data(), tab.size() * sizeof(int64_t));
+
+  // The device half of a step, fixed at construction (capturable).
+  if (cpu_.clip() > 0.0 && active_count > 0)
+    prog.add_serial(launches_, "grk_clip_scale", {prog.grads_.handle, tab_.handle, I(active_count), ctl_.handle});
+  const AdamConfig& ac = cpu_.adam_config();
+  const double b1 = ac.beta1, b2 = ac.beta2;
+  for (const Entry& e : params_) {
+    if (!e.active) continue;  // the loss does not depend on it: skipped, not decayed
+    const uint64_t w = prog.vptr(e.var.id), g = prog.gptr(e.var.id);
+    if (adam)
+      prog.add(launches_, "grk_adam", e.len,
+               {w, g, m_.handle + static_cast<uint64_t>(e.moff) * prog.esize_, v_.handle + static_cast<uint64_t>(e.moff) * prog.esize_,
+                ctl_.handle, D(e.l2), D(b1), D(b2), D(1.0 - b1), D(1.0 - b2), D(ac.eps), I(e.len)});
+    else
+      prog.add(launches_, "grk_sgd", e.len, {w, g, ctl_.handle, D(e.l2), I(e.len)});
+  }
+}
+
+DeviceOptimizer::~DeviceOptimizer() {
+  try {
+    device::Backend& be = prog_.be_;
+    be.free(ctl_);
+    be.free(tab_);
+    if (m_.bytes) be.free(m_);
+    if (v_.bytes) be.free(v_);
+  } catch (...) {
+  }
+}
+
+void DeviceOptimizer::prepare() {
+  if (cpu_.kind() == OptimizerKind::Adam) {
+    ++t_;
+    last_lr_t_ = cpu_.adam_lr_t(t_);
+  }
+  const double ctl[5] = {cpu_.lr(), last_lr_t_, 1.0, cpu_.clip(), 0.0};
+  prog_.be_.upload(ctl_, ctl, sizeof ctl);
+}
+
+void DeviceOptimizer::run_launches() { prog_.run(launches_); }
+
+void DeviceOptimizer::step() {
+  prepare();
+  prog_.run(launches_);
+}
+
+double DeviceOptimizer::last_clip_scale() {
+  double cs = 1.0;
+  prog_.be_.download(&cs, ctl_, sizeof cs, 2 * sizeof(double));
+  return cs;
+}
+
+void DeviceOptimizer::download_moments(size_t i, std::span<double> m, std::span<double> v) {
+  if (i >= params_.size()) throw Error("replay: optimizer: no registered parameter " + std::to_string(i));
+  const Entry& e = params_[i];
+  if (static_cast<int64_t>(m.size()) != e.len || static_cast<int64_t>(v.size()) != e.len)
+    throw Error("replay: optimizer: moments of parameter " + std::to_string(e.var.id) + " have " +
+                std::to_string(e.len) + " elements");
+  if (!m_.bytes) {  // SGD keeps no moments
+    std::fill(m.begin(), m.end(), 0.0);
+    std::fill(v.begin(), v.end(), 0.0);
+    return;
+  }
+  prog_.download_real(m.data(), m_, e.len, e.moff);
+  prog_.download_real(v.data(), v_, e.len, e.moff);
+}
+
+void DeviceOptimizer::upload_moments(size_t i, std::span<const double> m, std::span<const double> v) {
+  if (i >= params_.size()) throw Error("replay: optimizer: no registered parameter " + std::to_string(i));
+  const Entry& e = params_[i];
+  if (static_cast<int64_t>(m.size()) != e.len || static_cast<int64_t>(v.size()) != e.len)
+    throw Error("replay: optimizer: moments of parameter " + std::to_string(e.var.id) + " have " +
+                std::to_string(e.len) + " elements");
+  if (!m_.bytes) return;
+  prog_.upload_real(m_, m.data(), e.len, e.moff);
+  prog_.upload_real(v_, v.data(), e.len, e.moff);
+}
+
+void DeviceOptimizer::store_state_to(Optimizer& cpu) {
+  if (cpu.count() != params_.size()) throw Error("replay: optimizer: store_state_to needs the same registrations");
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (cpu.param(i) != params_[i].var)
+      throw Error("replay: optimizer: store_state_to needs the same registrations (parameter " + std::to_string(i) +
+                  " differs)");
+  cpu.set_t(t_);
+  for (size_t i = 0; i < params_.size(); ++i) download_moments(i, cpu.m(i), cpu.v(i));
+}
+
+
+}  // namespace gr::replay

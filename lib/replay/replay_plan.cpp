@@ -1,0 +1,181 @@
+// replay_plan.cpp — the per-op launch plan of a captured program: which kernel, geometry and
+// arguments each node's forward (tape order) and backward (descending id) launches use.
+#include "replay/detail.h"
+#include "replay/replay.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "tensor/reduce.h"
+
+namespace gr::replay {
+
+using namespace detail;
+
+// ---- the per-op plan ------------------------------------------------------------------------------
+namespace {
+const char* bin_name(Op op, int which) {  // which: 0 fwd, 1 bwd_a, 2 bwd_b
+  static const char* const t[4][3] = {{"grk_add_fwd", "grk_add_bwd_a", "grk_add_bwd_b"},
+                                      {"grk_sub_fwd", "grk_sub_bwd_a", "grk_sub_bwd_b"},
+                                      {"grk_mul_fwd", "grk_mul_bwd_a", "grk_mul_bwd_b"},
+                                      {"grk_div_fwd", "grk_div_bwd_a", "grk_div_bwd_b"}};
+  const int i = op == Op::Add ? 0 : op == Op::Sub ? 1 : op == Op::Mul ? 2 : 3;
+  return t[i][which];
+}
+}  // namespace
+
+void Program::plan_forward(int32_t id) {
+  const NodeInfo& n = nodes_[static_cast<size_t>(id)];
+  const uint64_t y = vptr(id);
+  switch (n.op) {
+    case Op::Param:
+    case Op::Const: return;  // data: nothing to compute
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+      return add(fwd_, bin_name(n.op, 0), n.numel, {vptr(n.a), vptr(n.b), y, mptr(n.meta_off), I(n.numel)});
+    case Op::Neg: return add(fwd_, "grk_neg_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
+    case Op::AddScalar: return add(fwd_, "grk_adds_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
+    case Op::MulScalar: return add(fwd_, "grk_muls_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
+    case Op::Relu: return add(fwd_, "grk_relu_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
+    case Op::Sigmoid: return add(fwd_, "grk_sigmoid_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
+    case Op::Tanh: return add(fwd_, "grk_tanh_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
+    case Op::Exp: return add(fwd_, "grk_exp_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
+    case Op::Log: return add(fwd_, "grk_log_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
+    case Op::Sqrt: return add(fwd_, "grk_sqrt_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
+    case Op::Reshape: return add(fwd_, "grk_reshape_fwd", n.numel, {vptr(n.a), y, D(0.0), I(n.numel)});
+    case Op::Sum:
+    case Op::Mean: {
+      const NodeInfo& x = nodes_[static_cast<size_t>(n.a)];
+      const uint64_t mean = n.op == Op::Mean ? 1 : 0;
+      if (n.axis == kAllAxes) return add_serial(fwd_, "grk_sum_all_fwd", {vptr(n.a), y, I(x.numel), mean});
+      const AxisLanes l = axis_lanes(x.shape, n.axis);
+      return add(fwd_, "grk_sum_axis_fwd", l.outer * l.inner, {vptr(n.a), y, I(l.outer), I(l.len), I(l.inner), mean});
+    }
+    case Op::Matmul: {
+      const Shape &sa = nodes_[static_cast<size_t>(n.a)].shape, &sb = nodes_[static_cast<size_t>(n.b)].shape;
+      return add(fwd_, "grk_matmul_fwd", n.numel, {vptr(n.a), vptr(n.b), y, I(sa[0]), I(sa[1]), I(sb[1])});
+    }
+    case Op::Bmm: {
+      const Shape &sa = nodes_[static_cast<size_t>(n.a)].shape, &sb = nodes_[static_cast<size_t>(n.b)].shape;
+      const int64_t M = sa[1], K = sa[2], N = sb[2];
+      return add(fwd_, "grk_bmm_fwd", n.numel,
+                 {vptr(n.a), vptr(n.b), y, I(n.shape[0]), I(M), I(K), I(N), I(sa[0] == 1 ? 0 : M * K),
+                  I(sb[0] == 1 ? 0 : K * N)});
+    }
+    case Op::Transpose: {
+      const Shape& s = nodes_[static_cast<size_t>(n.a)].shape;
+      const int64_t R = s[s.rank() - 2], C = s[s.rank() - 1];
+      return add(fwd_, "grk_transpose_fwd", n.numel, {vptr(n.a), y, I(s.numel() / (R * C)), I(R), I(C)});
+    }
+    case Op::Slice: return add(fwd_, "grk_slice_fwd", n.numel, {vptr(n.a), y, mptr(n.meta_off), I(n.numel)});
+    case Op::Concat: {
+      const AxisLanes la = axis_lanes(nodes_[static_cast<size_t>(n.a)].shape, n.axis),
+                      lb = axis_lanes(nodes_[static_cast<size_t>(n.b)].shape, n.axis);
+      return add(fwd_, "grk_concat_fwd", n.numel,
+                 {vptr(n.a), vptr(n.b), y, I(la.outer), I(la.len * la.inner), I(lb.len * lb.inner)});
+    }
+    case Op::Softmax:
+    case Op::LogSoftmax: {
+      const AxisLanes l = axis_lanes(n.shape, n.axis);
+      return add(fwd_, n.op == Op::Softmax ? "grk_softmax_fwd" : "grk_log_softmax_fwd", l.outer * l.inner,
+                 {vptr(n.a), y, I(l.outer), I(l.len), I(l.inner)});
+    }
+    case Op::SoftmaxCrossEntropy: {
+      const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
+      return add_serial(fwd_, "grk_sce_fwd", {vptr(n.a), vptr(n.b), y, I(sx[0]), I(sx[1])});
+    }
+  }
+}
+
+void Program::plan_backward(int32_t id) {
+  const NodeInfo& n = nodes_[static_cast<size_t>(id)];
+  const uint64_t g = gptr(id), y = vptr(id);
+  const auto unary = [&](const char* name) {
+    if (active(n.a)) add(bwd_, name, n.numel, {g, vptr(n.a), y, gptr(n.a), D(n.scalar), I(n.numel)});
+  };
+  switch (n.op) {
+    case Op::Param:
+    case Op::Const: return;
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:  // the whole a-side walk, then the whole b-side walk (x∘x: a's then b's per slot)
+      if (active(n.a))
+        add(bwd_, bin_name(n.op, 1), nodes_[static_cast<size_t>(n.a)].numel,
+            {g, vptr(n.a), vptr(n.b), y, gptr(n.a), mptr(n.meta_off), I(nodes_[static_cast<size_t>(n.a)].numel)});
+      if (active(n.b))
+        add(bwd_, bin_name(n.op, 2), nodes_[static_cast<size_t>(n.b)].numel,
+            {g, vptr(n.a), vptr(n.b), y, gptr(n.b), mptr(n.meta_off), I(nodes_[static_cast<size_t>(n.b)].numel)});
+      return;
+    case Op::Neg: return unary("grk_neg_bwd");
+    case Op::AddScalar: return unary("grk_adds_bwd");
+    case Op::MulScalar: return unary("grk_muls_bwd");
+    case Op::Relu: return unary("grk_relu_bwd");
+    case Op::Sigmoid: return unary("grk_sigmoid_bwd");
+    case Op::Tanh: return unary("grk_tanh_bwd");
+    case Op::Exp: return unary("grk_exp_bwd");
+    case Op::Log: return unary("grk_log_bwd");
+    case Op::Sqrt: return unary("grk_sqrt_bwd");
+    case Op::Reshape: return unary("grk_reshape_bwd");
+    case Op::Sum:
+    case Op::Mean: {
+      if (!active(n.a)) return;
+      const NodeInfo& x = nodes_[static_cast<size_t>(n.a)];
+      const uint64_t mean = n.op == Op::Mean ? 1 : 0;
+      if (n.axis == kAllAxes) return add(bwd_, "grk_sum_all_bwd", x.numel, {g, gptr(n.a), I(x.numel), mean});
+      const AxisLanes l = axis_lanes(x.shape, n.axis);
+      return add(bwd_, "grk_sum_axis_bwd", x.numel, {g, gptr(n.a), I(l.outer), I(l.len), I(l.inner), mean});
+    }
+    case Op::Matmul: {  // dA first, then dB (A·A: dA's contribution lands first), as backward.cpp
+      const Shape &sa = nodes_[static_cast<size_t>(n.a)].shape, &sb = nodes_[static_cast<size_t>(n.b)].shape;
+      const int64_t M = sa[0], K = sa[1], N = sb[1];
+      if (active(n.a)) add(bwd_, "grk_matmul_bwd_a", M * K, {g, vptr(n.b), gptr(n.a), I(M), I(K), I(N)});
+      if (active(n.b)) add(bwd_, "grk_matmul_bwd_b", K * N, {vptr(n.a), g, gptr(n.b), I(M), I(K), I(N)});
+      return;
+    }
+    case Op::Bmm: {
+      const Shape &sa = nodes_[static_cast<size_t>(n.a)].shape, &sb = nodes_[static_cast<size_t>(n.b)].shape;
+      const int64_t B = n.shape[0], M = sa[1], K = sa[2], N = sb[2];
+      const int64_t stra = sa[0] == 1 ? 0 : M * K, strb = sb[0] == 1 ? 0 : K * N;
+      if (active(n.a))
+        add(bwd_, "grk_bmm_bwd_a", sa.numel(), {g, vptr(n.b), gptr(n.a), I(B), I(M), I(K), I(N), I(stra), I(strb)});
+      if (active(n.b))
+        add(bwd_, "grk_bmm_bwd_b", sb.numel(), {vptr(n.a), g, gptr(n.b), I(B), I(M), I(K), I(N), I(stra), I(strb)});
+      return;
+    }
+    case Op::Transpose: {
+      if (!active(n.a)) return;
+      const Shape& s = nodes_[static_cast<size_t>(n.a)].shape;
+      const int64_t R = s[s.rank() - 2], C = s[s.rank() - 1];
+      return add(bwd_, "grk_transpose_bwd", n.numel, {g, gptr(n.a), I(s.numel() / (R * C)), I(R), I(C)});
+    }
+    case Op::Slice:
+      if (active(n.a)) add(bwd_, "grk_slice_bwd", n.numel, {g, gptr(n.a), mptr(n.meta_off), I(n.numel)});
+      return;
+    case Op::Concat: {
+      const AxisLanes la = axis_lanes(nodes_[static_cast<size_t>(n.a)].shape, n.axis),
+                      lb = axis_lanes(nodes_[static_cast<size_t>(n.b)].shape, n.axis);
+      const int64_t ca = la.len * la.inner, cb = lb.len * lb.inner;
+      if (active(n.a)) add(bwd_, "grk_concat_bwd_a", la.outer * ca, {g, gptr(n.a), I(la.outer), I(ca), I(cb)});
+      if (active(n.b)) add(bwd_, "grk_concat_bwd_b", la.outer * cb, {g, gptr(n.b), I(la.outer), I(ca), I(cb)});
+      return;
+    }
+    case Op::Softmax:
+    case Op::LogSoftmax: {
+      if (!active(n.a)) return;
+      const AxisLanes l = axis_lanes(n.shape, n.axis);
+      return add(bwd_, n.op == Op::Softmax ? "grk_softmax_bwd" : "grk_log_softmax_bwd", l.outer * l.inner,
+                 {g, y, gptr(n.a), I(l.outer), I(l.len), I(l.inner)});
+    }
+    case Op::SoftmaxCrossEntropy: {
+      if (!active(n.a) && !active(n.b)) return;
+      const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
+      return add(bwd_, "grk_sce_bwd", sx[0],
+                 {g, vptr(n.a), vptr(n.b), gptr(n.a), gptr(n.b), I(sx[0]), I(sx[1])});
+    }
+  }
+}
+
+}  // namespace gr::replay
