@@ -25,7 +25,8 @@ std::string fresh_dir(const std::string& name) {
 }
 
 TrainResult run(const std::string& spec_name, const std::string& out, int64_t epochs = 0, const std::string& resume = "",
-                const std::string& init = "", const std::string& device = "cpu", const std::string& dtype = "f64") {
+                const std::string& init = "", const std::string& device = "cpu", const std::string& dtype = "f64",
+                bool fuse = false) {
   Spec spec = load_spec(std::string(GR_SOURCE_DIR) + "/specs/" + spec_name + ".json");
   if (epochs) spec.train.epochs = epochs;
   Model model(spec, load_datasets(spec));
@@ -37,6 +38,7 @@ TrainResult run(const std::string& spec_name, const std::string& out, int64_t ep
   o.quiet = true;
   o.device = device;
   o.dtype = dtype;
+  o.fuse = fuse;
   return train(model, o);
 }
 
@@ -121,24 +123,29 @@ TEST_CASE("training with 1 and 2 threads gives identical weights", "[examples][t
   fs::remove_all(two);
 }
 
-TEST_CASE("every example trains on the host device to the same parameter bytes as the CPU tape", "[examples][device]") {
+TEST_CASE("every example trains on the host device, per-node and fused, to the CPU tape's parameter bytes",
+          "[examples][device]") {
   for (const Expectation& e : kExamples) {
-    INFO(e.spec);
-    const std::string cpu = fresh_dir(std::string("cpu-") + e.spec), host = fresh_dir(std::string("host-") + e.spec);
+    const std::string cpu = fresh_dir(std::string("cpu-") + e.spec);
     const TrainResult a = run(e.spec, cpu);
-    const TrainResult b = run(e.spec, host, 0, "", "", "host");
-    CHECK(read_file(cpu + "/loss.csv") == read_file(host + "/loss.csv"));
     const SafetensorsFile wa = read_safetensors(cpu + "/weights.safetensors");
-    const SafetensorsFile wb = read_safetensors(host + "/weights.safetensors");
-    REQUIRE(wa.tensors.size() == wb.tensors.size());
-    for (size_t i = 0; i < wa.tensors.size(); ++i) {
-      INFO(wa.tensors[i].name);
-      CHECK(std::memcmp(wa.tensors[i].tensor.data(), wb.tensors[i].tensor.data(),
-                        static_cast<size_t>(wa.tensors[i].tensor.numel()) * sizeof(double)) == 0);
+    for (const bool fuse : {false, true}) {
+      INFO(e.spec << (fuse ? " fused" : " per-node"));
+      const std::string host = fresh_dir(std::string(fuse ? "fused-" : "host-") + e.spec);
+      const TrainResult b = run(e.spec, host, 0, "", "", "host", "f64", fuse);
+      CHECK(b.fused == fuse);
+      CHECK(read_file(cpu + "/loss.csv") == read_file(host + "/loss.csv"));
+      const SafetensorsFile wb = read_safetensors(host + "/weights.safetensors");
+      REQUIRE(wa.tensors.size() == wb.tensors.size());
+      for (size_t i = 0; i < wa.tensors.size(); ++i) {
+        INFO(wa.tensors[i].name);
+        CHECK(std::memcmp(wa.tensors[i].tensor.data(), wb.tensors[i].tensor.data(),
+                          static_cast<size_t>(wa.tensors[i].tensor.numel()) * sizeof(double)) == 0);
+      }
+      CHECK(a.weights_sha256 == b.weights_sha256);
+      fs::remove_all(host);
     }
-    CHECK(a.weights_sha256 == b.weights_sha256);
     fs::remove_all(cpu);
-    fs::remove_all(host);
   }
 }
 
