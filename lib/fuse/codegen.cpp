@@ -1,4 +1,6 @@
-// fuse.cpp — the fusion planner, the kernel generator and the fused driver (docs/fusion.md).
+// codegen.cpp — the fused kernel generator (docs/fusion.md): row-segment forward / row-space backward /
+// parameter-space backward kernels and serial-segment kernels, as CUDA text appended to the replay
+// kernel source.
 //
 // Bit-exactness: every fused element is computed by one thread with the same shared functions the
 // per-node kernels call (grk_bin_fwd / grk_bin_contrib / grk_un_fwd / grk_un_contrib /
@@ -8,36 +10,15 @@
 // receive their contributions in the per-node order (descending node id, a-side before b-side):
 // row-space contributions in the row kernel's descending stages, parameter-space ones after it, and
 // a segment where one slot would get both kinds keeps its per-node backward (order safety).
-#include "fuse/fuse.h"
-
 #include <algorithm>
 #include <bit>
 #include <cstdio>
-#include <map>
-#include <set>
 
-namespace gr::fuse {
+#include "fuse/detail.h"
+
+namespace gr::fuse::detail {
 
 namespace {
-
-using NodeView = replay::Program::NodeView;
-
-bool is_leaf(Op op) { return op == Op::Param || op == Op::Const; }
-bool is_binary(Op op) { return op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Div; }
-bool is_unary(Op op) {
-  switch (op) {
-    case Op::Neg:
-    case Op::AddScalar:
-    case Op::MulScalar:
-    case Op::Relu:
-    case Op::Sigmoid:
-    case Op::Tanh:
-    case Op::Exp:
-    case Op::Log:
-    case Op::Sqrt: return true;
-    default: return false;
-  }
-}
 
 const char* bin_code(Op op) {
   switch (op) {
@@ -63,8 +44,6 @@ const char* un_code(Op op) {
   }
 }
 
-std::string L(int64_t v) { return std::to_string(v) + "LL"; }
-
 // The exact double, whatever it is (NaN payloads and -0 included), as a kernel expression.
 std::string lit(double d) {
   char buf[64];
@@ -73,85 +52,11 @@ std::string lit(double d) {
   return buf;
 }
 
-// How a binary node's b-side meets its [B, C] output.
-enum class BSide { Row, Col, Scal, None };
-
-struct Analyzer {
-  const replay::Program& prog;
-  PlanOptions opt;
-  std::vector<NodeView> nv;
-
-  explicit Analyzer(const replay::Program& p, PlanOptions o) : prog(p), opt(o) {
-    for (int32_t id = 0; id < p.size(); ++id) nv.push_back(p.node_view(id));
-  }
-  const NodeView& n(int32_t id) const { return nv[static_cast<size_t>(id)]; }
-  bool active(int32_t id) const { return id >= 0 && n(id).active; }
-
-  BSide bside(int32_t k) const {
-    const NodeView& y = n(k);
-    const Shape& sb = n(y.b).shape;
-    const int64_t C = y.shape[1];
-    if (sb == y.shape) return BSide::Row;
-    if (sb.rank() == 1 && sb[0] == C) return BSide::Col;
-    if (sb.rank() == 2 && sb[0] == 1 && sb[1] == C) return BSide::Col;
-    if (sb.numel() == 1 && sb.rank() <= 2) return BSide::Scal;
-    return BSide::None;
-  }
-
-  // Row-local over B = shape[0] (0 = not row-local).
-  int64_t row_local(int32_t k) const {
-    const NodeView& y = n(k);
-    if (y.shape.rank() != 2) return 0;
-    const int64_t B = y.shape[0];
-    if (is_binary(y.op)) {
-      if (!(n(y.a).shape == y.shape)) return 0;
-      return bside(k) == BSide::None ? 0 : B;
-    }
-    if (is_unary(y.op)) return n(y.a).shape == y.shape ? B : 0;
-    if (y.op == Op::Matmul) {
-      const NodeView &a = n(y.a), &w = n(y.b);
-      if (a.shape.rank() != 2 || a.shape[0] != B || !is_leaf(w.op) || w.shape.rank() != 2) return 0;
-      if (y.a == y.b) return 0;
-      return B;
-    }
-    if ((y.op == Op::Softmax || y.op == Op::LogSoftmax) && opt.lanes) return y.axis == 1 ? B : 0;
-    return 0;
-  }
-
-  bool serial_ok(int32_t k) const {
-    const NodeView& y = n(k);
-    if (is_binary(y.op)) return y.numel == 1 && n(y.a).numel == 1 && n(y.b).numel == 1;
-    if (is_unary(y.op) || y.op == Op::Reshape) return y.numel == 1 && n(y.a).numel == 1;
-    if (y.op == Op::Sum || y.op == Op::Mean) return y.axis == kAllAxes;
-    if (y.op == Op::SoftmaxCrossEntropy) return opt.lanes;
-    return false;
-  }
-};
-
-// ---- code generation ---------------------------------------------------------------------------------
-struct Gen {
-  int32_t N;  // node count: vt[k] = value of k, vt[N + k] = gradient of k, vt[2N] = gradient slab
-  std::string out;
-  void line(const std::string& s) { out += s + "\n"; }
-  std::string V(int32_t k) const { return "v" + std::to_string(k); }
-  std::string G(int32_t k) const { return "g" + std::to_string(k); }
-  void decls(const std::set<int32_t>& vs, const std::set<int32_t>& gs) {
-    for (int32_t k : vs) line("  gr_real* " + V(k) + " = (gr_real*)(unsigned long long)vt[" + std::to_string(k) + "];");
-    for (int32_t k : gs)
-      line("  gr_real* " + G(k) + " = (gr_real*)(unsigned long long)vt[" + std::to_string(N + k) + "];");
-  }
-  void open(const std::string& name) {
-    line("extern \"C\" __global__ void " + name + "(const long long* vt, long long B) {");
-  }
-  void close(const std::string& name) {
-    line("}");
-    line("GR_EXPORT_KERNEL(" + name + ")");
-  }
-};
-
 std::string col_loop(int64_t W) {
   return "    for (long long c = threadIdx.x; c < " + L(W) + "; c += blockDim.x) {";
 }
+
+}  // namespace
 
 // ---- row segments: forward ----------------------------------------------------------------------------
 void gen_row_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::string& name) {
@@ -206,18 +111,6 @@ void gen_row_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
   g.close(name);
 }
 
-// ---- row segments: backward ---------------------------------------------------------------------------
-struct Job {  // one parameter-space contribution
-  int32_t consumer;
-  int kind;  // 0 matmul dW, 1 b-side column, 2 b-side scalar
-};
-
-struct BwdSplit {
-  std::map<int32_t, std::vector<Job>> param;  // target -> jobs, descending consumer
-  std::vector<int32_t> param_order;           // targets in first-seen order
-  std::set<int32_t> row_targets;
-  bool row_work = false;
-};
 
 BwdSplit split_bwd(const Analyzer& an, const Segment& seg) {
   BwdSplit sp;
@@ -508,341 +401,4 @@ bool gen_serial_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::s
   return true;
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
-}
-
-}  // namespace
-
-// ---- the planner ------------------------------------------------------------------------------------
-Plan plan(const replay::Program& prog, PlanOptions options) {
-  Analyzer an(prog, options);
-  Plan pl;
-  pl.dtype = prog.dtype();
-  pl.nodes = prog.size();
-  const int32_t n = prog.size();
-
-  // Row segments: maximal consecutive runs of row-local nodes over one B (leaves may sit inside).
-  std::vector<char> used(static_cast<size_t>(n), 0);
-  if (options.row) {
-    int32_t id = 0;
-    while (id < n) {
-      const int64_t B = is_leaf(an.n(id).op) ? 0 : an.row_local(id);
-      if (B == 0) {
-        ++id;
-        continue;
-      }
-      Segment seg;
-      seg.kind = SegKind::Row;
-      seg.rows = B;
-      seg.lo = id;
-      int32_t j = id;
-      for (; j < n; ++j) {
-        if (is_leaf(an.n(j).op)) continue;
-        if (an.row_local(j) != B) break;
-        seg.nodes.push_back(j);
-        seg.hi = j;
-      }
-      id = j;
-      if (seg.nodes.size() >= 2) {
-        for (int32_t k = seg.lo; k <= seg.hi; ++k) used[static_cast<size_t>(k)] = 1;
-        pl.segments.push_back(std::move(seg));
-      }
-    }
-  }
-  // Serial segments: maximal consecutive runs of single-thread-friendly nodes (the scalar tail).
-  if (options.serial) {
-    int32_t id = 0;
-    while (id < n) {
-      if (used[static_cast<size_t>(id)] || is_leaf(an.n(id).op) || !an.serial_ok(id)) {
-        ++id;
-        continue;
-      }
-      Segment seg;
-      seg.kind = SegKind::Serial;
-      seg.rows = 1;
-      seg.lo = id;
-      int32_t j = id;
-      for (; j < n; ++j) {
-        if (used[static_cast<size_t>(j)]) break;
-        if (is_leaf(an.n(j).op)) continue;
-        if (!an.serial_ok(j)) break;
-        seg.nodes.push_back(j);
-        seg.hi = j;
-      }
-      id = j;
-      if (seg.nodes.size() >= 2) {
-        for (int32_t k = seg.lo; k <= seg.hi; ++k) used[static_cast<size_t>(k)] = 1;
-        pl.segments.push_back(std::move(seg));
-      }
-    }
-  }
-  std::sort(pl.segments.begin(), pl.segments.end(), [](const Segment& a, const Segment& b) { return a.lo < b.lo; });
-  if (options.lanes)
-    for (Segment& seg : pl.segments) {
-      if (seg.kind != SegKind::Row) continue;
-      int32_t h = seg.hi + 1;
-      while (h < n && is_leaf(an.n(h).op)) ++h;
-      if (h >= n || used[static_cast<size_t>(h)]) continue;
-      const NodeView& hv = an.n(h);
-      const Shape& sx = an.n(hv.a).shape;
-      const bool rows_ok = sx.rank() == 2 && sx[0] == seg.rows;
-      if (hv.op == Op::SoftmaxCrossEntropy && rows_ok) seg.head = h;
-      if ((hv.op == Op::Sum || hv.op == Op::Mean) && hv.axis == kAllAxes && rows_ok) seg.head = h;
-    }
-
-  // Kernels.
-  Gen g;
-  g.N = n;
-  for (size_t i = 0; i < pl.segments.size(); ++i) {
-    Segment& seg = pl.segments[i];
-    const std::string base = "grf_@ID@_" + std::string(seg.kind == SegKind::Row ? "r" : "s") + std::to_string(i);
-    for (int32_t k : seg.nodes) {
-      seg.fwd_per_node += prog.node_forward_launches(k);
-      seg.bwd_per_node += prog.node_backward_launches(k);
-    }
-    if (seg.head >= 0) seg.bwd_per_node += prog.node_backward_launches(seg.head);
-    seg.fwd = base + "_fwd";
-    if (seg.kind == SegKind::Row) {
-      gen_row_fwd(an, g, seg, seg.fwd);
-      const BwdSplit sp = split_bwd(an, seg);
-      std::vector<int32_t> both;
-      for (const auto& [t, jobs] : sp.param)
-        if (sp.row_targets.count(t)) both.push_back(t);
-      if (!both.empty()) {
-        seg.bwd_why = "order safety: the gradient of node " + std::to_string(both.front()) +
-                      " collects both row-space and parameter-space contributions";
-      } else if (!sp.row_work && sp.param.empty()) {
-        seg.bwd_why = "no backward work";
-      } else {
-        seg.bwd_fused = true;
-        if (sp.row_work) {
-          seg.bwd_row = base + "_bwr";
-          gen_row_bwd(an, g, seg, seg.bwd_row);
-        }
-        if (!sp.param.empty()) {
-          seg.bwd_param = base + "_bwp";
-          seg.param_width = gen_param_bwd(an, g, sp, seg.bwd_param);
-        }
-      }
-    } else {
-      gen_serial_fwd(an, g, seg, seg.fwd);
-      seg.bwd_row = base + "_bwd";
-      if (gen_serial_bwd(an, g, seg, seg.bwd_row)) {
-        seg.bwd_fused = true;
-      } else {
-        seg.bwd_row.clear();
-        seg.bwd_why = "no backward work";
-      }
-    }
-  }
-  // The one-launch zero fill of every gradient, with the loss seed (gr_accumulate(0, 1) == 1).
-  const int32_t loss = prog.loss_var().id;
-  pl.fill_width = prog.grad_elements();
-  if (pl.fill_width > 0) {
-    pl.fill = "grf_@ID@_fill";
-    const int64_t s0 = an.active(loss) ? static_cast<int64_t>((prog.grad_address(loss) - prog.grad_slab().handle) /
-                                                              (pl.dtype == replay::DType::F32 ? 4 : 8))
-                                       : 0;
-    const int64_t s1 = an.active(loss) ? an.n(loss).numel : 0;
-    g.open(pl.fill);
-    g.line("  gr_real* gs = (gr_real*)(unsigned long long)vt[" + std::to_string(2 * n) + "];");
-    g.line("  GRK_LOOP(e, " + L(pl.fill_width) + ") gs[e] = (e >= " + L(s0) + " && e < " + L(s0 + s1) +
-           ") ? (gr_real)1 : (gr_real)0;");
-    g.close(pl.fill);
-  }
-  std::string gen = g.out;
-  pl.id = fnv1a(gen + (pl.dtype == replay::DType::F32 ? "|f32" : "|f64"));
-  char idbuf[32];
-  std::snprintf(idbuf, sizeof idbuf, "%012llx", static_cast<unsigned long long>(pl.id & 0xffffffffffffULL));
-  const std::string ids = idbuf;
-  replace_all(gen, "@ID@", ids);
-  replace_all(pl.fill, "@ID@", ids);
-  for (Segment& seg : pl.segments)
-    for (std::string* s : {&seg.fwd, &seg.bwd_row, &seg.bwd_param}) replace_all(*s, "@ID@", ids);
-  pl.generated = "\n// ---- generated by lib/fuse (plan " + ids + ") ----\n" + gen;
-  pl.source = replay::kernel_source(pl.dtype) + pl.generated;
-  pl.module_name = "gr_fuse_" + ids;
-
-  // Launch counts.
-  pl.fwd_per_node = prog.forward_launches();
-  pl.bwd_per_node = prog.backward_launches();
-  size_t ff = pl.fwd_per_node, bf = pl.bwd_per_node;
-  for (const Segment& seg : pl.segments) {
-    ff = ff - seg.fwd_per_node + 1;
-    if (seg.bwd_fused) bf = bf - seg.bwd_per_node + (seg.bwd_row.empty() ? 0 : 1) + (seg.bwd_param.empty() ? 0 : 1);
-  }
-  // Per-node: fill + seed (seed only when the loss is active); fused: one launch.
-  size_t pre = 0;
-  if (pl.fill_width > 0) pre = an.active(loss) ? 2 : 1;
-  if (pre > 0) bf = bf - pre + 1;
-  pl.fwd_fused = ff;
-  pl.bwd_fused = bf;
-  return pl;
-}
-
-std::string Plan::describe() const {
-  std::string s;
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "fusion plan %012llx (%s): %zu segment(s)\n", static_cast<unsigned long long>(id & 0xffffffffffffULL),
-                dtype == replay::DType::F32 ? "f32" : "f64", segments.size());
-  s += buf;
-  for (const Segment& seg : segments) {
-    std::string ops;
-    for (int32_t k : seg.nodes) ops += (ops.empty() ? "" : " ") + std::to_string(k);
-    std::snprintf(buf, sizeof buf, "  %s nodes %d..%d (%zu computing%s): forward 1 launch (per-node %zu); ",
-                  seg.kind == SegKind::Row ? "row segment" : "serial segment", seg.lo, seg.hi, seg.nodes.size(),
-                  seg.kind == SegKind::Row ? (", B = " + std::to_string(seg.rows)).c_str() : "", seg.fwd_per_node);
-    s += buf;
-    if (seg.bwd_fused) {
-      const size_t l = (seg.bwd_row.empty() ? 0 : 1) + (seg.bwd_param.empty() ? 0 : 1);
-      std::snprintf(buf, sizeof buf, "backward %zu launch(es)%s (per-node %zu)\n", l,
-                    seg.kind == SegKind::Row ? (seg.bwd_param.empty() ? " [row]" : seg.bwd_row.empty() ? " [param]" : " [row + param]") : " [serial]",
-                    seg.bwd_per_node);
-      s += buf;
-    } else {
-      s += "backward per-node (" + seg.bwd_why + ")\n";
-    }
-    s += "    nodes: " + ops;
-    if (seg.head >= 0) s += "; backward head: node " + std::to_string(seg.head);
-    s += "\n";
-  }
-  std::snprintf(buf, sizeof buf,
-                "  launches: forward %zu -> %zu, backward %zu -> %zu (zero-fill and seed: one launch), total %zu -> %zu\n",
-                fwd_per_node, fwd_fused, bwd_per_node, bwd_fused, per_node_launches(), fused_launches());
-  s += buf;
-  return s;
-}
-
-Plan plan_tape(device::Backend& backend, const Tape& tape, Var loss, replay::ReplayOptions replay_options,
-               PlanOptions options) {
-  const replay::Program prog(backend, tape, loss, replay_options);
-  return plan(prog, options);
-}
-
-bool worthwhile(const Plan& plan, const device::Backend& backend) {
-  return backend.name() == "cuda" && plan.fuses() && plan.fused_launches() < plan.per_node_launches();
-}
-
-// ---- the fused driver -------------------------------------------------------------------------------
-FusedProgram::FusedProgram(replay::Program& prog, Plan plan) : prog_(prog), be_(prog.backend()), plan_(std::move(plan)) {
-  if (plan_.nodes != prog.size() || plan_.dtype != prog.dtype())
-    throw Error("fuse: the plan was made for another program (" + std::to_string(plan_.nodes) + " nodes)");
-  const int32_t n = prog.size();
-  std::vector<int64_t> tab(static_cast<size_t>(2 * n + 1), 0);
-  for (int32_t k = 0; k < n; ++k) {
-    tab[static_cast<size_t>(k)] = static_cast<int64_t>(prog.value_address(k));
-    tab[static_cast<size_t>(n + k)] = static_cast<int64_t>(prog.grad_address(k));
-  }
-  tab[static_cast<size_t>(2 * n)] = static_cast<int64_t>(prog.grad_slab().handle);
-  table_ = be_.alloc(tab.size() * sizeof(int64_t));
-  be_.upload(table_, tab.data(), tab.size() * sizeof(int64_t));
-  module_ = be_.compile(plan_.source, plan_.module_name);
-
-  const unsigned block = prog.block(), maxg = prog.max_grid();
-  auto grid_for = [&](int64_t work, bool rows) {
-    const int64_t blocks = rows ? std::max<int64_t>(work, 1) : (std::max<int64_t>(work, 1) + block - 1) / block;
-    return static_cast<unsigned>(std::min<int64_t>(blocks, maxg));
-  };
-  auto gen = [&](const std::string& name, unsigned grid, unsigned blk, int64_t rows) {
-    Step s;
-    s.rows = rows;
-    s.kernel = be_.kernel(module_, name);
-    s.grid = grid;
-    s.block = blk;
-    return s;
-  };
-  auto node = [](int32_t id) {
-    Step s;
-    s.node = id;
-    return s;
-  };
-  std::vector<const Segment*> at_lo(static_cast<size_t>(n), nullptr), at_hi(static_cast<size_t>(n), nullptr);
-  for (const Segment& seg : plan_.segments) {
-    at_lo[static_cast<size_t>(seg.lo)] = &seg;
-    at_hi[static_cast<size_t>(seg.bwd_fused && seg.head >= 0 ? seg.head : seg.hi)] = &seg;
-  }
-  // Forward: tape order; a segment at its first id.
-  for (int32_t id = 0; id < n; ++id) {
-    if (const Segment* seg = at_lo[static_cast<size_t>(id)]) {
-      fwd_.push_back(seg->kind == SegKind::Row ? gen(seg->fwd, grid_for(seg->rows, true), block, seg->rows) : gen(seg->fwd, 1, 1, 1));
-      id = seg->hi;
-      continue;
-    }
-    if (prog.node_forward_launches(id) > 0) fwd_.push_back(node(id));
-  }
-  // Backward: the fill (+ seed), then descending ids; a segment at its last id.
-  if (!plan_.fill.empty()) bwd_.push_back(gen(plan_.fill, grid_for(plan_.fill_width, false), block, 0));
-  for (int32_t id = n - 1; id >= 0; --id) {
-    const Segment* seg = at_hi[static_cast<size_t>(id)];
-    if (seg && seg->bwd_fused) {
-      if (seg->kind == SegKind::Row) {
-        if (!seg->bwd_row.empty()) bwd_.push_back(gen(seg->bwd_row, grid_for(seg->rows, true), block, seg->rows));
-        if (!seg->bwd_param.empty()) bwd_.push_back(gen(seg->bwd_param, grid_for(seg->param_width, false), block, seg->rows));
-      } else {
-        bwd_.push_back(gen(seg->bwd_row, 1, 1, 1));
-      }
-      id = seg->lo;
-      continue;
-    }
-    if (prog.node_backward_launches(id) > 0) bwd_.push_back(node(id));
-  }
-}
-
-FusedProgram::~FusedProgram() {
-  try {
-    be_.free(table_);
-  } catch (...) {
-  }
-}
-
-void FusedProgram::run(const std::vector<Step>& steps, bool forward) {
-  uint64_t vt = table_.handle;
-  for (const Step& s : steps) {
-    if (!s.kernel) {
-      if (forward) prog_.run_node_forward(s.node);
-      else prog_.run_node_backward(s.node);
-      continue;
-    }
-    uint64_t rows = static_cast<uint64_t>(s.rows);
-    void* args[2] = {&vt, &rows};
-    be_.launch(s.kernel, s.grid, s.block, args);
-  }
-}
-
-void FusedProgram::forward() { run(fwd_, true); }
-void FusedProgram::backward() { run(bwd_, false); }
-
-void FusedProgram::capture_episode(replay::DeviceOptimizer* opt) {
-  captured_ = false;
-  be_.begin_capture();
-  try {
-    run(fwd_, true);
-    run(bwd_, false);
-    if (opt) opt->run_launches();
-  } catch (...) {
-    be_.end_capture();
-    throw;
-  }
-  be_.end_capture();
-  captured_ = true;
-  episode_opt_ = opt;
-}
-
-void FusedProgram::run_episode(replay::DeviceOptimizer* opt) {
-  if (!captured_ || !be_.has_capture()) throw Error("fuse: run_episode: no captured episode (call capture_episode first)");
-  if (opt != episode_opt_) throw Error("fuse: run_episode: the episode was captured with a different optimizer (or none)");
-  if (opt) opt->prepare();
-  be_.replay();
-}
-
-}  // namespace gr::fuse
+}  // namespace gr::fuse::detail

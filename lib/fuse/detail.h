@@ -1,0 +1,138 @@
+// detail.h — private to lib/fuse: what the planner (plan.cpp) and the kernel generator (codegen.cpp)
+// share: node classification, the program analyzer, the code-text builder and the generator entry
+// points. Not part of the public interface (fuse.h).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fuse/fuse.h"
+
+namespace gr::fuse::detail {
+
+using NodeView = replay::Program::NodeView;
+
+inline bool is_leaf(Op op) { return op == Op::Param || op == Op::Const; }
+inline bool is_binary(Op op) { return op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Div; }
+inline bool is_unary(Op op) {
+  switch (op) {
+    case Op::Neg:
+    case Op::AddScalar:
+    case Op::MulScalar:
+    case Op::Relu:
+    case Op::Sigmoid:
+    case Op::Tanh:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt: return true;
+    default: return false;
+  }
+}
+
+// An integer as a kernel long long literal.
+inline std::string L(int64_t v) { return std::to_string(v) + "LL"; }
+
+// How a binary node's b-side meets its [B, C] output.
+enum class BSide { Row, Col, Scal, None };
+
+struct Analyzer {
+  const replay::Program& prog;
+  PlanOptions opt;
+  std::vector<NodeView> nv;
+
+  explicit Analyzer(const replay::Program& p, PlanOptions o) : prog(p), opt(o) {
+    for (int32_t id = 0; id < p.size(); ++id) nv.push_back(p.node_view(id));
+  }
+  const NodeView& n(int32_t id) const { return nv[static_cast<size_t>(id)]; }
+  bool active(int32_t id) const { return id >= 0 && n(id).active; }
+
+  BSide bside(int32_t k) const {
+    const NodeView& y = n(k);
+    const Shape& sb = n(y.b).shape;
+    const int64_t C = y.shape[1];
+    if (sb == y.shape) return BSide::Row;
+    if (sb.rank() == 1 && sb[0] == C) return BSide::Col;
+    if (sb.rank() == 2 && sb[0] == 1 && sb[1] == C) return BSide::Col;
+    if (sb.numel() == 1 && sb.rank() <= 2) return BSide::Scal;
+    return BSide::None;
+  }
+
+  // Row-local over B = shape[0] (0 = not row-local).
+  int64_t row_local(int32_t k) const {
+    const NodeView& y = n(k);
+    if (y.shape.rank() != 2) return 0;
+    const int64_t B = y.shape[0];
+    if (is_binary(y.op)) {
+      if (!(n(y.a).shape == y.shape)) return 0;
+      return bside(k) == BSide::None ? 0 : B;
+    }
+    if (is_unary(y.op)) return n(y.a).shape == y.shape ? B : 0;
+    if (y.op == Op::Matmul) {
+      const NodeView &a = n(y.a), &w = n(y.b);
+      if (a.shape.rank() != 2 || a.shape[0] != B || !is_leaf(w.op) || w.shape.rank() != 2) return 0;
+      if (y.a == y.b) return 0;
+      return B;
+    }
+    if ((y.op == Op::Softmax || y.op == Op::LogSoftmax) && opt.lanes) return y.axis == 1 ? B : 0;
+    return 0;
+  }
+
+  bool serial_ok(int32_t k) const {
+    const NodeView& y = n(k);
+    if (is_binary(y.op)) return y.numel == 1 && n(y.a).numel == 1 && n(y.b).numel == 1;
+    if (is_unary(y.op) || y.op == Op::Reshape) return y.numel == 1 && n(y.a).numel == 1;
+    if (y.op == Op::Sum || y.op == Op::Mean) return y.axis == kAllAxes;
+    if (y.op == Op::SoftmaxCrossEntropy) return opt.lanes;
+    return false;
+  }
+};
+
+// ---- the code-text builder ----------------------------------------------------------------------------
+struct Gen {
+  int32_t N;  // node count: vt[k] = value of k, vt[N + k] = gradient of k, vt[2N] = gradient slab
+  std::string out;
+  void line(const std::string& s) { out += s + "\n"; }
+  std::string V(int32_t k) const { return "v" + std::to_string(k); }
+  std::string G(int32_t k) const { return "g" + std::to_string(k); }
+  void decls(const std::set<int32_t>& vs, const std::set<int32_t>& gs) {
+    for (int32_t k : vs) line("  gr_real* " + V(k) + " = (gr_real*)(unsigned long long)vt[" + std::to_string(k) + "];");
+    for (int32_t k : gs)
+      line("  gr_real* " + G(k) + " = (gr_real*)(unsigned long long)vt[" + std::to_string(N + k) + "];");
+  }
+  void open(const std::string& name) {
+    line("extern \"C\" __global__ void " + name + "(const long long* vt, long long B) {");
+  }
+  void close(const std::string& name) {
+    line("}");
+    line("GR_EXPORT_KERNEL(" + name + ")");
+  }
+};
+
+// ---- row segments: backward split ---------------------------------------------------------------------
+struct Job {  // one parameter-space contribution
+  int32_t consumer;
+  int kind;  // 0 matmul dW, 1 b-side column, 2 b-side scalar
+};
+
+struct BwdSplit {
+  std::map<int32_t, std::vector<Job>> param;  // target -> jobs, descending consumer
+  std::vector<int32_t> param_order;           // targets in first-seen order
+  std::set<int32_t> row_targets;
+  bool row_work = false;
+};
+
+// Which gradient slots a row segment's backward touches, and in which space (row or parameter).
+BwdSplit split_bwd(const Analyzer& an, const Segment& seg);
+
+// The generators (codegen.cpp): each appends one kernel named `name` to g.out.
+void gen_row_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::string& name);
+void gen_row_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::string& name);
+// Returns the widest parameter target (the kernel's grid-stride width).
+int64_t gen_param_bwd(const Analyzer& an, Gen& g, const BwdSplit& sp, const std::string& name);
+void gen_serial_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::string& name);
+// Returns false when the segment has no backward work.
+bool gen_serial_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::string& name);
+
+}  // namespace gr::fuse::detail
