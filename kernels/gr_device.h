@@ -39,3 +39,50 @@ GR_HD static inline double gr_from_bits(long long b) { return __builtin_bit_cast
 // IEEE sqrt is correctly rounded on every target, so the builtin is exact and portable.
 GR_HD static inline double gr_sqrt(double x) { return __builtin_sqrt(x); }
 #endif
+
+// ---- element-type generic spellings -------------------------------------------------------------
+// The shared definitions (gr_ops_scalar.h, gr_ops_lane.h) are templates over the element type, so
+// ONE text serves f64 programs (the tape, every device path, the emitter) and f32 device programs:
+// gr_radd & co. pick the double or float rn operation by overload.
+GR_HD static inline double gr_radd(double a, double b) { return __dadd_rn(a, b); }
+GR_HD static inline double gr_rsub(double a, double b) { return __dsub_rn(a, b); }
+GR_HD static inline double gr_rmul(double a, double b) { return __dmul_rn(a, b); }
+GR_HD static inline double gr_rdiv(double a, double b) { return __ddiv_rn(a, b); }
+GR_HD static inline float gr_radd(float a, float b) { return __fadd_rn(a, b); }
+GR_HD static inline float gr_rsub(float a, float b) { return __fsub_rn(a, b); }
+GR_HD static inline float gr_rmul(float a, float b) { return __fmul_rn(a, b); }
+GR_HD static inline float gr_rdiv(float a, float b) { return __fdiv_rn(a, b); }
+
+#if GR_DEVICE_CODE
+GR_HD static inline float gr_sqrt(float x) { return __fsqrt_rn(x); }
+GR_HD static inline float gr_to_float(double x) { return __double2float_rn(x); }
+GR_HD static inline int gr_bits(float x) { return __float_as_int(x); }
+GR_HD static inline float gr_from_bits(int b) { return __int_as_float(b); }
+#else
+GR_HD static inline float gr_sqrt(float x) { return __builtin_sqrtf(x); }
+GR_HD static inline float gr_to_float(double x) { return static_cast<float>(x); }  // round to nearest
+GR_HD static inline int gr_bits(float x) { return __builtin_bit_cast(int, x); }
+GR_HD static inline float gr_from_bits(int b) { return __builtin_bit_cast(float, b); }
+#endif
+
+// |x| and copysign(r, x) by bit manipulation: exact, and NaN-payload preserving, on every target.
+GR_HD static inline double gr_abs(double x) {
+  return gr_from_bits(gr_bits(x) & ~(long long)(0x8000000000000000ULL));
+}
+GR_HD static inline double gr_copysign(double r, double x) {
+  const long long sign = (long long)(0x8000000000000000ULL);
+  return gr_from_bits((gr_bits(r) & ~sign) | (gr_bits(x) & sign));
+}
+GR_HD static inline float gr_abs(float x) { return gr_from_bits(gr_bits(x) & ~(int)0x80000000u); }
+GR_HD static inline float gr_copysign(float r, float x) {
+  const int sign = (int)0x80000000u;
+  return gr_from_bits((gr_bits(r) & ~sign) | (gr_bits(x) & sign));
+}
+
+// A non-deduced parameter type (std::type_identity without the standard library, for NVRTC):
+// lets `0` or a null pointer stand for "no gradient wanted" in the lane functions.
+template <class T>
+struct gr_same {
+  typedef T type;
+};
+

@@ -214,3 +214,10 @@ GR_HD static inline double gr_log(double x) {
   special = (x != x) ? gr_detail_quiet(x) : special;                           // NaN, quieted
   return (x > 0.0 && x <= dbl_max) ? y : special;
 }
+
+// ---- float --------------------------------------------------------------------------------------
+// f32 device programs use the deterministic double functions rounded once to float, so an f32
+// program gives the same bits on the host backend and on CUDA.
+GR_HD static inline float gr_exp(float x) { return gr_to_float(gr_exp((double)x)); }
+GR_HD static inline float gr_log(float x) { return gr_to_float(gr_log((double)x)); }
+

@@ -16,80 +16,89 @@
 #include "gr_device.h"
 #include "gr_math.h"
 
-GR_HD static inline double gr_lane_max(const double* x, long long len, long long stride) {
-  double m = x[0];
+// Templates over the element type T (double; float in f32 device programs), see gr_ops_scalar.h.
+
+template <class T>
+GR_HD static inline T gr_lane_max(const T* x, long long len, long long stride) {
+  T m = x[0];
   for (long long k = 1; k < len; ++k)
     if (x[k * stride] > m) m = x[k * stride];
   return m;
 }
 
-GR_HD static inline double gr_lane_sumexp(const double* x, long long len, long long stride, double m) {
-  double s = 0.0;
-  for (long long k = 0; k < len; ++k) s = __dadd_rn(s, gr_exp(__dsub_rn(x[k * stride], m)));
+template <class T>
+GR_HD static inline T gr_lane_sumexp(const T* x, long long len, long long stride, T m) {
+  T s = T(0);
+  for (long long k = 0; k < len; ++k) s = gr_radd(s, gr_exp(gr_rsub(x[k * stride], m)));
   return s;
 }
 
-GR_HD static inline void gr_softmax_lane_fwd(const double* x, double* y, long long len, long long stride) {
-  const double m = gr_lane_max(x, len, stride);
-  double s = 0.0;
+template <class T>
+GR_HD static inline void gr_softmax_lane_fwd(const T* x, T* y, long long len, long long stride) {
+  const T m = gr_lane_max(x, len, stride);
+  T s = T(0);
   for (long long k = 0; k < len; ++k) {
-    const double e = gr_exp(__dsub_rn(x[k * stride], m));
+    const T e = gr_exp(gr_rsub(x[k * stride], m));
     y[k * stride] = e;
-    s = __dadd_rn(s, e);
+    s = gr_radd(s, e);
   }
-  for (long long k = 0; k < len; ++k) y[k * stride] = __ddiv_rn(y[k * stride], s);
+  for (long long k = 0; k < len; ++k) y[k * stride] = gr_rdiv(y[k * stride], s);
 }
 
-GR_HD static inline void gr_softmax_lane_bwd(const double* g, const double* y, double* slot, long long len,
-                                             long long stride) {
-  double d = 0.0;
-  for (long long k = 0; k < len; ++k) d = __dadd_rn(d, __dmul_rn(g[k * stride], y[k * stride]));
+template <class T>
+GR_HD static inline void gr_softmax_lane_bwd(const T* g, const T* y, T* slot, long long len, long long stride) {
+  T d = T(0);
+  for (long long k = 0; k < len; ++k) d = gr_radd(d, gr_rmul(g[k * stride], y[k * stride]));
   for (long long k = 0; k < len; ++k) {
     const long long i = k * stride;
-    slot[i] = __dadd_rn(slot[i], __dmul_rn(y[i], __dsub_rn(g[i], d)));
+    slot[i] = gr_radd(slot[i], gr_rmul(y[i], gr_rsub(g[i], d)));
   }
 }
 
-GR_HD static inline void gr_log_softmax_lane_fwd(const double* x, double* y, long long len, long long stride) {
-  const double m = gr_lane_max(x, len, stride);
-  const double l = gr_log(gr_lane_sumexp(x, len, stride, m));
-  for (long long k = 0; k < len; ++k) y[k * stride] = __dsub_rn(__dsub_rn(x[k * stride], m), l);
+template <class T>
+GR_HD static inline void gr_log_softmax_lane_fwd(const T* x, T* y, long long len, long long stride) {
+  const T m = gr_lane_max(x, len, stride);
+  const T l = gr_log(gr_lane_sumexp(x, len, stride, m));
+  for (long long k = 0; k < len; ++k) y[k * stride] = gr_rsub(gr_rsub(x[k * stride], m), l);
 }
 
-GR_HD static inline void gr_log_softmax_lane_bwd(const double* g, const double* y, double* slot, long long len,
-                                                 long long stride) {
-  double sg = 0.0;
-  for (long long k = 0; k < len; ++k) sg = __dadd_rn(sg, g[k * stride]);
+template <class T>
+GR_HD static inline void gr_log_softmax_lane_bwd(const T* g, const T* y, T* slot, long long len, long long stride) {
+  T sg = T(0);
+  for (long long k = 0; k < len; ++k) sg = gr_radd(sg, g[k * stride]);
   for (long long k = 0; k < len; ++k) {
     const long long i = k * stride;
-    slot[i] = __dadd_rn(slot[i], __dsub_rn(g[i], __dmul_rn(gr_exp(y[i]), sg)));
+    slot[i] = gr_radd(slot[i], gr_rsub(g[i], gr_rmul(gr_exp(y[i]), sg)));
   }
 }
 
 // One row of softmax cross-entropy: returns r = Σ t[k]·log_softmax(x)[k] (contiguous row).
-GR_HD static inline double gr_sce_row_fwd(const double* x, const double* t, long long len) {
-  const double m = gr_lane_max(x, len, 1);
-  const double l = gr_log(gr_lane_sumexp(x, len, 1, m));
-  double r = 0.0;
-  for (long long k = 0; k < len; ++k) r = __dadd_rn(r, __dmul_rn(t[k], __dsub_rn(__dsub_rn(x[k], m), l)));
+template <class T>
+GR_HD static inline T gr_sce_row_fwd(const T* x, const T* t, long long len) {
+  const T m = gr_lane_max(x, len, 1);
+  const T l = gr_log(gr_lane_sumexp(x, len, 1, m));
+  T r = T(0);
+  for (long long k = 0; k < len; ++k) r = gr_radd(r, gr_rmul(t[k], gr_rsub(gr_rsub(x[k], m), l)));
   return r;
 }
 
 // The loss from the row values' ascending sum.
-GR_HD static inline double gr_sce_finish(double row_sum, long long rows) {
-  return __ddiv_rn(-row_sum, (double)rows);
+template <class T>
+GR_HD static inline T gr_sce_finish(T row_sum, long long rows) {
+  return gr_rdiv(-row_sum, (T)rows);
 }
 
 // Backward of one row. q = g / rows. slot_x or slot_t may be null (no gradient wanted there).
-GR_HD static inline void gr_sce_row_bwd(const double* x, const double* t, double q, double* slot_x, double* slot_t,
-                                        long long len) {
-  const double m = gr_lane_max(x, len, 1);
-  const double l = gr_log(gr_lane_sumexp(x, len, 1, m));
-  double tt = 0.0;
-  for (long long k = 0; k < len; ++k) tt = __dadd_rn(tt, t[k]);
+template <class T>
+GR_HD static inline void gr_sce_row_bwd(const T* x, const T* t, T q, typename gr_same<T>::type* slot_x,
+                                        typename gr_same<T>::type* slot_t, long long len) {
+  const T m = gr_lane_max(x, len, 1);
+  const T l = gr_log(gr_lane_sumexp(x, len, 1, m));
+  T tt = T(0);
+  for (long long k = 0; k < len; ++k) tt = gr_radd(tt, t[k]);
   for (long long k = 0; k < len; ++k) {
-    const double ls = __dsub_rn(__dsub_rn(x[k], m), l);
-    if (slot_x) slot_x[k] = __dadd_rn(slot_x[k], __dmul_rn(q, __dsub_rn(__dmul_rn(gr_exp(ls), tt), t[k])));
-    if (slot_t) slot_t[k] = __dadd_rn(slot_t[k], -__dmul_rn(q, ls));
+    const T ls = gr_rsub(gr_rsub(x[k], m), l);
+    if (slot_x) slot_x[k] = gr_radd(slot_x[k], gr_rmul(q, gr_rsub(gr_rmul(gr_exp(ls), tt), t[k])));
+    if (slot_t) slot_t[k] = gr_radd(slot_t[k], -gr_rmul(q, ls));
   }
 }

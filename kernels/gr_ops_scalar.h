@@ -2,6 +2,8 @@
 //
 // One definition for every path (DESIGN §2): the CPU tape calls these in its loops; per-node and
 // fused device kernels and the scalar emitter inline the same functions. Only the loops differ.
+// Templates over the element type T (double everywhere; float in f32 device programs): every
+// operation is a gr_radd/gr_rsub/gr_rmul/gr_rdiv, the rn intrinsic of T (gr_device.h).
 //
 // Naming: gr_<op>_fwd computes the output element; gr_<op>_bwd_<input> returns that input's
 // contribution c, which the caller adds into the input's gradient slot as `slot = slot + c`.
@@ -12,66 +14,55 @@
 #include "gr_math.h"
 
 // ---- binary: out = a ∘ b (numpy broadcasting chooses which elements meet) -------------------
-GR_HD static inline double gr_add_fwd(double a, double b) { return __dadd_rn(a, b); }
-GR_HD static inline double gr_add_bwd_a(double g) { return g; }
-GR_HD static inline double gr_add_bwd_b(double g) { return g; }
+template <class T> GR_HD static inline T gr_add_fwd(T a, T b) { return gr_radd(a, b); }
+template <class T> GR_HD static inline T gr_add_bwd_a(T g) { return g; }
+template <class T> GR_HD static inline T gr_add_bwd_b(T g) { return g; }
 
-GR_HD static inline double gr_sub_fwd(double a, double b) { return __dsub_rn(a, b); }
-GR_HD static inline double gr_sub_bwd_a(double g) { return g; }
-GR_HD static inline double gr_sub_bwd_b(double g) { return -g; }
+template <class T> GR_HD static inline T gr_sub_fwd(T a, T b) { return gr_rsub(a, b); }
+template <class T> GR_HD static inline T gr_sub_bwd_a(T g) { return g; }
+template <class T> GR_HD static inline T gr_sub_bwd_b(T g) { return -g; }
 
-GR_HD static inline double gr_mul_fwd(double a, double b) { return __dmul_rn(a, b); }
-GR_HD static inline double gr_mul_bwd_a(double g, double b) { return __dmul_rn(g, b); }
-GR_HD static inline double gr_mul_bwd_b(double g, double a) { return __dmul_rn(g, a); }
+template <class T> GR_HD static inline T gr_mul_fwd(T a, T b) { return gr_rmul(a, b); }
+template <class T> GR_HD static inline T gr_mul_bwd_a(T g, T b) { return gr_rmul(g, b); }
+template <class T> GR_HD static inline T gr_mul_bwd_b(T g, T a) { return gr_rmul(g, a); }
 
-GR_HD static inline double gr_div_fwd(double a, double b) { return __ddiv_rn(a, b); }
-GR_HD static inline double gr_div_bwd_a(double g, double b) { return __ddiv_rn(g, b); }
+template <class T> GR_HD static inline T gr_div_fwd(T a, T b) { return gr_rdiv(a, b); }
+template <class T> GR_HD static inline T gr_div_bwd_a(T g, T b) { return gr_rdiv(g, b); }
 // d(a/b)/db = -a/b² = -y/b; spelled g*y/b so no b² can overflow.
-GR_HD static inline double gr_div_bwd_b(double g, double y, double b) {
-  return -__ddiv_rn(__dmul_rn(g, y), b);
-}
+template <class T> GR_HD static inline T gr_div_bwd_b(T g, T y, T b) { return -gr_rdiv(gr_rmul(g, y), b); }
 
 // ---- unary: y = f(x [, s]) --------------------------------------------------------------------
-GR_HD static inline double gr_neg_fwd(double x) { return -x; }
-GR_HD static inline double gr_neg_bwd(double g) { return -g; }
+template <class T> GR_HD static inline T gr_neg_fwd(T x) { return -x; }
+template <class T> GR_HD static inline T gr_neg_bwd(T g) { return -g; }
 
-GR_HD static inline double gr_adds_fwd(double x, double s) { return __dadd_rn(x, s); }
-GR_HD static inline double gr_adds_bwd(double g) { return g; }
+template <class T> GR_HD static inline T gr_adds_fwd(T x, T s) { return gr_radd(x, s); }
+template <class T> GR_HD static inline T gr_adds_bwd(T g) { return g; }
 
-GR_HD static inline double gr_muls_fwd(double x, double s) { return __dmul_rn(x, s); }
-GR_HD static inline double gr_muls_bwd(double g, double s) { return __dmul_rn(g, s); }
+template <class T> GR_HD static inline T gr_muls_fwd(T x, T s) { return gr_rmul(x, s); }
+template <class T> GR_HD static inline T gr_muls_bwd(T g, T s) { return gr_rmul(g, s); }
 
 // relu lets NaN through (x > 0 is false for NaN, so it is tested explicitly).
-GR_HD static inline double gr_relu_fwd(double x) { return x > 0.0 ? x : (x != x ? x : 0.0); }
-GR_HD static inline double gr_relu_bwd(double g, double x) { return x > 0.0 ? g : 0.0; }
+template <class T> GR_HD static inline T gr_relu_fwd(T x) { return x > T(0) ? x : (x != x ? x : T(0)); }
+template <class T> GR_HD static inline T gr_relu_bwd(T g, T x) { return x > T(0) ? g : T(0); }
 
-GR_HD static inline double gr_sigmoid_fwd(double x) {
-  return __ddiv_rn(1.0, __dadd_rn(1.0, gr_exp(-x)));
-}
-GR_HD static inline double gr_sigmoid_bwd(double g, double y) {
-  return __dmul_rn(g, __dmul_rn(y, __dsub_rn(1.0, y)));
-}
+template <class T> GR_HD static inline T gr_sigmoid_fwd(T x) { return gr_rdiv(T(1), gr_radd(T(1), gr_exp(-x))); }
+template <class T> GR_HD static inline T gr_sigmoid_bwd(T g, T y) { return gr_rmul(g, gr_rmul(y, gr_rsub(T(1), y))); }
 
 // tanh via t = exp(-2|x|) ∈ (0, 1]: no overflow for large |x|, and the sign comes back exactly.
-GR_HD static inline double gr_tanh_fwd(double x) {
-  const long long sign = (long long)(0x8000000000000000ULL);
-  const double ax = gr_from_bits(gr_bits(x) & ~sign);
-  const double t = gr_exp(__dmul_rn(-2.0, ax));
-  const double r = __ddiv_rn(__dsub_rn(1.0, t), __dadd_rn(1.0, t));
-  return gr_from_bits((gr_bits(r) & ~sign) | (gr_bits(x) & sign));
+template <class T> GR_HD static inline T gr_tanh_fwd(T x) {
+  const T t = gr_exp(gr_rmul(T(-2), gr_abs(x)));
+  return gr_copysign(gr_rdiv(gr_rsub(T(1), t), gr_radd(T(1), t)), x);
 }
-GR_HD static inline double gr_tanh_bwd(double g, double y) {
-  return __dmul_rn(g, __dsub_rn(1.0, __dmul_rn(y, y)));
-}
+template <class T> GR_HD static inline T gr_tanh_bwd(T g, T y) { return gr_rmul(g, gr_rsub(T(1), gr_rmul(y, y))); }
 
-GR_HD static inline double gr_exp_fwd(double x) { return gr_exp(x); }
-GR_HD static inline double gr_exp_bwd(double g, double y) { return __dmul_rn(g, y); }
+template <class T> GR_HD static inline T gr_exp_fwd(T x) { return gr_exp(x); }
+template <class T> GR_HD static inline T gr_exp_bwd(T g, T y) { return gr_rmul(g, y); }
 
-GR_HD static inline double gr_log_fwd(double x) { return gr_log(x); }
-GR_HD static inline double gr_log_bwd(double g, double x) { return __ddiv_rn(g, x); }
+template <class T> GR_HD static inline T gr_log_fwd(T x) { return gr_log(x); }
+template <class T> GR_HD static inline T gr_log_bwd(T g, T x) { return gr_rdiv(g, x); }
 
-GR_HD static inline double gr_sqrt_fwd(double x) { return gr_sqrt(x); }
-GR_HD static inline double gr_sqrt_bwd(double g, double y) { return __ddiv_rn(g, __dmul_rn(2.0, y)); }
+template <class T> GR_HD static inline T gr_sqrt_fwd(T x) { return gr_sqrt(x); }
+template <class T> GR_HD static inline T gr_sqrt_bwd(T g, T y) { return gr_rdiv(g, gr_rmul(T(2), y)); }
 
 // ---- accumulation: the one way a contribution lands in a gradient slot -------------------------
-GR_HD static inline double gr_accumulate(double slot, double c) { return __dadd_rn(slot, c); }
+template <class T> GR_HD static inline T gr_accumulate(T slot, T c) { return gr_radd(slot, c); }

@@ -7,7 +7,7 @@
 // atomics and no barriers. Grid- and block-stride loops make every kernel correct for any launch
 // geometry; serial kernels (sum over all axes, softmax cross-entropy forward) do their work in the
 // first thread only. Every parameter is 8 bytes (docs/device.md). The text compiles under NVRTC and
-// under the host compiler (host_shim.h); lib/replay embeds it after gr_prelude.cuh and gr_f32_ops.cuh
+// under the host compiler (host_shim.h); lib/replay embeds it after gr_prelude.cuh
 // (the f32 module is the same text over float: see gr_prelude.cuh).
 // The element type gr_real, GRK_LOOP and the arithmetic macros come from gr_prelude.cuh.
 

@@ -1,11 +1,11 @@
 // gr_prelude.cuh — the common head of the replay kernel module (lib/replay concatenates
-// gr_prelude.cuh, gr_f32_ops.cuh, gr_node_kernels.cuh, gr_opt_kernels.cuh into one text).
+// gr_prelude.cuh, gr_node_kernels.cuh, gr_opt_kernels.cuh into one text).
 //
 // The element type: the f64 module is this text as is; the f32 module is the same text with
 // `#define GR_F32 1` in front. Kernels spell their own arithmetic (sums, matmul, optimizer) with
 // GRK_ADD/SUB/MUL/DIV (the rn intrinsics of the element type) and call the shared scalar/lane
-// definitions by name: gr_ops_scalar.h / gr_ops_lane.h for double, their float twins in
-// gr_f32_ops.cuh for float (overloads, so the kernel text is the same). Scalars always arrive as
+// definitions by name: gr_ops_scalar.h / gr_ops_lane.h are templates over the element type, so
+// the same kernel text instantiates them for double or float. Scalars always arrive as
 // `double` kernel parameters (the 8-byte ABI) and are converted with GRK_REAL (__double2float_rn).
 #include "gr_ops_lane.h"
 #include "gr_ops_scalar.h"
