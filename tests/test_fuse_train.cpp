@@ -21,6 +21,7 @@
 #include "train/model.h"
 
 #include "support/fuse_support.h"
+#include "support/replay_support.h"
 
 using namespace gr;
 using namespace gr::fusetest;
@@ -28,89 +29,23 @@ using namespace gr::fusetest;
 namespace {
 
 // ---- training: 40 fused episodes vs the CPU tape ---------------------------------------------------------
-struct Mlp {
-  Var x, t, w1, b1, w2, b2, unused;
-};
+// The MLP fixture (leaves, loss, batches, optimizer, CPU reference run) is the replay tests' own,
+// so fused, per-node and CPU-tape runs train exactly the same thing.
+using replaytest::Batch;
+using replaytest::batches;
+using replaytest::make_leaves;
+using replaytest::Mlp;
+using replaytest::record;
+using replaytest::RunResult;
 
-Mlp make_leaves(Tape& tape, Rng& rng) {
-  Mlp m;
-  m.x = tape.constant(Shape({6, 5}), rng.uniform_vec(30, -2, 2));
-  m.t = tape.constant(Shape({6, 3}), std::vector<double>(18, 0.0));
-  m.w1 = tape.param(Shape({5, 8}), rng.uniform_vec(40, -0.6, 0.6));
-  m.b1 = tape.param(Shape({8}), rng.uniform_vec(8, -0.1, 0.1));
-  m.unused = tape.param(Shape({2}), rng.uniform_vec(2, -1, 1));
-  m.w2 = tape.param(Shape({8, 3}), rng.uniform_vec(24, -0.6, 0.6));
-  m.b2 = tape.param(Shape({3}), rng.uniform_vec(3, -0.1, 0.1));
-  return m;
-}
-
-Var record(Tape& tape, const Mlp& m) {
-  const Var h = tape.tanh(tape.add(tape.matmul(m.x, m.w1), m.b1));
-  const Var out = tape.add(tape.matmul(h, m.w2), m.b2);
-  return tape.add(tape.mse(tape.sigmoid(out), m.t), tape.muls(tape.softmax_cross_entropy(out, m.t), 0.5));
-}
-
-struct Batch {
-  std::vector<double> x, t;
-};
-
-std::vector<Batch> batches(int n) {
-  Rng rng(99);
-  std::vector<Batch> out;
-  for (int i = 0; i < n; ++i) {
-    Batch b{rng.uniform_vec(30, -2, 2), std::vector<double>(18, 0.0)};
-    for (int r = 0; r < 6; ++r) b.t[static_cast<size_t>(r * 3 + static_cast<int>(rng.next() % 3))] = 1.0;
-    out.push_back(b);
-  }
-  return out;
-}
-
-Optimizer make_opt(Tape& tape, const Mlp& m) {
-  Optimizer o = Optimizer::adam(0.05);
-  o.add(tape, m.w1, 1e-3);
-  o.add(tape, m.b1, 0.0);
-  o.add(tape, m.unused, 1e-2);
-  o.add(tape, m.w2, 1e-3);
-  o.add(tape, m.b2, 0.0);
-  o.set_clip(0.4);
-  return o;
-}
-
-struct RunResult {
-  std::vector<double> losses, params, moments;
-};
-
-RunResult cpu_run(int episodes) {
-  Rng rng(1234);
-  Tape tape;
-  const Mlp m = make_leaves(tape, rng);
-  Optimizer opt = make_opt(tape, m);
-  const int32_t mark = tape.mark();
-  RunResult r;
-  for (const Batch& b : batches(episodes)) {
-    tape.reset_to(mark);
-    tape.set_value(m.x, b.x);
-    tape.set_value(m.t, b.t);
-    const Var loss = record(tape, m);
-    REQUIRE(tape.backward(loss));
-    r.losses.push_back(tape.scalar(loss));
-    opt.step(tape);
-  }
-  for (const Var p : {m.w1, m.b1, m.w2, m.b2, m.unused})
-    for (double v : tape.param_value(p)) r.params.push_back(v);
-  for (size_t i = 0; i < opt.count(); ++i) {
-    for (double v : opt.m(i)) r.moments.push_back(v);
-    for (double v : opt.v(i)) r.moments.push_back(v);
-  }
-  return r;
-}
+RunResult cpu_run(int episodes) { return replaytest::cpu_run(true, episodes); }
 
 RunResult fused_run(device::Backend& be, int episodes, bool captured, const Geometry& geo, std::string* plan_text,
                     size_t* launches) {
   Rng rng(1234);
   Tape tape;
   const Mlp m = make_leaves(tape, rng);
-  Optimizer cpu_opt = make_opt(tape, m);
+  Optimizer cpu_opt = replaytest::make_opt(tape, m, true);
   const Var loss = record(tape, m);
   REQUIRE(tape.ok());
   replay::Program prog(be, tape, loss, options(geo));
@@ -141,6 +76,7 @@ RunResult fused_run(device::Backend& be, int episodes, bool captured, const Geom
     for (double v : cpu_opt.m(i)) r.moments.push_back(v);
     for (double v : cpu_opt.v(i)) r.moments.push_back(v);
   }
+  r.t = opt.t();
   return r;
 }
 
