@@ -20,6 +20,7 @@
 #include "train/host_build.h"
 #include "emit/kernel_text.h"
 #include "spec/errors.h"
+#include "support/skip.h"
 
 namespace fs = std::filesystem;
 using namespace gr;
@@ -300,8 +301,7 @@ TEST_CASE("emit: golden sources, byte for byte (regenerate with scripts/regen-em
 TEST_CASE("emit: the emitted source compiles with NVRTC, without FMA", "[emit][nvrtc]") {
   const Nvrtc* nv = Nvrtc::get();
   if (!nv) {
-    WARN("NVRTC (libnvrtc.so) is not available here: the NVRTC compile check is SKIPPED");
-    return;
+    GR_SKIP("nvrtc", "NVRTC (libnvrtc.so) is not available here: the NVRTC compile check did not run");
   }
   INFO("NVRTC from " << nv->where);
   for (const char* spec_file : {"tests/golden/emit/all_ops.json", "specs/linreg.json"}) {
@@ -468,7 +468,7 @@ TEST_CASE("emit: verify names the first difference", "[emit]") {
 
 TEST_CASE("emit-cuda: the command line", "[emit][cli]") {
 #ifndef GR_GRADRUN
-  WARN("GR_GRADRUN is not defined: the command-line checks are SKIPPED");
+  GR_SKIP("build", "GR_GRADRUN is not defined: the command-line checks did not run");
 #else
   std::string out, err;
   // Success: the source on stdout, the verify report on stderr.

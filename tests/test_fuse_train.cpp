@@ -22,6 +22,7 @@
 
 #include "support/fuse_support.h"
 #include "support/replay_support.h"
+#include "support/skip.h"
 
 using namespace gr;
 using namespace gr::fusetest;
@@ -109,8 +110,7 @@ TEST_CASE("fuse: CUDA, fused == per-node bit for bit (skipped without a GPU)", "
   try {
     device::make_cuda_backend();
   } catch (const device::DeviceUnavailable& e) {
-    WARN("skipped: " << e.what());
-    return;
+    GR_SKIP("gpu", "fused CUDA runs not exercised: " << e.what());
   }
   auto cuda = [] {
     device::CudaOptions o;

@@ -14,8 +14,9 @@
 // element, a 1e-10 relative change of one node's value in torch, and a 1e-9 relative change of
 // the gradient through that node in torch must each be rejected.
 //
-// Needs /usr/bin/python3 with torch (Debian's python3-torch); without it the tests print
-// "SKIPPED: torch not available" and pass. Set GR_ORACLE_KEEP=1 to keep the temp directory.
+// Needs /usr/bin/python3 with torch (Debian's python3-torch); without it the tests report Skipped
+// (support/skip.h), which scripts/test counts as a failure because scripts/setup installs torch.
+// Set GR_ORACLE_KEEP=1 to keep the temp directory.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -37,6 +38,7 @@
 
 #include "grad/op_table.h"
 #include "grad/tape.h"
+#include "support/skip.h"
 
 namespace {
 
@@ -276,10 +278,6 @@ Run run_oracle(const Graph& g, const TempDir& dir, bool variants, std::string& l
   return Run::Ok;
 }
 
-void report_skip(const std::string& why) {
-  std::printf("oracle: SKIPPED: torch not available (%s)\n", why.c_str());
-  WARN("SKIPPED: torch not available (" << why << ")");
-}
 
 // ---- the comparison --------------------------------------------------------------------------------
 struct Comparison {
@@ -418,7 +416,7 @@ TEST_CASE("tape agrees with a PyTorch float64 oracle on every op", "[oracle]") {
   TempDir dir;
   std::string log;
   const Run run = run_oracle(g, dir, false, log);
-  if (run == Run::Skipped) return report_skip(log);
+  if (run == Run::Skipped) GR_SKIP("torch", "torch not available (" << log << ")");
   INFO(log);
   REQUIRE(run == Run::Ok);
   OracleResult r;
@@ -446,7 +444,7 @@ TEST_CASE("the oracle comparison rejects small discrepancies", "[oracle]") {
   TempDir dir;
   std::string log;
   const Run run = run_oracle(g, dir, true, log);
-  if (run == Run::Skipped) return report_skip(log);
+  if (run == Run::Skipped) GR_SKIP("torch", "torch not available (" << log << ")");
   INFO(log);
   REQUIRE(run == Run::Ok);
   std::string err;

@@ -16,6 +16,7 @@
 #include "spec/errors.h"
 #include "spec/npy.h"
 #include "spec/safetensors.h"
+#include "skip.h"
 
 
 namespace fs = std::filesystem;
@@ -83,11 +84,8 @@ inline bool have_numpy() {
   static const bool ok = std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
   return ok;
 }
-#define NEED_NUMPY()                                                                  \
-  if (!have_numpy()) {                                                                \
-    WARN("/usr/bin/python3 with numpy is not available: numpy interop test skipped"); \
-    return;                                                                           \
-  }
+#define NEED_NUMPY() \
+  if (!have_numpy()) GR_SKIP("numpy", "/usr/bin/python3 with numpy is not available")
 
 // Runs `code` with /usr/bin/python3 -c (the code must not contain single quotes) and returns
 // its stdout; requires exit status 0.
