@@ -295,6 +295,50 @@ TEST_CASE("host backend: capture records launches only and replay sees refreshed
   CHECK(same_bits(bufs.get(bu), x1));
 }
 
+// CUDA invalidates a stream capture when a launch inside it fails; the host backend does the same,
+// so code that ends a failed capture with end_capture (hiding the cause) fails here, not first on a
+// GPU. capture_id names each episode so programs sharing a backend can tell theirs apart.
+TEST_CASE("host backend: a failed launch invalidates the capture; abort, clear and capture ids", "[device]") {
+  auto be = host(1);
+  Module* m = be->compile(kSource, "test_device.cu");
+  const size_t n = 16;
+  Buffers bufs{*be, {}};
+  Buffer bx = bufs.make(inputs(n, 1.0)), by = bufs.make(inputs(n, 2.0)), bo = bufs.zeros(n);
+  double a = 1.5;
+  long long nn = n;
+  void* args[] = {&bx.handle, &by.handle, &bo.handle, &a, &nn};
+  Kernel* k = be->kernel(m, "t_axpy");
+  CHECK(be->capture_id() == 0);
+  be->begin_capture();
+  be->launch(k, 1, 8, args);
+  be->end_capture();
+  const uint64_t first = be->capture_id();
+  CHECK(first != 0);
+
+  be->begin_capture();
+  CHECK_THROWS_WITH(be->launch(k, 0, 8, args), Catch::Contains("grid 0"));
+  CHECK_THROWS_WITH(be->end_capture(), Catch::Contains("invalidated") && Catch::Contains("grid 0"));
+  CHECK(be->capture_id() == first);  // the previous episode stays, as on CUDA
+  be->replay();
+  CHECK(same_bits(bufs.get(bo), ref_axpy(inputs(n, 1.0), inputs(n, 2.0), 1.5)));
+
+  be->begin_capture();
+  CHECK_THROWS_AS(be->launch(k, 1, 2000, args), gr::Error);
+  be->abort_capture();  // quiet, records nothing
+  be->abort_capture();  // no-op outside a capture
+  CHECK(be->capture_id() == first);
+  be->begin_capture();  // the backend is usable again
+  be->end_capture();
+  const uint64_t second = be->capture_id();
+  CHECK(second != 0);
+  CHECK(second != first);
+
+  be->clear_capture();
+  CHECK_FALSE(be->has_capture());
+  CHECK(be->capture_id() == 0);
+  CHECK_THROWS_AS(be->replay(), gr::Error);
+}
+
 TEST_CASE("host backend: modules are cached on disk by content", "[device]") {
   TempDir dir;
   HostOptions o;

@@ -52,11 +52,21 @@ class Backend {
   virtual void synchronize() = 0;  // wait for every launch so far (no-op during a capture)
   // Between begin_capture and end_capture, launches (and only launches) are recorded into one
   // replayable episode instead of running, like CUDA stream capture. A new capture replaces the
-  // previous episode.
+  // previous episode. A launch that fails inside a capture invalidates it, as on CUDA: end_capture
+  // then throws and keeps no new episode, so error paths call abort_capture instead.
   virtual void begin_capture() = 0;
   virtual void end_capture() = 0;
   virtual void replay() = 0;  // run the captured episode (throws when there is none)
   virtual bool has_capture() const = 0;
+  // Names the episode held: a new number at every end_capture that succeeds, 0 when there is none.
+  // Several programs share one backend; each keeps the number of its own capture, so none replays
+  // an episode another one captured later (buffers it does not own, a graph it did not plan).
+  virtual uint64_t capture_id() const = 0;
+  // Ends a capture in progress without raising its errors and records nothing (the episode held
+  // before it stays). No-op outside a capture; never throws: for error paths.
+  virtual void abort_capture() noexcept = 0;
+  // Drops the episode held (CUDA: destroys the graph). Never throws: for an owner going away.
+  virtual void clear_capture() noexcept = 0;
 };
 
 struct HostOptions {

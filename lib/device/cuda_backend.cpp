@@ -327,11 +327,33 @@ class CudaBackend final : public Backend {
     bind();
     capturing_ = false;
     CUgraph graph = nullptr;
-    check(d_.cuStreamEndCapture(stream_, &graph), "cuStreamEndCapture");
+    const CUresult r = d_.cuStreamEndCapture(stream_, &graph);
+    if (r != kSuccess) {  // e.g. invalidated by a failed launch: the previous episode stays
+      if (graph) d_.cuGraphDestroy(graph);
+      check(r, "cuStreamEndCapture");
+    }
     drop_episode();
     graph_ = graph;
     check(d_.cuGraphInstantiateWithFlags(&exec_, graph_, 0), "cuGraphInstantiateWithFlags");
+    episode_id_ = ++captures_;
   }
+
+  void abort_capture() noexcept override {
+    if (!capturing_) return;
+    capturing_ = false;
+    // Ends the stream's capture whatever invalidated it; its error code is the abort's, not news.
+    if (d_.cuCtxSetCurrent(ctx_) != kSuccess) return;
+    CUgraph graph = nullptr;
+    d_.cuStreamEndCapture(stream_, &graph);
+    if (graph) d_.cuGraphDestroy(graph);
+  }
+
+  void clear_capture() noexcept override {
+    if (d_.cuCtxSetCurrent(ctx_) != kSuccess) return;
+    drop_episode();
+  }
+
+  uint64_t capture_id() const override { return episode_id_; }
 
   void replay() override {
     if (capturing_) throw gr::Error("cuda backend: replay during a capture");
@@ -384,6 +406,7 @@ class CudaBackend final : public Backend {
     if (graph_) d_.cuGraphDestroy(graph_);
     exec_ = nullptr;
     graph_ = nullptr;
+    episode_id_ = 0;
   }
 
   const Driver& d_;
@@ -395,6 +418,7 @@ class CudaBackend final : public Backend {
   CUstream stream_ = nullptr;
   CUgraph graph_ = nullptr;
   CUgraphExec exec_ = nullptr;
+  uint64_t captures_ = 0, episode_id_ = 0;  // episodes made so far; the one exec_ holds (0: none)
   bool capturing_ = false;
   std::unordered_map<std::string, std::unique_ptr<Module>> modules_;
   std::map<std::pair<Module*, std::string>, std::unique_ptr<Kernel>> kernels_;

@@ -172,8 +172,18 @@ class HostBackend final : public Backend {
   }
 
   void launch(Kernel* k, unsigned grid, unsigned block, void** args) override {
-    check_launch(k, grid, block, args);
-    if (!capturing_) return execute(k, grid, block, args);
+    if (!capturing_) {
+      check_launch(k, grid, block, args);
+      return execute(k, grid, block, args);
+    }
+    try {
+      check_launch(k, grid, block, args);
+    } catch (const std::exception& e) {
+      // As on CUDA, an illegal launch invalidates the capture around it: end_capture must fail, so
+      // callers that end a failed capture with it (instead of abort_capture) are caught here too.
+      if (invalid_.empty()) invalid_ = e.what();
+      throw;
+    }
     Recorded r{k, grid, block, std::vector<uint64_t>(k->nargs)};
     for (unsigned i = 0; i < k->nargs; ++i) std::memcpy(&r.args[i], args[i], 8);
     recording_.push_back(std::move(r));
@@ -185,15 +195,36 @@ class HostBackend final : public Backend {
     if (capturing_) throw gr::Error("host backend: begin_capture while a capture is open");
     capturing_ = true;
     recording_.clear();
+    invalid_.clear();
   }
 
   void end_capture() override {
     if (!capturing_) throw gr::Error("host backend: end_capture without begin_capture");
     capturing_ = false;
+    if (!invalid_.empty()) {
+      recording_.clear();
+      throw gr::Error("host backend: end_capture: the capture was invalidated by an error inside it (" + invalid_ +
+                      ")");
+    }
     episode_ = std::move(recording_);
     recording_.clear();
     has_episode_ = true;
+    episode_id_ = ++captures_;
   }
+
+  void abort_capture() noexcept override {
+    capturing_ = false;
+    recording_.clear();
+    invalid_.clear();
+  }
+
+  void clear_capture() noexcept override {
+    episode_.clear();
+    has_episode_ = false;
+    episode_id_ = 0;
+  }
+
+  uint64_t capture_id() const override { return episode_id_; }
 
   void replay() override {
     if (capturing_) throw gr::Error("host backend: replay during a capture");
@@ -284,6 +315,8 @@ class HostBackend final : public Backend {
   std::unordered_map<uint64_t, size_t> buffers_;
   bool capturing_ = false, has_episode_ = false;
   std::vector<Recorded> recording_, episode_;
+  std::string invalid_;                        // the first launch error inside the open capture
+  uint64_t captures_ = 0, episode_id_ = 0;     // episodes made so far; the one held (0: none)
 };
 
 }  // namespace

@@ -95,7 +95,7 @@ class FusedProgram {
   // backend's previous capture (including one made by prog.capture_episode).
   void capture_episode(replay::DeviceOptimizer* opt = nullptr);
   void run_episode(replay::DeviceOptimizer* opt = nullptr);  // opt->prepare() + backend.replay()
-  bool has_episode() const { return captured_; }
+  bool has_episode() const { return episode_id_ != 0 && be_.capture_id() == episode_id_; }  // as replay::Program
 
   size_t forward_launches() const { return plan_.fwd_fused; }
   size_t backward_launches() const { return plan_.bwd_fused; }
@@ -120,7 +120,7 @@ class FusedProgram {
   device::Module* module_ = nullptr;
   device::Buffer table_;
   std::vector<Step> fwd_, bwd_;
-  bool captured_ = false;
+  uint64_t episode_id_ = 0;  // backend.capture_id() of this program's capture (0: none)
   const replay::DeviceOptimizer* episode_opt_ = nullptr;
 };
 

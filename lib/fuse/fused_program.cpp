@@ -72,6 +72,7 @@ FusedProgram::FusedProgram(replay::Program& prog, Plan plan) : prog_(prog), be_(
 }
 
 FusedProgram::~FusedProgram() {
+  if (episode_id_ != 0 && be_.capture_id() == episode_id_) be_.clear_capture();  // it launches into table_
   try {
     be_.free(table_);
   } catch (...) {
@@ -96,23 +97,25 @@ void FusedProgram::forward() { run(fwd_, true); }
 void FusedProgram::backward() { run(bwd_, false); }
 
 void FusedProgram::capture_episode(replay::DeviceOptimizer* opt) {
-  captured_ = false;
+  episode_id_ = 0;
   be_.begin_capture();
   try {
     run(fwd_, true);
     run(bwd_, false);
     if (opt) opt->run_launches();
   } catch (...) {
-    be_.end_capture();
+    be_.abort_capture();  // not end_capture: its CAPTURE_INVALIDATED would replace this error
     throw;
   }
   be_.end_capture();
-  captured_ = true;
+  episode_id_ = be_.capture_id();
   episode_opt_ = opt;
 }
 
 void FusedProgram::run_episode(replay::DeviceOptimizer* opt) {
-  if (!captured_ || !be_.has_capture()) throw Error("fuse: run_episode: no captured episode (call capture_episode first)");
+  if (episode_id_ == 0 || !be_.has_capture()) throw Error("fuse: run_episode: no captured episode (call capture_episode first)");
+  if (be_.capture_id() != episode_id_)
+    throw Error("fuse: run_episode: the backend's episode was captured by another program since (call capture_episode again)");
   if (opt != episode_opt_) throw Error("fuse: run_episode: the episode was captured with a different optimizer (or none)");
   if (opt) opt->prepare();
   be_.replay();

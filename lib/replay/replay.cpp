@@ -170,6 +170,8 @@ Program::Program(device::Backend& backend, const Tape& tape, Var loss, ReplayOpt
 }
 
 Program::~Program() {
+  // The episode launches into the buffers freed below: it must not outlive them.
+  if (episode_id_ != 0 && be_.capture_id() == episode_id_) be_.clear_capture();
   try {
     be_.free(vals_);
     be_.free(grads_);
@@ -316,24 +318,29 @@ void Program::sync_params_to(Tape& tape) {
 
 void Program::capture_episode(DeviceOptimizer* opt) {
   if (opt && &opt->prog_ != this) throw Error("replay: capture_episode: the optimizer belongs to another program");
-  episode_captured_ = false;
+  episode_id_ = 0;
   be_.begin_capture();
   try {
     run(fwd_);
     run(bwd_);
     if (opt) run(opt->launches_);
   } catch (...) {
-    be_.end_capture();
+    // Not end_capture: a failed launch invalidates a CUDA capture, and ending it would throw
+    // CAPTURE_INVALIDATED in place of the error that says what went wrong.
+    be_.abort_capture();
     throw;
   }
   be_.end_capture();
-  episode_captured_ = true;
+  episode_id_ = be_.capture_id();
   episode_opt_ = opt;
 }
 
 void Program::run_episode(DeviceOptimizer* opt) {
-  if (!episode_captured_ || !be_.has_capture())
+  if (episode_id_ == 0 || !be_.has_capture())
     throw Error("replay: run_episode: no captured episode (call capture_episode first)");
+  if (be_.capture_id() != episode_id_)
+    throw Error("replay: run_episode: the backend's episode was captured by another program since (call "
+                "capture_episode again)");
   if (opt != episode_opt_)
     throw Error("replay: run_episode: the episode was captured with a different optimizer (or none)");
   if (opt) opt->prepare();

@@ -73,11 +73,15 @@ class Program {
   void sync_params_to(Tape& tape);
 
   // Records forward + backward (+ the optimizer's device half when opt is given) as one episode
-  // with backend.begin_capture/end_capture (on CUDA: one graph). Replaces a previous capture.
+  // with backend.begin_capture/end_capture (on CUDA: one graph). Replaces a previous capture. An
+  // error inside the capture is rethrown as itself (the capture is aborted, not ended).
   void capture_episode(DeviceOptimizer* opt = nullptr);
-  bool has_episode() const { return episode_captured_; }
+  // The backend holds this program's episode: false again once another program (or a
+  // FusedProgram) captured on the same backend since. Destroying the program drops its episode.
+  bool has_episode() const { return episode_id_ != 0 && be_.capture_id() == episode_id_; }
   // One captured episode: opt->prepare() (host half: t, lr_t, ctl upload) then backend.replay().
-  // Pass the optimizer the episode was captured with (or nullptr if none).
+  // Pass the optimizer the episode was captured with (or nullptr if none). Throws when the
+  // backend's episode is not this program's (see has_episode).
   void run_episode(DeviceOptimizer* opt = nullptr);
 
   // ---- introspection ----------------------------------------------------------------------------
@@ -161,7 +165,7 @@ class Program {
   std::vector<Launch> fwd_, bwd_;
   std::vector<size_t> fwd_at_;                      // node id -> first launch in fwd_ (size n + 1)
   std::vector<std::pair<size_t, size_t>> bwd_at_;   // node id -> [begin, end) in bwd_
-  bool episode_captured_ = false;
+  uint64_t episode_id_ = 0;  // backend.capture_id() of this program's capture (0: none)
   const DeviceOptimizer* episode_opt_ = nullptr;
 };
 
