@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "emit/bind_expr.h"
 #include "emit/kernel_text.h"
 
 namespace gr {
@@ -69,12 +70,16 @@ std::string hex_bits(uint64_t b) {
   return s;
 }
 
-// Text for a // comment: no control characters (a line break would end the comment) and no
-// backslash (a backslash before the line break would splice the next line of code into it).
+// Text for a // comment: no control characters (a line break would end the comment), no backslash
+// (a backslash before the line break would splice the next line of code into it) and no "??"
+// (the trigraph ??/ is a backslash to a compiler that still reads trigraphs, e.g. -std=c++11).
 std::string comment_text(std::string s) {
-  for (char& c : s)
+  for (size_t i = 0; i < s.size(); ++i) {
+    char& c = s[i];
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
     else if (c == '\\') c = '/';
+    else if (c == '?' && i > 0 && s[i - 1] == '?') c = '.';
+  }
   return s;
 }
 
@@ -104,6 +109,7 @@ class Emitter {
   const Tape& t_;
   int32_t loss_ = -1;
   std::map<int32_t, int> param_index_;  // node id → j
+  std::map<int32_t, std::string> bound_;  // node id → the bind grammar's re-print of its expression
   std::vector<char> cone_, reached_;
 
   // ---- names -----------------------------------------------------------------------------------
@@ -129,7 +135,7 @@ class Emitter {
     if (!r_.tape->ok()) throw Error("emit: the tape is poisoned: " + r_.tape->error());
     loss_ = r_.loss.id;
     if (loss_ < 0 || loss_ >= t_.size()) throw Error("emit: the loss is not a node of the tape");
-    if (r_.function.empty()) throw Error("emit: empty function name");
+    if (const std::string why = function_name_problem(r_.function); !why.empty()) throw Error("emit: " + why);
     for (size_t j = 0; j < r_.params.size(); ++j) {
       const int32_t id = r_.params[j].id;
       if (id < 0 || id >= t_.size() || t_.node(id).op != Op::Param)
@@ -144,6 +150,13 @@ class Emitter {
       if (id < 0 || id >= t_.size()) throw Error("emit: a binding names node " + std::to_string(id) + ", not on the tape");
       if (t_.node(id).op != Op::Const) fail(id, "only constant leaves (data inputs) bind to C expressions");
       if (expr.empty()) fail(id, "empty C expression");
+      // Bound expressions are pasted into the source: only the bind grammar's re-print goes
+      // there, whoever built the request (docs/security.md).
+      try {
+        bound_[id] = parse_bind(expr, r_.signature, static_cast<int64_t>(r_.params.size()));
+      } catch (const BindError& e) {
+        fail(id, "emit.bind expression refused: " + std::string(e.what()));
+      }
     }
   }
 
@@ -191,8 +204,8 @@ class Emitter {
   std::string leaf_expr(int32_t id) const {
     const Node& n = t_.node(id);
     if (n.op == Op::Param) return "p[" + std::to_string(param_index_.at(id)) + "]";
-    auto it = r_.bound.find(id);
-    if (it != r_.bound.end()) {
+    auto it = bound_.find(id);
+    if (it != bound_.end()) {
       const std::string& e = it->second;
       const bool plain = std::all_of(e.begin(), e.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
       return plain ? e : "(" + e + ")";  // an identifier stands alone; anything else gets parentheses

@@ -1,10 +1,14 @@
 // spec.cpp — JSON text → Spec, checking keys, types, ranges, ops, attributes and names.
 #include "spec/spec.h"
 
+#include "emit/bind_expr.h"
+
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <set>
 
+#include "emit/bind_expr.h"
 #include "spec/atomic_file.h"
 #include "spec/json_reader.h"
 #include "tensor/sha256.h"
@@ -55,6 +59,14 @@ nlohmann::ordered_json parse_json(const std::string& text, const std::string& fi
 }
 
 namespace {
+
+constexpr size_t kMaxNameLength = 256;
+
+// Names travel into messages, file names and generated comments: printable, bounded.
+bool printable_name(const std::string& name) {
+  return !name.empty() && name.size() <= kMaxNameLength &&
+         std::none_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
 
 std::vector<int64_t> read_shape(const JsonAt& j) {
   std::vector<int64_t> dims = j.integers(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
@@ -270,12 +282,18 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   s.sha256 = sha256_hex(text);
   if (root.at("gradrun").integer() != 1) root.at("gradrun").fail("unsupported format version (this gradrun reads 1)");
   s.name = root.has("name") ? root.at("name").str() : std::filesystem::path(path).stem().string();
+  if (root.has("name") && !printable_name(s.name))
+    root.at("name").fail("name \"" + printable(s.name) + "\" must be 1 to " + std::to_string(kMaxNameLength) +
+                         " characters without control characters");
   if (root.has("description")) root.at("description").str();
   if (root.has("seed")) s.seed = static_cast<uint64_t>(root.at("seed").integer(0));
   if (root.has("data")) s.data = read_data(root.at("data"), s.dir);
 
   std::set<std::string> names;  // one name space: inputs, params, consts, node ids
   auto define = [&](const std::string& name, const JsonAt& at) {
+    if (!printable_name(name))
+      at.fail("name \"" + printable(name) + "\" must be 1 to " + std::to_string(kMaxNameLength) +
+              " characters without control characters");
     if (!names.insert(name).second) at.fail("name \"" + name + "\" is already defined");
   };
   if (s.data)
@@ -420,17 +438,32 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   if (root.has("emit")) {
     const JsonAt e = root.at("emit");
     e.only_keys({"bind", "signature", "function"});
-    if (e.has("bind")) {
-      const JsonAt b = e.at("bind");
-      if (!b.is_object()) b.fail("expected an object {leaf: \"C expression\"}");
-      for (auto it = b.json().begin(); it != b.json().end(); ++it) s.emit.bind[it.key()] = b.at(it.key()).str();
-    }
     if (e.has("signature")) {
       s.emit.signature = e.at("signature").str();
       if (s.emit.signature != "dataset" && s.emit.signature != "params")
         e.at("signature").fail("unknown signature \"" + s.emit.signature + "\" (known: dataset, params)");
     }
-    if (e.has("function")) s.emit.function = e.at("function").str();
+    if (e.has("bind")) {
+      const JsonAt b = e.at("bind");
+      if (!b.is_object()) b.fail("expected an object {leaf: \"C expression\"}");
+      // A bind reaches a compiler (emit-cuda --verify): every spec that holds one is checked against
+      // the bind grammar when it is read, whatever the command (docs/security.md).
+      const EmitSignature sig = s.emit.signature == "params" ? EmitSignature::Params : EmitSignature::Dataset;
+      for (auto it = b.json().begin(); it != b.json().end(); ++it) {
+        const JsonAt one = b.at(it.key());
+        s.emit.bind[it.key()] = one.str();
+        try {
+          parse_bind(s.emit.bind[it.key()], sig, -1);
+        } catch (const BindError& err) {
+          one.fail(err.what());
+        }
+      }
+    }
+    if (e.has("function")) {
+      s.emit.function = e.at("function").str();
+      // It is pasted into source as the function's name: a C identifier, nothing else.
+      if (const std::string why = function_name_problem(s.emit.function); !why.empty()) e.at("function").fail(why);
+    }
   }
   return s;
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "emit/bind_expr.h"
 #include "train/host_build.h"
 #include "spec/errors.h"
 #include "spec/init.h"
@@ -20,16 +21,6 @@ std::string pointer_key(const std::string& key) {  // RFC 6901
   std::string s;
   for (char c : key) s += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
   return s;
-}
-
-bool is_identifier(const std::string& s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-}
-
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
 }
 
 std::string show(double d) {
@@ -51,8 +42,8 @@ SpecEmitter::SpecEmitter(const Spec& spec) : spec_(spec) {
   spec_.train.batch_size = 1;
   if (spec_.data) spec_.data->validation = 0.0;
   const std::string& file = spec_.path;
-  if (!is_identifier(spec_.emit.function))
-    throw InputError(file, "/emit/function", "\"" + spec_.emit.function + "\" is not a C identifier");
+  if (const std::string why = function_name_problem(spec_.emit.function); !why.empty())
+    throw InputError(file, "/emit/function", why);
 
   data_ = load_datasets(spec_);
   program_ = resolve_program(spec_, data_.train);
@@ -103,12 +94,13 @@ SpecEmitter::SpecEmitter(const Spec& spec) : spec_(spec) {
       throw InputError(file, place,
                        "\"" + name + "\" holds " + std::to_string(tape_.node(leaf).numel()) +
                            " values per example; a C expression gives one");
-    if (trim(expr).empty()) throw InputError(file, place, "empty C expression");
-    if (expr.find_first_of(";{}\n\r\\") != std::string::npos || expr.find("//") != std::string::npos ||
-        expr.find("/*") != std::string::npos)
-      throw InputError(file, place,
-                       "a bind is one C expression (no ';', braces, backslashes, comments or line breaks): \"" + expr + "\"");
-    binds_.emplace_back(leaf.id, trim(expr));
+    // The bind grammar (emit/bind_expr.h): what reaches the source is the parser's re-print.
+    const EmitSignature sig = spec_.emit.signature == "params" ? EmitSignature::Params : EmitSignature::Dataset;
+    try {
+      binds_.emplace_back(leaf.id, parse_bind(expr, sig, static_cast<int64_t>(params_.size())));
+    } catch (const BindError& e) {
+      throw InputError(file, place, e.what());
+    }
   }
   std::sort(binds_.begin(), binds_.end());
   for (size_t k = 0; k < binds_.size(); ++k)
