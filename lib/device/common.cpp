@@ -78,22 +78,6 @@ std::string hash_parts(std::initializer_list<std::string_view> parts) {
 
 // ---- cache files -----------------------------------------------------------------------------
 
-std::string resolve_cache_dir(const std::string& configured) {
-  if (!configured.empty()) return configured;
-  if (const char* v = std::getenv("GRADRUN_CACHE"); v && *v) return v;
-  if (const char* v = std::getenv("XDG_CACHE_HOME"); v && *v) return std::string(v) + "/gradrun";
-  if (const char* v = std::getenv("HOME"); v && *v) return std::string(v) + "/.cache/gradrun";
-  return "/tmp/gradrun-cache-" + std::to_string(getuid());
-}
-
-void make_dirs(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::create_directories(path, ec);
-  if (ec) throw gr::Error("cannot create cache directory " + path + ": " + ec.message());
-}
-
-bool file_exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw gr::Error("cannot read " + path);

@@ -211,7 +211,9 @@ class CudaBackend final : public Backend {
     const std::string path = root_ + "/" + key + (cubin ? ".cubin" : ".ptx");
     const bool cached = file_exists(path);
     CUmodule mod = nullptr;
-    CUresult r = load(cached ? read_file(path) : build(text, name, path), cubin, &mod);
+    // A cached image is used only when it is ours alone and its seal matches (cache.cpp); an
+    // unsealed or altered one loads as nothing, fails, and is rebuilt below.
+    CUresult r = load(cached ? read_sealed_module(path).value_or("") : build(text, name, path), cubin, &mod);
     if (r != kSuccess && cached) {  // a damaged cache entry: rebuild once
       std::remove(path.c_str());
       r = load(build(text, name, path), cubin, &mod);
@@ -378,7 +380,7 @@ class CudaBackend final : public Backend {
   std::string build(const std::string& text, const std::string& name, const std::string& path) {
     std::string image = nvrtc_compile(text, name, target_, nullptr);
     make_dirs(root_);
-    write_file_atomic(path, image);
+    write_file_atomic(path, seal_module(image));
     return image;
   }
 

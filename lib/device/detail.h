@@ -3,6 +3,7 @@
 #include "tensor/sha256.h"
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,9 +51,30 @@ using gr::Sha256;  // tensor/sha256.h
 // A fixed-width, unambiguous encoding of several strings for hashing (length-prefixed).
 std::string hash_parts(std::initializer_list<std::string_view> parts);
 
+// ---- the module cache (cache.cpp; docs/security.md) ----
+// The cache root: configured, else $GRADRUN_CACHE, $XDG_CACHE_HOME/gradrun, ~/.cache/gradrun, else
+// /tmp/gradrun-cache-<uid> made private (private_tmp_dir).
 std::string resolve_cache_dir(const std::string& configured);
-void make_dirs(const std::string& path);  // mkdir -p; throws gr::Error naming the path
+// mkdir -p with mode 0700, then checks that the folder and its parent are ours and not writable by
+// group or others; throws gr::Error (one line, naming the path) otherwise.
+void make_dirs(const std::string& path);
+// Whether a cache file exists; throws gr::Error when it does but is not ours alone (see
+// check_cache_file), so nothing planted is used or built upon.
 bool file_exists(const std::string& path);
+// mkdir(path, 0700), or when it exists, accepts it only as our own folder of mode 0700 (not a link).
+std::string private_tmp_dir(const std::string& path);
+// Why a cache folder (want_dir) or file is unsafe to use for the user expected_uid, or "".
+std::string cache_entry_problem(const std::string& path, bool want_dir, unsigned expected_uid);
+void check_cache_dir(const std::string& path);   // throws gr::Error when cache_entry_problem says so
+void check_cache_file(const std::string& path);  // same, for a file (no links)
+// Seals module bytes: appends "\nGRADRUN-SHA256:<hex of the bytes>\n".
+std::string seal_module(std::string bytes);
+void seal_module_file(const std::string& path);  // the same, to a file in place (atomically)
+// A cached module's bytes without the seal; nullopt (and *why) when the seal is missing or does
+// not match (the caller rebuilds it). Throws gr::Error when the file is not ours alone.
+std::optional<std::string> read_sealed_module(const std::string& path, std::string* why = nullptr);
+// read_sealed_module, then dlopen(RTLD_NOW | RTLD_LOCAL); nullptr with *why on failure.
+void* open_cached_module(const std::string& so, std::string* why);
 std::string read_file(const std::string& path);  // throws gr::Error
 // Writes via a temp file in the same directory and rename(2), so readers never see a torn file.
 void write_file_atomic(const std::string& path, std::string_view data);

@@ -96,13 +96,14 @@ class HostBackend final : public Backend {
     const std::string src = root_ + "/" + key + ".cpp";
     bool fresh = false;
     if (!file_exists(so)) build(text, name, src, so), fresh = true;
-    void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    std::string load_error;
+    void* handle = open_cached_module(so, &load_error);  // owner, mode and seal checked first (cache.cpp)
     if (!handle && !fresh) {  // a damaged cache entry (e.g. a disk that filled up): rebuild once
       std::remove(so.c_str());
       build(text, name, src, so);
-      handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+      handle = open_cached_module(so, &load_error);
     }
-    if (!handle) throw gr::Error("host backend: cannot load kernel module '" + name + "': " + dlerror());
+    if (!handle) throw gr::Error("host backend: cannot load kernel module '" + name + "': " + load_error);
     // A module must not change the floating-point environment (a -ffast-math constructor would
     // switch FTZ/DAZ on for the whole process; DESIGN §8).
     if (const std::string why = gr::fp_environment_problem(); !why.empty()) {
@@ -256,6 +257,7 @@ class HostBackend final : public Backend {
       throw gr::Error("host backend: compiling kernel module '" + name + "' failed (" + compiler_[0] +
                       " exit status " + std::to_string(rc) + "; source " + src + "):\n" + first_lines(out, 20));
     }
+    seal_module_file(tmp);  // its SHA-256, checked before every load
     if (std::rename(tmp.c_str(), so.c_str()) != 0) {
       std::remove(tmp.c_str());
       throw gr::Error("host backend: cannot move the compiled module into the cache at " + so);
