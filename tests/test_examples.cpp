@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include "spec/atomic_file.h"
 #include "spec/safetensors.h"
@@ -150,8 +151,9 @@ TEST_CASE("every example trains on the host device, per-node and fused, to the C
 }
 
 TEST_CASE("an f32 device program stays within a documented tolerance of the f64 tape", "[examples][device]") {
-  // docs/replay.md: f32 replay tracks the f64 loss trace to ~1e-5 relative on these examples.
-  for (const char* spec : {"iris", "digits"}) {
+  // The gates are about 5x the measured worst relative loss difference over 5 epochs (iris 3.29e-7
+  // over 20 steps, digits 1.04e-6 over 110), so an f32 kernel that loses precision fails here.
+  for (const auto& [spec, gate] : {std::pair{"iris", 2e-6}, std::pair{"digits", 5e-6}}) {
     INFO(spec);
     const std::string f64 = fresh_dir(std::string("f64-") + spec), f32 = fresh_dir(std::string("f32-") + spec);
     const TrainResult a = run(spec, f64, 5);
@@ -161,7 +163,7 @@ TEST_CASE("an f32 device program stays within a documented tolerance of the f64 
     for (size_t i = 0; i < a.log.step_loss.size(); ++i)
       worst = std::max(worst, std::fabs(a.log.step_loss[i] - b.log.step_loss[i]) / std::fabs(a.log.step_loss[i]));
     std::printf("f32 vs f64 %-8s worst relative loss difference over %zu steps: %.3g\n", spec, a.log.step_loss.size(), worst);
-    CHECK(worst < 1e-3);
+    CHECK(worst <= gate);
     CHECK(worst > 0);  // it really ran in f32
     fs::remove_all(f64);
     fs::remove_all(f32);

@@ -252,6 +252,10 @@ namespace {
 
 // The f32 sweep: every node's value and gradient within a tolerance of the f64 tape; returns the
 // bytes of every value and gradient (as downloaded doubles) for the determinism check.
+// Measured worst (fixed seeds, host and CUDA give the same bytes): 8.89e-7 of the node's scale
+// (max(1, max |v|)). The gate is 5.6x that: an op whose f32 error grows by an order of magnitude
+// fails, where the old 1e-5 let an 11x regression pass.
+constexpr double kF32SweepTol = 5e-6;
 std::vector<double> sweep_case_f32(device::Backend& be, const SweepCase& c, uint64_t seed, replay::ReplayOptions ro,
                                    double* worst) {
   INFO("case: " << c.name);
@@ -285,7 +289,7 @@ std::vector<double> sweep_case_f32(device::Backend& be, const SweepCase& c, uint
       for (size_t e = 0; e < dv.size(); ++e) {
         const double err = std::fabs(dv[e] - ref[e]) / scale;
         *worst = std::max(*worst, err);
-        CHECK(err <= 1e-5);
+        CHECK(err <= kF32SweepTol);
       }
       all.insert(all.end(), dv.begin(), dv.end());
     }
@@ -295,7 +299,7 @@ std::vector<double> sweep_case_f32(device::Backend& be, const SweepCase& c, uint
 
 }  // namespace
 
-TEST_CASE("replay f32: every op within 1e-5 (relative to the node's scale) of the f64 tape, and the same bytes "
+TEST_CASE("replay f32: every op within 5e-6 (relative to the node's scale) of the f64 tape, and the same bytes "
           "at any launch geometry", "[replay][f32]") {
   auto be1 = host();
   auto bef = host(true);

@@ -98,7 +98,7 @@ TEST_CASE("replay f32: 40 episodes of Adam + L2 + clip track the f64 tape", "[re
     const double rel = std::fabs(prog.loss() - cpu.losses[i]) / std::fabs(cpu.losses[i]);
     worst = std::max(worst, rel);
     INFO("episode " << i << ": f64 " << cpu.losses[i] << " f32 " << prog.loss());
-    CHECK(rel <= 1e-4);
+    CHECK(rel <= 1e-6);  // measured worst 1.95e-7 over the 40 episodes: gate 5.1x that (was 1e-4)
     ++i;
   }
   std::printf("replay f32 Adam run: worst relative loss difference to the f64 tape %.3g\n", worst);
