@@ -1,18 +1,25 @@
 // bench_replay — the reference autoencoder (6-64-32-64-6 tanh, batch 200, MSE, Adam) for N
-// episodes three ways: the CPU tape, per-node device launches, and the captured episode (one
-// replay per step). The reference measured 1388 / 303 / 236 ms for 360 episodes on an RTX 4090.
+// episodes four ways: the CPU tape, per-node device launches, the captured episode (one replay per
+// step; on CUDA one graph, cuGraphLaunch), and fused kernels in a captured episode. The reference
+// measured 1388 / 303 / 236 ms for 360 episodes on an RTX 4090 (the first three).
 //
 //   bench_replay [--backend host|cuda] [--episodes N] [--block B]
-// Prints ms per run and per episode, launches per episode, and checks the three paths end on the
-// same parameter bytes (f64).
+//   bench_replay --nvrtc        NVRTC compile times of the modules a CUDA run builds (no GPU needed)
+// Prints ms per run and µs per episode, launches per episode, the setup time of each device path
+// (capture, compile or disk-cache fetch, upload), and checks that the four paths end on the same
+// parameter bytes (f64). Exit 1 when they do not, 3 on an error (no GPU, no NVRTC).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "device/backend.h"
+#include "device/detail.h"
+#include "device/nvrtc.h"
+#include "fuse/fuse.h"
 #include "grad/optimizer.h"
 #include "replay/replay.h"
 
@@ -74,18 +81,48 @@ std::vector<double> params_of(Tape& t, const std::vector<Var>& ps) {
   return out;
 }
 
+// Times NVRTC on each module a CUDA training run of the autoencoder compiles, to sm_90 cubin (what the
+// CUDA backend loads on an H100/H200) and compute_90 PTX, with no cache: the cost of a cold start.
+int nvrtc_times() {
+  Ae d;
+  const Var loss = d.record();
+  auto host = device::make_host_backend();
+  replay::Program prog(*host, d.tape, loss);
+  const fuse::Plan plan = fuse::plan(prog);
+  std::printf("NVRTC %s, no cache, --fmad=false\n", device::detail::nvrtc_version().c_str());
+  std::printf("  %-40s %10s %10s %10s\n", "module", "KiB text", "sm_90 ms", "PTX ms");
+  const std::pair<const char*, const std::string*> mods[] = {
+      {"per-node kernels, f64 (gr_replay_f64)", &replay::kernel_source(replay::DType::F64)},
+      {"per-node kernels, f32 (gr_replay_f32)", &replay::kernel_source(replay::DType::F32)},
+      {"fused autoencoder, f64 (per-node + fused)", &plan.source}};
+  for (const auto& [what, src] : mods) {
+    const std::string text = device::detail::module_text(*src, "bench.cu");
+    auto t0 = Clock::now();
+    device::detail::nvrtc_compile(text, "bench.cu", "sm_90", nullptr);
+    const double cubin = ms_since(t0);
+    t0 = Clock::now();
+    device::detail::nvrtc_compile(text, "bench.cu", "compute_90", nullptr);
+    std::printf("  %-40s %10.1f %10.1f %10.1f\n", what, text.size() / 1024.0, cubin, ms_since(t0));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string backend_kind = "host";
   int episodes = 360;
   unsigned block = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool nvrtc = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--nvrtc")) nvrtc = true;
+    if (i + 1 >= argc) continue;
     if (!std::strcmp(argv[i], "--backend")) backend_kind = argv[i + 1];
     if (!std::strcmp(argv[i], "--episodes")) episodes = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--block")) block = static_cast<unsigned>(std::atoi(argv[i + 1]));
   }
   try {
+    if (nvrtc) return nvrtc_times();
     auto sel = device::select_backend(backend_kind);
     device::Backend& be = *sel.backend;
     // 1. CPU tape.
@@ -100,26 +137,36 @@ int main(int argc, char** argv) {
       cpu.tape.reset_to(cpu.mark);
     }
     const double ms_cpu = ms_since(t0);
-    // 2. Per-node launches and 3. the captured episode, each from fresh parameters.
-    double ms_dev[2];
-    size_t launches = 0;
-    std::vector<double> final_params[2];
-    for (int mode = 0; mode < 2; ++mode) {
+    // 2. Per-node launches, 3. the captured episode, 4. fused + captured; each from fresh parameters.
+    const char* names[3] = {"per-node replay", "captured episode", "fused + captured"};
+    double ms_dev[3], ms_setup[3];
+    size_t launches[3];
+    std::vector<double> final_params[3];
+    for (int mode = 0; mode < 3; ++mode) {
       Ae d;
       Optimizer o = Optimizer::adam(1e-3);
       for (Var p : d.params) o.add(d.tape, p);
       const Var loss = d.record();
       replay::ReplayOptions ro;
       ro.block = block;
+      t0 = Clock::now();
       replay::Program prog(be, d.tape, loss, ro);
       replay::DeviceOptimizer dopt(prog, o);
       d.tape.reset_to(d.mark);
+      std::unique_ptr<fuse::FusedProgram> fp;
+      if (mode == 2) fp = std::make_unique<fuse::FusedProgram>(prog, fuse::plan(prog));
       if (mode == 1) prog.capture_episode(&dopt);
-      launches = prog.forward_launches() + prog.backward_launches() + dopt.launches_per_step();
+      if (mode == 2) fp->capture_episode(&dopt);
+      be.synchronize();
+      ms_setup[mode] = ms_since(t0);
+      launches[mode] = mode == 2 ? fp->launches_per_episode(&dopt)
+                                 : prog.forward_launches() + prog.backward_launches() + dopt.launches_per_step();
       t0 = Clock::now();
       for (int e = 0; e < episodes; ++e) {
         prog.set_input(d.x, d.batch(e));
-        if (mode == 1) {
+        if (mode == 2) {
+          fp->run_episode(&dopt);
+        } else if (mode == 1) {
           prog.run_episode(&dopt);
         } else {
           prog.forward();
@@ -133,15 +180,15 @@ int main(int argc, char** argv) {
       final_params[mode] = params_of(d.tape, d.params);
     }
     const std::vector<double> ref = params_of(cpu.tape, cpu.params);
-    const bool same = ref == final_params[0] && ref == final_params[1] &&
-                      std::memcmp(ref.data(), final_params[1].data(), ref.size() * sizeof(double)) == 0;
+    bool same = true;
+    for (const auto& f : final_params)
+      same = same && f.size() == ref.size() && std::memcmp(ref.data(), f.data(), ref.size() * sizeof(double)) == 0;
     std::printf("autoencoder 6-64-32-64-6, batch 200, Adam, %d episodes on %s\n", episodes, be.describe().c_str());
-    std::printf("  %-28s %10.1f ms  %8.1f us/episode\n", "CPU tape", ms_cpu, 1e3 * ms_cpu / episodes);
-    std::printf("  %-28s %10.1f ms  %8.1f us/episode  (%zu launches/episode)\n", "per-node replay", ms_dev[0],
-                1e3 * ms_dev[0] / episodes, launches);
-    std::printf("  %-28s %10.1f ms  %8.1f us/episode  (1 replay/episode)\n", "captured episode", ms_dev[1],
-                1e3 * ms_dev[1] / episodes);
-    std::printf("  final parameters bit-equal on all three paths: %s\n", same ? "yes" : "NO");
+    std::printf("  %-20s %10.1f ms  %8.1f us/episode\n", "CPU tape", ms_cpu, 1e3 * ms_cpu / episodes);
+    for (int m = 0; m < 3; ++m)
+      std::printf("  %-20s %10.1f ms  %8.1f us/episode  %4zu launches/episode  setup %.1f ms\n", names[m], ms_dev[m],
+                  1e3 * ms_dev[m] / episodes, launches[m], ms_setup[m]);
+    std::printf("  final parameters bit-equal on all four paths: %s\n", same ? "yes" : "NO");
     return same ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_replay: %s\n", e.what());
