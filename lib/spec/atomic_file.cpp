@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "spec/errors.h"
+#include "spec/limits.h"
 
 namespace gr {
 
@@ -47,6 +48,8 @@ std::string read_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) throw IoError(path, "is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(path, std::string("cannot open: ") + std::strerror(errno));
+  if (const auto size = std::filesystem::file_size(path, ec); !ec)
+    check_memory(static_cast<double>(size), path, "", "reading the file whole");
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw IoError(path, "read failed");

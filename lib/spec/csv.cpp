@@ -3,9 +3,11 @@
 #include <charconv>
 #include <cmath>
 #include <system_error>
+#include <unordered_map>
 
 #include "spec/atomic_file.h"
 #include "spec/errors.h"
+#include "spec/limits.h"
 
 namespace gr {
 
@@ -147,15 +149,22 @@ CsvTable parse_csv(std::string_view text, const std::string& path) {
     split_cells(line, cells, path, lineno);
     if (header_line == 0) {
       header_line = lineno;
+      const int64_t max_cols = resource_limits().csv_columns;
+      if (static_cast<int64_t>(cells.size()) > max_cols)
+        throw InputError(path, line_place(lineno),
+                         "the header has " + std::to_string(cells.size()) + " columns, more than the limit of " +
+                             std::to_string(max_cols) + " (set GRADRUN_MAX_CSV_COLUMNS to change it)");
+      // A map, not a pairwise scan: a header with many columns must not take quadratic time.
+      std::unordered_map<std::string_view, size_t> seen;
       for (size_t c = 0; c < cells.size(); ++c) {
         if (cells[c].empty())
           throw InputError(path, line_place(lineno),
                            "header cell " + std::to_string(c + 1) + " is empty; every column needs a name");
-        for (size_t p = 0; p < c; ++p)
-          if (cells[p] == cells[c])
-            throw InputError(
-                path, line_place(lineno) + ", column \"" + excerpt(cells[c]) + "\"",
-                "duplicate column name (columns " + std::to_string(p + 1) + " and " + std::to_string(c + 1) + ")");
+        const auto [it, fresh] = seen.emplace(cells[c], c);
+        if (!fresh)
+          throw InputError(
+              path, line_place(lineno) + ", column \"" + excerpt(cells[c]) + "\"",
+              "duplicate column name (columns " + std::to_string(it->second + 1) + " and " + std::to_string(c + 1) + ")");
       }
       t.header = cells;
       t.cols = static_cast<int64_t>(cells.size());
@@ -166,6 +175,9 @@ CsvTable parse_csv(std::string_view text, const std::string& path) {
       throw InputError(path, line_place(lineno),
                        "row has " + std::to_string(cells.size()) + " cell" + (cells.size() == 1 ? "" : "s") +
                            " but the header has " + std::to_string(t.header.size()));
+    if (t.values.size() + cells.size() > t.values.capacity())  // only when the table grows
+      check_memory(static_cast<double>(t.values.size() + cells.size()) * 2.0 * sizeof(double), path, line_place(lineno),
+                   "the table up to this row");
     for (size_t c = 0; c < cells.size(); ++c) {
       double v = 0;
       std::string why;

@@ -9,6 +9,7 @@
 
 #include "spec/atomic_file.h"
 #include "spec/errors.h"
+#include "spec/limits.h"
 
 namespace gr {
 
@@ -281,6 +282,7 @@ Tensor parse_npy_in(std::string_view b, const std::string& path, const std::stri
                      "the data is " + std::to_string(data.size()) + " bytes but shape " + shape.str() + " of '" +
                          dt->descr + "' needs " + std::to_string(need) +
                          (data.size() < need ? ": truncated file?" : ""));
+  check_memory(static_cast<double>(shape.numel()) * sizeof(double), path, hplace, "shape " + shape.str() + " as doubles");
   std::vector<double> v = decode(data, *dt, shape.numel(), path, prefix + "data");
   if (hp.fortran && shape.rank() > 1) v = fortran_to_c(v, shape);
   return Tensor(shape, std::move(v));
@@ -433,6 +435,7 @@ std::vector<NamedTensor> parse_npz(std::string_view b, const std::string& path) 
     } else {
       // DEFLATE expands at most ~1032:1; a larger claim is damage (and would be a huge allocation).
       if (m.usize > m.csize * 1040 + 1024) throw merr("implausible uncompressed size: damaged archive");
+      check_memory(static_cast<double>(m.usize), path, place, "decompressing the member");
       if (!inflate_raw(raw, inflated, m.usize)) throw merr("the compressed data is damaged");
       npy = inflated;
     }

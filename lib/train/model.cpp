@@ -6,6 +6,7 @@
 
 #include "spec/errors.h"
 #include "spec/init.h"
+#include "spec/limits.h"
 
 namespace gr {
 
@@ -13,14 +14,19 @@ Model::Model(const Spec& spec, Datasets data) : spec_(spec), data_(std::move(dat
   program_ = resolve_program(spec_, data_.train);
   // Refuse parameters that cannot fit before touching memory: a failed allocation is not always
   // an exception (sanitizers, overcommit), and a clear error beats an out-of-memory kill.
-  const double phys = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  // The budget is resource_limits() (spec/limits.h): physical memory, ulimit -v, GRADRUN_MAX_MEMORY.
+  double total = 0;
   for (const ProgramParam& pp : program_.params) {
     const double need = static_cast<double>(pp.shape.numel()) * 4.0 * sizeof(double);  // value, grad, Adam m, v
-    if (phys > 0 && need > phys)
-      throw InputError(spec_.path, pp.pointer,
-                       "parameter \"" + pp.name + "\" of shape " + pp.shape.str() + " needs " +
-                           std::to_string(static_cast<long long>(need / (1 << 30))) + " GiB with its gradient and optimizer state; this machine has " +
-                           std::to_string(static_cast<long long>(phys / (1 << 30))) + " GiB");
+    check_memory(need, spec_.path, pp.pointer,
+                 "parameter \"" + pp.name + "\" of shape " + pp.shape.str() + " with its gradient and optimizer state");
+    total += need;
+  }
+  // One step's tape: every node's value and gradient at the training batch size.
+  for (const ProgramNode& n : program_.nodes) {
+    total += static_cast<double>(n.shape.numel()) * 2.0 * sizeof(double);
+    check_memory(total, spec_.path, n.spec->pointer,
+                 "the graph up to \"" + n.spec->id + "\" (shape " + n.shape.str() + ") with the parameters");
   }
   for (size_t i = 0; i < program_.params.size(); ++i) {
     const ProgramParam& pp = program_.params[i];
