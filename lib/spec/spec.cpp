@@ -55,6 +55,23 @@ nlohmann::ordered_json parse_json(const std::string& text, const std::string& fi
     const size_t colon = why.find(": ");
     if (colon != std::string::npos) why = why.substr(colon + 2);
     throw InputError(file, "line " + std::to_string(line) + ", column " + std::to_string(col), "malformed JSON: " + why);
+  } catch (const Json::out_of_range& e) {
+    // A number too large for a double ("1e999"; found by fuzz_spec). nlohmann gives no offset, only
+    // the token: locate its first occurrence.
+    std::string why = e.what();
+    const size_t colon = why.find("] ");
+    if (colon != std::string::npos) why = why.substr(colon + 2);
+    const size_t q = why.find('\''), q2 = why.rfind('\'');
+    size_t line = 1, col = 1;
+    if (q != std::string::npos && q2 > q) {
+      const size_t at = text.find(why.substr(q + 1, q2 - q - 1));
+      for (size_t i = 0; at != std::string::npos && i < at; ++i) {
+        if (text[i] == '\n') line++, col = 1;
+        else col++;
+      }
+    }
+    if (why.size() > 120) why = why.substr(0, 117) + "...";
+    throw InputError(file, "line " + std::to_string(line) + ", column " + std::to_string(col), "malformed JSON: " + why);
   }
 }
 
