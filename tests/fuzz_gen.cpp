@@ -1,0 +1,417 @@
+// fuzz_gen.cpp — the differential fuzzer's seeded graph generator (support/fuzz_graph.h).
+//
+// A tensor case starts from an input x [B, C] (B in 1..8, a const) and applies 3–12 random moves,
+// each recorded with its shape: every unary op; binaries whose b-side is [B,C] (computed, leaf,
+// x∘x), [1], [1,1], [B,1], [1,C] or [C] — each as a leaf or computed from the activation (fan-out),
+// sometimes swapped onto the a-side; matmul with a new, const, shared (a parameter used in several
+// places) or computed weight, and with the activation as the right operand; bmm with a batch-1 or a
+// per-batch weight or the activation's own transpose; transposes, reshapes, row and column slices
+// (negative indices), concat on either axis, softmax/log_softmax on either axis, axis reductions.
+// Branches restart from an earlier node; a dead branch sometimes dangles. The loss is one of mean,
+// sum, mse, softmax cross-entropy, a serial scalar tail, or the sum of two of them.
+// A scalar case holds one element everywhere (the emitter's ops only) so `emit-cuda` can take it.
+// Values stay in the ops' domains (kOpMeta) and bounded: no NaN or infinity by construction.
+#include <algorithm>
+#include <cmath>
+
+#include "support/fuzz_graph.h"
+#include "support/rng.h"
+
+namespace gr::fuzz {
+
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+struct Val {
+  std::string name;
+  Dims shape;
+  double bound = 1.0;  // |value| ≤ bound (a crude interval estimate)
+};
+
+int64_t numel(const Dims& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
+class Gen {
+ public:
+  Gen(uint64_t seed, Case& c) : rng_(seed * 0x9E3779B97F4A7C15ULL + 0x5EED), c_(c) {
+    pre_ = "s" + std::to_string(seed) + "_";
+  }
+
+  int64_t pick(int64_t n) { return static_cast<int64_t>(rng_.next() % static_cast<uint64_t>(n)); }
+  bool coin(int64_t n = 2) { return pick(n) == 0; }
+
+  Val leaf(bool param, const Dims& shape, double lo, double hi) {
+    Leaf l{pre_ + (param ? "p" : "k") + std::to_string(leaves_++), param, shape, rng_.uniform_vec(numel(shape), lo, hi)};
+    c_.graph.leaves.push_back(l);
+    c_.ops.insert(param ? "param" : "const");
+    if (param && coin(3)) c_.graph.l2[l.name] = 1e-3;
+    if (param) params_.push_back({l.name, shape, std::max(std::fabs(lo), std::fabs(hi))});
+    return {l.name, shape, std::max(std::fabs(lo), std::fabs(hi))};
+  }
+  Val op(const std::string& o, std::vector<Val> in, json attrs, const Dims& shape, double bound) {
+    Node n{pre_ + "n" + std::to_string(nodes_++), o, {}, std::move(attrs), shape};
+    for (const Val& v : in) n.inputs.push_back(v.name);
+    c_.graph.nodes.push_back(n);
+    c_.ops.insert(o);
+    return {n.id, shape, bound};
+  }
+  Val un(const std::string& o, const Val& a) {
+    double b = a.bound;
+    if (o == "sigmoid") b = 1;
+    else if (o == "tanh") b = std::min(1.0, b);
+    else if (o == "exp") b = std::exp(b);
+    else if (o == "log") b = std::max(std::fabs(std::log(0.25)), std::log(std::max(b, 1.0)));
+    else if (o == "sqrt") b = std::sqrt(b);
+    return op(o, {a}, json::object(), a.shape, b);
+  }
+  Val scal(const std::string& o, const Val& a, double s) {
+    return op(o, {a}, {{"scalar", s}}, a.shape, o == "adds" ? a.bound + std::fabs(s) : a.bound * std::fabs(s));
+  }
+  Val squash(const Val& a, double limit = 4.0) { return a.bound > limit ? un("tanh", a) : a; }
+  Val positive(const Val& a) {  // ≥ 0.25
+    if (coin()) return scal("adds", un("sigmoid", a), 0.25);
+    return un("exp", scal("muls", un("tanh", a), 0.5));
+  }
+  Val reduce(const std::string& o, const Val& a, int axis, bool keep) {  // axis -9: all axes
+    Dims s = a.shape;
+    json at = json::object();
+    const int64_t n = axis == -9 ? numel(s) : s[static_cast<size_t>(axis < 0 ? axis + static_cast<int>(s.size()) : axis)];
+    if (axis == -9) {
+      s = {1};
+    } else {
+      at["axis"] = axis;
+      const size_t ax = static_cast<size_t>(axis < 0 ? axis + static_cast<int>(s.size()) : axis);
+      if (keep) at["keepdims"] = true, s[ax] = 1;
+      else s.erase(s.begin() + static_cast<long>(ax));
+      if (s.empty()) s = {1};
+    }
+    return op(o, {a}, at, s, o == "sum" ? a.bound * static_cast<double>(n) : a.bound);
+  }
+  Val reshape(const Val& a, Dims to, bool minus_one) {
+    json shp = to;
+    if (minus_one) shp[static_cast<size_t>(pick(static_cast<int64_t>(to.size())))] = -1;
+    return op("reshape", {a}, {{"shape", shp}}, to, a.bound);
+  }
+  Val matmul(const Val& a, const Val& w) {
+    return op("matmul", {a, w}, json::object(), {a.shape[0], w.shape[1]},
+              static_cast<double>(a.shape[1]) * a.bound * w.bound);
+  }
+  Val weight(int64_t k, int64_t n) {  // [k, n]: shared, new param, const, or computed
+    if (coin(3))
+      for (const Val& p : params_)
+        if (p.shape.size() == 2 && p.shape[0] == k && p.shape[1] == n) return p;  // used again
+    const double a = 1.0 / std::sqrt(static_cast<double>(k));
+    const int kind = static_cast<int>(pick(6));
+    if (kind == 0) return leaf(false, {k, n}, -a, a);
+    if (kind == 1) return un("tanh", leaf(true, {k, n}, -a, a));  // a computed weight: not row-local
+    return leaf(true, {k, n}, -a, a);
+  }
+
+  // A b-side for an activation a [R, C]; pattern 0 [R,C], 1 [1], 2 [1,1], 3 [R,1], 4 [1,C], 5 [C].
+  Val bside(const Val& a, int pattern, bool computed, bool pos) {
+    const int64_t R = a.shape[0], C = a.shape[1];
+    const Dims shapes[] = {{R, C}, {1}, {1, 1}, {R, 1}, {1, C}, {C}};
+    const Dims& s = shapes[pattern];
+    if (!computed) return pos ? leaf(coin(), s, 0.5, 1.5) : leaf(coin(), s, -1.0, 1.0);
+    Val v;
+    switch (pattern) {
+      case 0: {
+        std::vector<Val> same;
+        for (const Val& p : pool_)
+          if (p.shape == a.shape && p.name != a.name) same.push_back(p);
+        const int k = static_cast<int>(pick(3));
+        if (k == 0 && !same.empty()) v = same[static_cast<size_t>(pick(static_cast<int64_t>(same.size())))];
+        else if (k == 1) v = a;  // x ∘ x
+        else v = un(coin() ? "sigmoid" : "tanh", a);
+        break;
+      }
+      case 1: v = coin() ? reduce("mean", a, -9, false) : un("tanh", reduce("sum", a, -9, false)); break;
+      case 2:
+        if (R == 1 || coin(3)) v = un("sigmoid", matmul(a, weight(C, 1)));  // sigmoid(h·Wg): [1,1] at B = 1
+        else v = reduce("mean", reduce("sum", a, 0, true), 1, true);
+        break;
+      case 3:
+        if (coin()) v = un(coin() ? "tanh" : "sigmoid", matmul(a, weight(C, 1)));
+        else v = squash(reduce(coin() ? "mean" : "sum", a, -1, true));
+        break;
+      case 4:
+        if (coin(3)) v = un("tanh", leaf(true, {1, C}, -1, 1));
+        else v = squash(reduce(coin() ? "mean" : "sum", a, 0, true));
+        break;
+      default:
+        if (coin(3)) v = un("tanh", leaf(true, {C}, -1, 1));
+        else if (coin()) v = squash(reduce("mean", a, 0, false));
+        else v = reshape(reduce("mean", a, 0, true), {C}, coin());
+        break;
+    }
+    return pos ? positive(v) : v;
+  }
+
+  Val binary(const Val& a) {
+    static const char* kOps[] = {"add", "sub", "mul", "div"};
+    const std::string o = kOps[pick(4)];
+    const int pattern = static_cast<int>(pick(6));
+    const Val b = bside(a, pattern, coin(), o == "div");
+    const bool swap = o != "div" && coin(5);
+    const double bound = o == "div" ? a.bound * 4.0 : o == "mul" ? a.bound * b.bound : a.bound + b.bound;
+    return squash(op(o, swap ? std::vector<Val>{b, a} : std::vector<Val>{a, b}, json::object(), a.shape, bound), 30.0);
+  }
+
+  Val unary(const Val& a) {
+    switch (pick(9)) {
+      case 0: return un("neg", a);
+      case 1: return un("relu", a);
+      case 2: return un("sigmoid", a);
+      case 3: return un("tanh", a);
+      case 4: return un("exp", squash(a, 3.0));
+      case 5: return un("log", positive(a));
+      case 6: return un("sqrt", positive(a));
+      case 7: return scal("adds", a, pick(2) ? -0.3 : 0.75);
+      default: return scal("muls", a, pick(2) ? 1.7 : -0.5);
+    }
+  }
+
+  Val move(const Val& a) {
+    const int64_t R = a.shape[0], C = a.shape[1];
+    switch (pick(14)) {
+      case 0:
+      case 1: return unary(a);
+      case 2:
+      case 3:
+      case 4: return binary(a);
+      case 5: {
+        const Val w = weight(C, 1 + pick(6));
+        return squash(matmul(a, w), 6.0);
+      }
+      case 6: {  // the activation as the right operand: P [M, R] · a
+        const Val p = leaf(true, {1 + pick(4), R}, -0.7, 0.7);
+        return squash(op("matmul", {p, a}, json::object(), {p.shape[0], C}, static_cast<double>(R) * 0.7 * a.bound), 6.0);
+      }
+      case 7: {  // bmm on [R, c1, c2]
+        std::vector<int64_t> divs;
+        for (int64_t d = 1; d <= C; ++d)
+          if (C % d == 0) divs.push_back(d);
+        const int64_t c1 = divs[static_cast<size_t>(pick(static_cast<int64_t>(divs.size())))], c2 = C / c1;
+        const Val a3 = reshape(a, {R, c1, c2}, coin());
+        Val out;
+        if (coin(3)) {  // a · aᵀ per batch
+          const Val t = op("transpose", {a3}, json::object(), {R, c2, c1}, a.bound);
+          out = op("bmm", {a3, t}, json::object(), {R, c1, c1}, static_cast<double>(c2) * a.bound * a.bound);
+        } else {
+          const int64_t n = 1 + pick(4);
+          const Val w = leaf(true, {coin() ? 1 : R, c2, n}, -0.6, 0.6);
+          out = op("bmm", {a3, w}, json::object(), {R, c1, n}, static_cast<double>(c2) * a.bound * 0.6);
+        }
+        return squash(reshape(out, {R, out.shape[1] * out.shape[2]}, coin()), 6.0);
+      }
+      case 8: {  // transpose, something over the other axis, transpose back
+        const Val t = op("transpose", {a}, json::object(), {C, R}, a.bound);
+        const Val u = coin() ? unary(t) : op(coin() ? "softmax" : "log_softmax", {t}, {{"axis", -1}}, {C, R}, a.bound + 3);
+        return op("transpose", {u}, json::object(), {R, C}, u.bound);
+      }
+      case 9: {  // slice rows or columns (negative indices sometimes)
+        if (C >= 2 && (R < 2 || coin())) {
+          const int64_t c0 = pick(C - 1), c1 = c0 + 1 + pick(C - c0 - 1);
+          const bool neg = coin();
+          return op("slice", {a}, {{"starts", {0, neg ? c0 - C : c0}}, {"stops", {R, (neg && c1 < C) ? c1 - C : c1}}},
+                    {R, c1 - c0}, a.bound);
+        }
+        if (R >= 2) {
+          const int64_t r0 = pick(R - 1), r1 = r0 + 1 + pick(R - r0 - 1);
+          return op("slice", {a}, {{"starts", {r0, 0}}, {"stops", {r1, C}}}, {r1 - r0, C}, a.bound);
+        }
+        return unary(a);
+      }
+      case 10: {  // concat on either axis
+        const bool rows = coin(3);
+        std::vector<Val> fit;
+        for (const Val& p : pool_)
+          if (p.shape.size() == 2 && (rows ? p.shape[1] == C : p.shape[0] == R)) fit.push_back(p);
+        Val b = coin(3) || fit.empty() ? (coin() ? a : leaf(coin(), rows ? Dims{1 + pick(3), C} : Dims{R, 1 + pick(3)}, -1, 1))
+                                       : fit[static_cast<size_t>(pick(static_cast<int64_t>(fit.size())))];
+        const Dims s = rows ? Dims{R + b.shape[0], C} : Dims{R, C + b.shape[1]};
+        return op("concat", coin() ? std::vector<Val>{a, b} : std::vector<Val>{b, a}, {{"axis", rows ? 0 : (coin() ? 1 : -1)}}, s,
+                  std::max(a.bound, b.bound));
+      }
+      case 11: {  // softmax / log_softmax over the rows (last axis) or over the batch (axis 0)
+        const bool last = !coin(4);
+        return op(coin() ? "softmax" : "log_softmax", {a}, {{"axis", last ? -1 : 0}}, a.shape, a.bound + 3);
+      }
+      case 12: {  // a [R, C] param on the a-side, or a reshape round trip
+        if (coin()) return binary_with(a, leaf(true, a.shape, -1, 1));
+        const Val f = reshape(a, {C, R}, coin());
+        return reshape(unary(f), {R, C}, false);
+      }
+      default: {  // branch: restart from an earlier activation (its value is used again: fan-out)
+        const Val& p = pool_[static_cast<size_t>(pick(static_cast<int64_t>(pool_.size())))];
+        return p.shape.size() == 2 ? unary(p) : unary(a);
+      }
+    }
+  }
+  Val binary_with(const Val& a, const Val& param_a_side) {
+    return op("add", {param_a_side, a}, json::object(), a.shape, a.bound + param_a_side.bound);
+  }
+
+  Val loss(const Val& a) {
+    const int64_t R = a.shape[0], C = a.shape[1];
+    switch (pick(6)) {
+      case 0: return reduce("mean", a, -9, false);
+      case 1: return reduce("sum", a, -9, false);
+      case 2: {
+        const Val t = leaf(false, a.shape, -1, 1);
+        return op("mse", {a, t}, json::object(), {1}, 0);
+      }
+      case 3: {
+        Leaf& l = c_.graph.leaves.emplace_back(Leaf{pre_ + "k" + std::to_string(leaves_++), false, a.shape, {}});
+        l.values.assign(static_cast<size_t>(R * C), 0.0);
+        for (int64_t r = 0; r < R; ++r) l.values[static_cast<size_t>(r * C + pick(C))] = 1.0;
+        c_.ops.insert("const");
+        return op("softmax_cross_entropy", {a, Val{l.name, a.shape, 1}}, json::object(), {1}, 0);
+      }
+      case 4: return scal("adds", scal("muls", reduce("sum", a, -9, false), 0.5), 1.25);  // a serial tail
+      default: {
+        const Val m = reduce("mean", op("mul", {a, a}, json::object(), a.shape, a.bound * a.bound), -9, false);
+        return op("mul", {un("sqrt", scal("adds", m, 1.0)), leaf(false, {1}, 0.5, 1.0)}, json::object(), {1}, 0);
+      }
+    }
+  }
+
+  void tensor_case() {
+    const int64_t B = 1 + pick(8), C = 1 + pick(6);
+    Val cur = leaf(false, {B, C}, -1.5, 1.5);
+    pool_.push_back(cur);
+    const int steps = 2 + static_cast<int>(pick(7));
+    for (int s = 0; s < steps; ++s) {
+      cur = move(cur);
+      if (numel(cur.shape) > 96) cur = op("slice", {cur}, {{"starts", {0, 0}}, {"stops", {std::min<int64_t>(cur.shape[0], 8), std::min<int64_t>(cur.shape[1], 8)}}},
+                                          {std::min<int64_t>(cur.shape[0], 8), std::min<int64_t>(cur.shape[1], 8)}, cur.bound);
+      pool_.push_back(cur);
+    }
+    if (coin(5)) un("tanh", pool_[static_cast<size_t>(pick(static_cast<int64_t>(pool_.size())))]);  // dead branch
+    Val l = loss(cur);
+    if (coin(4)) {
+      const Val& p = pool_[static_cast<size_t>(pick(static_cast<int64_t>(pool_.size())))];
+      l = op("add", {l, loss(p)}, json::object(), {1}, 0);
+    }
+    c_.graph.losses.push_back(l.name);
+  }
+
+  // Every node and parameter holds one element ([1] or [1, 1]); only the emitter's ops.
+  void scalar_case() {
+    auto one = [&] { return coin() ? Dims{1} : Dims{1, 1}; };
+    std::vector<Val> vals{leaf(true, one(), -1, 1), leaf(false, {1}, -1, 1)};
+    Val cur = vals[0];
+    const int steps = 3 + static_cast<int>(pick(6));
+    for (int s = 0; s < steps; ++s) {
+      switch (pick(6)) {
+        case 0:
+        case 1: {
+          static const char* kOps[] = {"add", "sub", "mul", "div"};
+          const std::string o = kOps[pick(4)];
+          Val b = coin(3) ? leaf(coin(), one(), o == "div" ? 0.5 : -1, 1.5) : vals[static_cast<size_t>(pick(static_cast<int64_t>(vals.size())))];
+          if (o == "div") b = positive(b);
+          const Dims s2 = cur.shape.size() == 2 || b.shape.size() == 2 ? Dims{1, 1} : Dims{1};
+          const bool swap = o != "div" && coin(4);
+          const double bound = o == "div" ? cur.bound * 4 : o == "mul" ? cur.bound * b.bound : cur.bound + b.bound;
+          cur = squash(op(o, swap ? std::vector<Val>{b, cur} : std::vector<Val>{cur, b}, json::object(), s2, bound), 30.0);
+          break;
+        }
+        case 2:
+        case 3: cur = unary(cur); break;
+        case 4: {
+          const std::string o = coin() ? "sum" : "mean";
+          static const int kAxes[] = {0, 1, -1, -9};
+          cur = cur.shape.size() == 2 ? reduce(o, cur, kAxes[pick(4)], coin()) : reduce(o, cur, coin() ? 0 : -9, false);
+          break;
+        }
+        default: cur = reshape(cur, cur.shape.size() == 2 ? Dims{1} : Dims{1, 1}, coin()); break;
+      }
+      vals.push_back(cur);
+    }
+    Val l = cur;
+    if (coin(3)) l = op("mse", {cur, leaf(false, {1}, -1, 1)}, json::object(), {1}, 0);
+    c_.graph.losses.push_back(l.name);
+  }
+
+ private:
+  test::Rng rng_;
+  Case& c_;
+  std::string pre_;
+  int leaves_ = 0, nodes_ = 0;
+  std::vector<Val> pool_, params_;
+};
+
+}  // namespace
+
+Case generate(uint64_t seed, bool scalar) {
+  Case c;
+  c.seed = seed;
+  c.scalar = scalar;
+  Gen g(seed, c);
+  if (scalar) g.scalar_case();
+  else g.tensor_case();
+  return c;
+}
+
+Graph bundle(const std::vector<const Case*>& cases) {
+  Graph g;
+  for (const Case* c : cases) {
+    g.leaves.insert(g.leaves.end(), c->graph.leaves.begin(), c->graph.leaves.end());
+    g.nodes.insert(g.nodes.end(), c->graph.nodes.begin(), c->graph.nodes.end());
+    g.losses.insert(g.losses.end(), c->graph.losses.begin(), c->graph.losses.end());
+    g.l2.insert(c->graph.l2.begin(), c->graph.l2.end());
+  }
+  return g;
+}
+
+json spec_json(const Graph& g, const std::string& name, const OptimizerChoice& opt, bool emit_params_signature) {
+  json s;
+  s["gradrun"] = 1;
+  s["name"] = name;
+  s["description"] = "generated by tests/fuzz_diff (a differential fuzzer case); run: gradrun check FILE --replay --device host --fuse";
+  s["seed"] = 1;
+  json params = json::object(), consts = json::object();
+  for (const Leaf& l : g.leaves) {
+    if (l.param) params[l.name] = {{"shape", l.shape}, {"init", {{"values", l.values}}}};
+    else consts[l.name] = {{"shape", l.shape}, {"values", l.values}};
+  }
+  if (!params.empty()) s["params"] = params;
+  if (!consts.empty()) s["consts"] = consts;
+  json graph = json::array();
+  for (const Node& n : g.nodes) {
+    json j = {{"id", n.id}, {"op", n.op}, {"inputs", n.inputs}};
+    for (auto it = n.attrs.begin(); it != n.attrs.end(); ++it) j[it.key()] = it.value();
+    graph.push_back(j);
+  }
+  std::string loss = g.losses.empty() ? "" : g.losses[0];
+  for (size_t i = 1; i < g.losses.size(); ++i) {
+    const std::string id = "loss_sum_" + std::to_string(i);
+    graph.push_back({{"id", id}, {"op", "add"}, {"inputs", {loss, g.losses[i]}}});
+    loss = id;
+  }
+  s["graph"] = graph;
+  s["loss"] = loss;
+  json o = {{"kind", opt.kind}, {"lr", opt.lr}};
+  json l2 = json::object();
+  for (const Leaf& l : g.leaves)
+    if (l.param && g.l2.count(l.name)) l2[l.name] = g.l2.at(l.name);
+  if (!l2.empty()) o["l2"] = l2;
+  if (opt.clip > 0) o["clip"] = opt.clip;
+  s["optimizer"] = o;
+  s["train"] = {{"epochs", 1}};
+  if (emit_params_signature) s["emit"] = {{"signature", "params"}};
+  return s;
+}
+
+double fd_rtol(const Graph& g) {
+  double r = 0;
+  for (const Node& n : g.nodes)
+    if (const OpMeta* m = op_meta(n.op)) r = std::max(r, m->fd_rtol);
+  return r;
+}
+
+}  // namespace gr::fuzz

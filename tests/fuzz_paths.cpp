@@ -1,0 +1,140 @@
+// fuzz_paths.cpp — the paths a fuzz case runs (support/fuzz_graph.h, Path): each loads the case's spec
+// through lib/spec and drives the library code the CLI uses (lib/train's check_replay for
+// `check --replay`, DeviceRunner, SpecEmitter::verify for `emit-cuda --verify`, check_finite_differences
+// for `check --fd`), on backends built here: host with the adversarial schedule, or CUDA.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "device/backend.h"
+#include "spec/dataset.h"
+#include "spec/errors.h"
+#include "support/fuzz_graph.h"
+#include "train/checks.h"
+#include "train/device_runner.h"
+#include "train/emit_spec.h"
+#include "train/replay_check.h"
+
+namespace gr::fuzz {
+
+std::string Path::describe() const {
+  std::string s = kind == Replay ? (fuse ? "f64 fused replay vs CPU tape" : "f64 per-node replay vs CPU tape")
+                  : kind == F32  ? "f32 fused vs f32 per-node replay"
+                  : kind == Emit ? "emitted code vs CPU tape"
+                                 : "finite differences vs CPU tape";
+  if (kind == Replay || kind == F32)
+    s += ", blockDim " + std::to_string(block) + (max_grid < 65535 ? ", grid <= " + std::to_string(max_grid) : "") +
+         (adversarial ? ", adversarial schedule " + std::to_string(schedule_seed) : ", in order");
+  return s;
+}
+
+namespace {
+
+std::unique_ptr<device::Backend> make_backend(const Path& p, const RunOptions& ro) {
+  if (ro.backend == "cuda") {
+    device::CudaOptions c;
+    c.cache_dir = ro.cache_dir;
+    return device::make_cuda_backend(c);
+  }
+  device::HostOptions h;
+  h.threads = ro.threads;
+  h.fiber_block = true;
+  h.schedule = p.adversarial ? device::HostSchedule::adversarial : device::HostSchedule::in_order;
+  h.schedule_seed = p.schedule_seed;
+  h.schedule_from_env = false;
+  h.cache_dir = ro.cache_dir;
+  return device::make_host_backend(h);
+}
+
+std::string show(double v) {
+  uint64_t b;
+  std::memcpy(&b, &v, 8);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g (0x%016llx)", v, static_cast<unsigned long long>(b));
+  return buf;
+}
+
+// Per-node f32 vs fused f32, lockstep: every node value and gradient after each backward.
+std::string f32_compare(const Spec& spec, const Path& p, const RunOptions& ro) {
+  Model model(spec, load_datasets(spec));
+  Optimizer o1 = model.make_optimizer(), o2 = model.make_optimizer();
+  DeviceRunner ref(model, o1, make_backend(p, ro), replay::DType::F32, false, false, p.block, p.max_grid);
+  DeviceRunner fu(model, o2, make_backend(p, ro), replay::DType::F32, true, false, p.block, p.max_grid);
+  std::map<int32_t, std::string> names;
+  const std::vector<Var> nodes = model.record(model.data().train, {});
+  for (size_t i = 0; i < nodes.size(); ++i) names[nodes[i].id] = model.program().nodes[i].spec->id;
+  model.reset();
+  replay::Program &a = ref.program(), &b = fu.program();
+  std::vector<double> x, y;
+  for (int e = 0; e <= ro.episodes; ++e) {
+    if (e < ro.episodes) {
+      a.forward();
+      a.backward();
+      fu.fused()->forward();
+      fu.fused()->backward();
+    }
+    for (int32_t id = 0; id < a.size(); ++id) {
+      const replay::Program::NodeView n = a.node_view(id);
+      x.resize(static_cast<size_t>(n.numel));
+      y.resize(x.size());
+      for (int pass = 0; pass < (e < ro.episodes && n.active ? 2 : 1); ++pass) {
+        if (pass) a.grad(Var{id}, x), b.grad(Var{id}, y);
+        else a.value(Var{id}, x), b.value(Var{id}, y);
+        for (size_t i = 0; i < x.size(); ++i)
+          if (std::memcmp(&x[i], &y[i], sizeof(double)) != 0)
+            return (e < ro.episodes ? "episode " + std::to_string(e + 1) : "after " + std::to_string(e) + " steps") +
+                   ": node " + std::to_string(id) + " (" + std::string(op_name(n.op)) + " " + n.shape.str() +
+                   (names.count(id) ? ", spec node \"" + names[id] + "\"" : "") + ") " + (pass ? "gradient" : "value") +
+                   " element " + std::to_string(i) + ": per-node f32 " + show(x[i]) + ", fused f32 " + show(y[i]);
+      }
+    }
+    if (e < ro.episodes) {
+      ref.optimizer().step();
+      fu.optimizer().step();
+    }
+  }
+  return "";
+}
+
+std::string fd_check(const Spec& spec, const Graph& g) {
+  Model model(spec, load_datasets(spec));
+  const GradResult gr = evaluate_gradients(model);
+  if (!std::isfinite(gr.loss)) return "the loss is not finite (" + show(gr.loss) + "): a generator defect";
+  FdOptions o;
+  o.eps = kFdEps;
+  o.rtol = fd_rtol(g);
+  o.atol = kFdAtol;
+  o.max_elems = 8;
+  for (const FdRow& r : check_finite_differences(model, o))
+    if (!r.pass) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf, " element %lld: analytic %.17g, finite difference %.17g (eps %g, rtol %g, atol %g)",
+                    static_cast<long long>(r.worst_index), r.worst_analytic, r.worst_fd, o.eps, o.rtol, o.atol);
+      return "gradient of parameter \"" + r.param + "\"" + buf;
+    }
+  return "";
+}
+
+}  // namespace
+
+std::string run_path(const Path& p, const Graph& g, const OptimizerChoice& opt, const RunOptions& ro) {
+  const Spec spec = parse_spec(spec_json(g, "fuzz", opt, true).dump(1), "fuzz.json");
+  switch (p.kind) {
+    case Path::Replay: {
+      Model model(spec, load_datasets(spec));
+      const ReplayCheckResult r = check_replay(model, make_backend(p, ro), ro.episodes, p.fuse, p.block, p.max_grid);
+      return r.equal ? "" : r.first_difference;
+    }
+    case Path::F32: return f32_compare(spec, p, ro);
+    case Path::Emit: {
+      SpecEmitter em(spec);
+      const EmitVerifyResult r = em.verify();
+      return r.ok ? "" : r.difference;
+    }
+    case Path::Fd: return fd_check(spec, g);
+  }
+  return "";
+}
+
+}  // namespace gr::fuzz
