@@ -56,7 +56,7 @@ GR_EXPORT_KERNEL(gr_store_loss_f32)
 }  // namespace
 
 DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, replay::DType dtype,
-                           bool fuse, bool fuse_auto)
+                           bool fuse, bool fuse_auto, unsigned block, unsigned max_grid)
     : model_(model), backend_(std::move(backend)) {
   const Spec& spec = model.spec();
   if (spec.data && !spec.train.drop_last)
@@ -68,6 +68,8 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   const Var loss = nodes[static_cast<size_t>(model.program().loss)];
   replay::ReplayOptions ro;
   ro.dtype = dtype;
+  ro.block = block;
+  ro.max_grid = max_grid;
   program_ = std::make_unique<replay::Program>(*backend_, model.tape(), loss, ro);
   dopt_ = std::make_unique<replay::DeviceOptimizer>(*program_, opt);
   model.reset();

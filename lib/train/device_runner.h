@@ -18,8 +18,9 @@ namespace gr {
 class DeviceRunner {
  public:
   // `backend` is "host" or "cuda"; throws device::DeviceUnavailable when it cannot be had.
+  // block / max_grid: the launch geometry (replay::ReplayOptions; 0 = the backend's default block).
   DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, replay::DType dtype,
-               bool fuse = false, bool fuse_auto = false);
+               bool fuse = false, bool fuse_auto = false, unsigned block = 0, unsigned max_grid = 65535);
   ~DeviceRunner();
 
   // One optimizer step on these training rows, all on the device: the row indices are uploaded,

@@ -30,11 +30,12 @@ std::string describe_node(Model& model, const std::vector<Var>& nodes, int32_t i
 
 }  // namespace
 
-ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> backend, int64_t episodes, bool fuse) {
+ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> backend, int64_t episodes, bool fuse,
+                               unsigned block, unsigned max_grid) {
   ReplayCheckResult r;
   Optimizer opt = model.make_optimizer();
   Optimizer device_opt = model.make_optimizer();
-  DeviceRunner runner(model, device_opt, std::move(backend), replay::DType::F64);
+  DeviceRunner runner(model, device_opt, std::move(backend), replay::DType::F64, false, false, block, max_grid);
   r.device = runner.describe();
   replay::Program& prog = runner.program();
   std::unique_ptr<fuse::FusedProgram> fused;

@@ -20,7 +20,8 @@ struct ReplayCheckResult {
 // Runs `episodes` steps of the spec's training loop on both paths (per-node launches, so each
 // node can be compared), comparing everything after each backward; stops at the first difference.
 // fuse: the device side runs the fused kernels (lib/fuse, docs/fusion.md) instead of per-node launches.
+// block / max_grid: the launch geometry (0 = the backend's default block; tests/fuzz_diff.cpp sweeps it).
 ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> backend, int64_t episodes,
-                               bool fuse = false);
+                               bool fuse = false, unsigned block = 0, unsigned max_grid = 65535);
 
 }  // namespace gr
