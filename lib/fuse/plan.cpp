@@ -24,6 +24,80 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
   for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
 }
 
+// ---- order safety ------------------------------------------------------------------------------------
+// Proves that a row segment's fused backward (row-space kernel, then parameter-space kernel) gives every
+// gradient slot the bits of the per-node backward, or says why not. The per-node backward walks nodes
+// in descending id and adds each node's contributions a-side first, then b-side; a slot's bits depend
+// only on the order of its contributions, and a contribution's bits only on complete inputs. So:
+//   1. every slot the fused kernels read (g[k] of a stage, g[consumer] of a parameter job) has received
+//      all its contributions from this segment before the read, and
+//   2. every slot receives its contributions in the per-node order (the same consumer sequence).
+// The events are replayed in the order the generated kernels run them; row-space writes of row s come
+// only from row s's stages, so the per-row order is the kernel's stage order.
+std::string prove_order(const Analyzer& an, const Segment& seg, const BwdSplit& sp) {
+  std::map<int32_t, std::vector<int32_t>> fused_seq, per_node_seq;  // slot -> consumers, in write order
+  std::map<int32_t, int64_t> last_write, first_read;                 // slot -> event time
+  int64_t time = 0;
+  auto write = [&](int32_t slot, int32_t consumer) {
+    fused_seq[slot].push_back(consumer);
+    last_write[slot] = time;
+  };
+  auto read = [&](int32_t slot) {
+    if (!first_read.count(slot)) first_read[slot] = time;
+  };
+  // Consumers of this segment's backward in per-node order: the head (highest id), then the nodes.
+  std::vector<int32_t> consumers;
+  if (seg.head >= 0 && an.active(seg.head)) consumers.push_back(seg.head);
+  for (auto it = seg.nodes.rbegin(); it != seg.nodes.rend(); ++it)
+    if (an.active(*it)) consumers.push_back(*it);
+  for (int32_t k : consumers) {
+    const NodeView& y = an.n(k);
+    if (an.active(y.a)) per_node_seq[y.a].push_back(k);
+    if (y.b >= 0 && an.active(y.b)) per_node_seq[y.b].push_back(k);
+  }
+  // The row kernel: one stage per consumer, descending; each stage reads its own gradient and adds the
+  // row-space contributions (a-side first, then a [B, C] b-side).
+  for (int32_t k : consumers) {
+    ++time;
+    read(k);
+    const NodeView& y = an.n(k);
+    const bool row_b = k == seg.head || (is_binary(y.op) && an.bside(k) == BSide::Row);
+    if (an.active(y.a) && sp.row_targets.count(y.a)) write(y.a, k);
+    if (row_b && y.b >= 0 && an.active(y.b) && sp.row_targets.count(y.b)) write(y.b, k);
+  }
+  // The parameter kernel: one stage per target, its jobs in their listed order.
+  for (int32_t t : sp.param_order)
+    for (const Job& j : sp.param.at(t)) {
+      ++time;
+      read(j.consumer);
+      write(t, j.consumer);
+    }
+  for (const auto& [slot, t_read] : first_read) {
+    auto w = last_write.find(slot);
+    if (w != last_write.end() && w->second >= t_read)
+      return "order safety: the gradient of node " + std::to_string(slot) +
+             " is read by the fused backward before its parameter-space contributions are added (a computed "
+             "broadcast b-side inside the segment)";
+  }
+  for (const auto& [slot, seq] : per_node_seq)
+    if (fused_seq[slot] != seq)
+      return "order safety: the gradient of node " + std::to_string(slot) +
+             " would receive its contributions in another order than the per-node backward";
+  for (const auto& [slot, seq] : fused_seq)
+    if (!per_node_seq.count(slot)) return "order safety: the fused backward writes node " + std::to_string(slot) + " unexpectedly";
+  // The forward: with several row blocks, a node may read another computing node of the segment only in
+  // its own row (another row is another block, with no barrier between blocks).
+  if (seg.rows > 1)
+    for (int32_t k : seg.nodes) {
+      const NodeView& y = an.n(k);
+      if (!is_binary(y.op) || an.bside(k) == BSide::Row) continue;
+      if (std::binary_search(seg.nodes.begin(), seg.nodes.end(), y.b))
+        return "order safety: node " + std::to_string(k) + " broadcasts node " + std::to_string(y.b) +
+               ", computed by other blocks of the same kernel";
+    }
+  return "";
+}
+
 }  // namespace
 
 // ---- the planner ------------------------------------------------------------------------------------
@@ -121,9 +195,12 @@ Plan plan(const replay::Program& prog, PlanOptions options) {
       std::vector<int32_t> both;
       for (const auto& [t, jobs] : sp.param)
         if (sp.row_targets.count(t)) both.push_back(t);
+      std::string unsafe = prove_order(an, seg, sp);
       if (!both.empty()) {
         seg.bwd_why = "order safety: the gradient of node " + std::to_string(both.front()) +
                       " collects both row-space and parameter-space contributions";
+      } else if (!unsafe.empty()) {
+        seg.bwd_why = std::move(unsafe);
       } else if (!sp.row_work && sp.param.empty()) {
         seg.bwd_why = "no backward work";
       } else {
