@@ -69,6 +69,19 @@ class Backend {
   virtual void clear_capture() noexcept = 0;
 };
 
+// How the host backend orders the blocks of a launch and the threads of a block.
+//   in_order    — blocks in ascending order (contiguous ranges per worker thread), a block's fibers
+//                 resumed in reverse order after each barrier. Fast, deterministic.
+//   adversarial — harsher than a GPU (docs/device.md): each launch's blocks are handed to the
+//                 worker threads in a seeded shuffled order, so blocks run concurrently and out of
+//                 order; a block's fibers run in a seeded random order at the start and after every
+//                 barrier, and a fiber may be preempted (switched away from) at every barrier. A
+//                 kernel that reads another block's writes, misses a __syncthreads or races on a
+//                 non-atomic += gives different bytes from run to run here.
+// The environment variable GR_HOST_SCHEDULE=adversarial[:SEED] selects the adversarial mode for every
+// host backend whose options leave `schedule` at its default (so CLI runs in tests can use it).
+enum class HostSchedule { in_order, adversarial };
+
 struct HostOptions {
   // OS threads that share a launch's blocks (contiguous ranges; blocks are independent, so the
   // bytes do not depend on this). 0 = one per hardware thread.
@@ -78,6 +91,9 @@ struct HostOptions {
   // false: every launch runs with blockDim = 1 whatever was requested (kernels are correct for
   // any blockDim, so the bytes are the same; no fiber switches, fastest).
   bool fiber_block = true;
+  HostSchedule schedule = HostSchedule::in_order;
+  uint64_t schedule_seed = 0;  // adversarial: the seed of the shuffles
+  bool schedule_from_env = true;  // false: ignore GR_HOST_SCHEDULE
   // Where compiled modules are cached; empty = $GRADRUN_CACHE, else $XDG_CACHE_HOME/gradrun,
   // else ~/.cache/gradrun.
   std::string cache_dir;

@@ -43,6 +43,22 @@ Fn symbol(void* handle, const std::string& name) {
   return fn;
 }
 
+// GR_HOST_SCHEDULE=adversarial[:SEED] (or in_order) for backends whose options keep the default.
+void apply_schedule_env(HostOptions& o) {
+  const char* v = std::getenv("GR_HOST_SCHEDULE");
+  if (!o.schedule_from_env || o.schedule != HostSchedule::in_order || !v || !*v) return;
+  const std::string s = v;
+  if (s == "in_order") return;
+  if (s.rfind("adversarial", 0) != 0 || (s.size() > 11 && s[11] != ':'))
+    throw gr::Error("GR_HOST_SCHEDULE: expected in_order or adversarial[:SEED], got '" + s + "'");
+  o.schedule = HostSchedule::adversarial;
+  if (s.size() > 12) {
+    char* end = nullptr;
+    o.schedule_seed = std::strtoull(s.c_str() + 12, &end, 10);
+    if (!end || *end) throw gr::Error("GR_HOST_SCHEDULE: the seed must be a decimal number, got '" + s.substr(12) + "'");
+  }
+}
+
 struct Recorded {
   Kernel* kernel;
   unsigned grid, block;
@@ -52,6 +68,7 @@ struct Recorded {
 class HostBackend final : public Backend {
  public:
   explicit HostBackend(const HostOptions& options) : options_(options) {
+    apply_schedule_env(options_);
     root_ = resolve_cache_dir(options.cache_dir) + "/host";
     compiler_ = compiler_command();
     std::vector<std::string> argv = compiler_;
@@ -79,7 +96,11 @@ class HostBackend final : public Backend {
   std::string describe() const override {
     return "host: " + compiler_line_ + ", " + std::to_string(pool_ ? pool_->size() : 1) + " thread" +
            (pool_ ? "s" : "") +
-           (options_.fiber_block ? ", blockDim > 1 as fibers (reverse order)" : ", blockDim forced to 1");
+           (options_.fiber_block ? (options_.schedule == HostSchedule::adversarial
+                                        ? ", blockDim > 1 as fibers, adversarial schedule (seed " +
+                                              std::to_string(options_.schedule_seed) + ")"
+                                        : std::string(", blockDim > 1 as fibers (reverse order)"))
+                                 : std::string(", blockDim forced to 1"));
   }
 
   Module* compile(const std::string& source, const std::string& name) override {
@@ -298,6 +319,7 @@ class HostBackend final : public Backend {
     gr_host_launch_fn entry = nullptr;
     std::memcpy(&entry, &k->entry, sizeof entry);
     const unsigned b = options_.fiber_block ? block : 1;
+    if (options_.schedule == HostSchedule::adversarial) return execute_adversarial(entry, args, grid, b, k->name);
     if (!pool_ || grid == 1) return run_blocks(entry, args, grid, b, 0, grid, k->name);
     const unsigned workers = std::min<unsigned>(pool_->size(), grid);
     pool_->run([&](unsigned w) {
@@ -308,7 +330,24 @@ class HostBackend final : public Backend {
     });
   }
 
+  // The adversarial schedule (backend.h): the blocks in a seeded shuffled order, pulled one at a time
+  // by every worker thread (so they run concurrently and out of order), each block's fibers in a
+  // seeded order per barrier round. A new order for every launch, replays included.
+  void execute_adversarial(gr_host_launch_fn entry, void** args, unsigned grid, unsigned block,
+                           const std::string& kernel) {
+    const uint64_t seed = (options_.schedule_seed * 0x9e3779b97f4a7c15ULL + ++launches_) | 1;
+    const std::vector<unsigned> order = shuffled_order(grid, seed);
+    std::atomic<unsigned> next{0};
+    const auto work = [&](unsigned) {
+      for (unsigned i; (i = next.fetch_add(1)) < grid;)
+        run_blocks(entry, args, grid, block, order[i], order[i] + 1, kernel, seed ^ order[i]);
+    };
+    if (!pool_ || grid == 1) return work(0);
+    pool_->run(work);
+  }
+
   HostOptions options_;
+  uint64_t launches_ = 0;  // adversarial schedule: launches so far (each gets its own order)
   std::string root_, compiler_id_, compiler_line_, include_dir_;
   std::vector<std::string> compiler_;
   std::unique_ptr<WorkerPool> pool_;

@@ -72,7 +72,15 @@ void fiber_barrier(void* sched) {
   swapcontext(&f.uc, &s.sched);
 }
 
-void run_block_fibers(FiberSet& s, unsigned grid, unsigned block, unsigned b, const std::string& kernel) {
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+void run_block_fibers(FiberSet& s, unsigned grid, unsigned block, unsigned b, const std::string& kernel,
+                      uint64_t shuffle_seed) {
   for (unsigned t = 0; t < block; ++t) {
     Fiber& f = *s.fibers[t];
     f.ctx = gr_host_ctx{grid, block, b, b + 1, t, &fiber_barrier, &s};
@@ -80,10 +88,14 @@ void run_block_fibers(FiberSet& s, unsigned grid, unsigned block, unsigned b, co
     makecontext(&f.uc, &fiber_main, 0);
     f.state = FiberState::ready;
   }
-  // Rounds: every live thread runs until its next barrier or its end, highest thread first.
+  // Rounds: every live thread runs until its next barrier or its end, highest thread first (or, in
+  // the adversarial schedule, in a fresh seeded order every round).
+  std::vector<unsigned> order(block);
+  for (unsigned t = 0; t < block; ++t) order[t] = block - 1 - t;
   for (unsigned round = 0;; ++round) {
+    if (shuffle_seed != 0) order = shuffled_order(block, shuffle_seed ^ (uint64_t(b) << 32) ^ round);
     unsigned waiting = 0, finished = 0;
-    for (unsigned t = block; t-- > 0;) {
+    for (unsigned t : order) {
       Fiber& f = *s.fibers[t];
       if (f.state == FiberState::done) continue;
       s.current = t;
@@ -104,8 +116,16 @@ void run_block_fibers(FiberSet& s, unsigned grid, unsigned block, unsigned b, co
 
 }  // namespace
 
+std::vector<unsigned> shuffled_order(unsigned n, uint64_t seed) {
+  std::vector<unsigned> p(n);
+  for (unsigned i = 0; i < n; ++i) p[i] = i;
+  uint64_t x = seed;
+  for (unsigned i = n; i > 1; --i) std::swap(p[i - 1], p[splitmix64(x) % i]);
+  return p;
+}
+
 void run_blocks(gr_host_launch_fn entry, void** args, unsigned grid, unsigned block, unsigned b0,
-                unsigned b1, const std::string& kernel) {
+                unsigned b1, const std::string& kernel, uint64_t shuffle_seed) {
   if (b0 >= b1) return;
   if (block == 1) {
     const gr_host_ctx ctx{grid, 1, b0, b1, 0, nullptr, nullptr};
@@ -116,7 +136,7 @@ void run_blocks(gr_host_launch_fn entry, void** args, unsigned grid, unsigned bl
   s.grow(block);
   s.entry = entry;
   s.args = args;
-  for (unsigned b = b0; b < b1; ++b) run_block_fibers(s, grid, block, b, kernel);
+  for (unsigned b = b0; b < b1; ++b) run_block_fibers(s, grid, block, b, kernel, shuffle_seed);
 }
 
 WorkerPool::WorkerPool(unsigned workers) : workers_(workers < 1 ? 1 : workers), errors_(workers_) {

@@ -2,6 +2,7 @@
 // a block's threads as cooperative fibers (private to lib/device).
 #pragma once
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -19,8 +20,14 @@ namespace gr::device::detail {
 // waiting threads in REVERSE order (thread blockDim-1 first), so a kernel that reads a
 // neighbour's write without a barrier sees stale data here instead of passing by luck. A block
 // whose threads do not all reach the same barriers is reported as gr::Error naming `kernel`.
+// `shuffle_seed` != 0 selects the adversarial order instead (HostSchedule::adversarial): each block's
+// fibers start, and resume after every barrier, in an order drawn from (seed, block, round).
 void run_blocks(gr_host_launch_fn entry, void** args, unsigned grid, unsigned block, unsigned b0,
-                unsigned b1, const std::string& kernel);
+                unsigned b1, const std::string& kernel, uint64_t shuffle_seed = 0);
+
+// A seeded permutation of [0, n) (splitmix64 + Fisher-Yates): the adversarial schedule's block and
+// fiber orders.
+std::vector<unsigned> shuffled_order(unsigned n, uint64_t seed);
 
 // A fixed set of worker threads; run(job) calls job(w) for every worker w in [0, size()), w = 0 on
 // the calling thread, and returns when all are done, rethrowing the first (lowest w) exception.
