@@ -23,7 +23,11 @@ std::atomic<unsigned long> g_compiler_runs{0};
 // The flags that decide the generated code (DESIGN §8): no contraction, no fast-math; no
 // -march, so a cache directory can be shared between machines.
 const std::vector<std::string> kFlags = {"-O2", "-ffp-contract=off", "-fno-fast-math", "-fPIC",
-                                         "-shared", "-fvisibility=hidden", "-std=c++17"};
+                                         "-shared", "-fvisibility=hidden", "-std=c++17"
+#ifdef GR_TSAN_BUILD
+                                         , "-fsanitize=thread"  // the modules' accesses are checked too
+#endif
+};
 
 std::vector<std::string> compiler_command() {
   const char* cxx = std::getenv("CXX");
@@ -339,7 +343,9 @@ class HostBackend final : public Backend {
     const std::vector<unsigned> order = shuffled_order(grid, seed);
     std::atomic<unsigned> next{0};
     const auto work = [&](unsigned) {
-      for (unsigned i; (i = next.fetch_add(1)) < grid;)
+      // Relaxed: handing out an index must not order one block's writes before another's reads (a
+      // seq_cst RMW chain would, and would hide cross-block races from ThreadSanitizer).
+      for (unsigned i; (i = next.fetch_add(1, std::memory_order_relaxed)) < grid;)
         run_blocks(entry, args, grid, block, order[i], order[i] + 1, kernel, seed ^ order[i]);
     };
     if (!pool_ || grid == 1) return work(0);
