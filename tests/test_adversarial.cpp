@@ -12,27 +12,17 @@
 
 #include "device/backend.h"
 #include "support/broken_kernels.h"
+#include "support/temp_dir.h"
 
 using namespace gr::device;
 
 namespace {
 
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "gr_test_adv_XXXXXX").string();
-    REQUIRE(mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
+using TempDir = gr::test::TempDir;
 
 const std::string& cache_dir() {
-  static TempDir dir;
+  static TempDir dir("gr_test_adv");
   return dir.path;
 }
 

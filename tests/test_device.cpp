@@ -19,6 +19,7 @@
 #include "device/nvrtc.h"
 #include "gr_ops_scalar.h"
 #include "support/skip.h"
+#include "support/temp_dir.h"
 
 using namespace gr::device;
 
@@ -75,21 +76,10 @@ GR_EXPORT_KERNEL(t_divergent)
 )";
 
 // A fresh cache directory per test process, removed at exit.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "gr_test_device_XXXXXX").string();
-    REQUIRE(mkdtemp(templ.data()) != nullptr);
-    path = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
+using TempDir = gr::test::TempDir;
 
 const std::string& cache_dir() {
-  static TempDir dir;
+  static TempDir dir("gr_test_device");
   return dir.path;
 }
 

@@ -4,15 +4,13 @@
 //   tsan_kernels KERNEL
 // Blocks run concurrently (adversarial schedule, 4 workers); in a GR_TSAN build each thread of a block
 // is an OS thread, so a missing barrier is a race between threads of one block.
-#include <stdlib.h>
-
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "device/backend.h"
 #include "support/broken_kernels.h"
+#include "support/temp_dir.h"
 
 using namespace gr::device;
 
@@ -22,16 +20,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string kernel = argv[1];
-  std::string dir = (std::filesystem::temp_directory_path() / "gr_tsan_XXXXXX").string();
-  if (!mkdtemp(dir.data())) return 2;
   int rc = 0;
   try {
+    const gr::test::TempDir dir("gr_tsan");
     HostOptions o;
     o.threads = 4;
     o.schedule = HostSchedule::adversarial;
     o.schedule_seed = 1;
     o.schedule_from_env = false;
-    o.cache_dir = dir;
+    o.cache_dir = dir.path;
     auto be = make_host_backend(o);
     Module* m = be->compile(gr::test::kBrokenKernels, "broken_kernels.cu");
     const bool racy_add = kernel.rfind("b_racy_add", 0) == 0;
@@ -59,7 +56,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tsan_kernels: %s\n", e.what());
     rc = 2;
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
   return rc;
 }

@@ -18,6 +18,7 @@
 #include "grad/tape.h"
 #include "replay/replay.h"
 #include "rng.h"
+#include "temp_dir.h"
 #include "spec/spec.h"
 #include "train/model.h"
 
@@ -25,21 +26,10 @@ namespace gr::fusetest {
 
 using gr::test::Rng;
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "gr_test_fuse_XXXXXX").string();
-    REQUIRE(mkdtemp(templ.data()) != nullptr);
-    path = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
+using TempDir = gr::test::TempDir;
 
 inline const std::string& cache_dir() {
-  static TempDir dir;
+  static TempDir dir("gr_test_fuse");
   return dir.path;
 }
 

@@ -18,26 +18,16 @@
 #include "grad/tape.h"
 #include "replay/replay.h"
 #include "rng.h"
+#include "temp_dir.h"
 
 namespace gr::replaytest {
 
 using gr::test::Rng;
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "gr_test_replay_XXXXXX").string();
-    REQUIRE(mkdtemp(templ.data()) != nullptr);
-    path = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
+using TempDir = gr::test::TempDir;
 
 inline const std::string& cache_dir() {
-  static TempDir dir;
+  static TempDir dir("gr_test_replay");
   return dir.path;
 }
 
