@@ -19,7 +19,7 @@
 #include "train/emit_spec.h"
 #include "train/host_build.h"
 #include "emit/kernel_text.h"
-#include "spec/errors.h"
+#include "io/errors.h"
 #include "support/skip.h"
 
 namespace fs = std::filesystem;
@@ -227,7 +227,7 @@ TEST_CASE("emit: a loss touching every supported op verifies bit for bit", "[emi
     const bool has_local = e.source().find("double g" + std::to_string(id) + " = 0.0;") != std::string::npos;
     CHECK(has_local == (cone[static_cast<size_t>(id)] && t.node(id).requires_grad));
   }
-  CHECK(e.source().find("swarm_g_add(g, 4, 0.0);") != std::string::npos);  // "unused": one call, zero
+  CHECK(e.source().find("gr_emit_grad(g, 4, 0.0);") != std::string::npos);  // "unused": one call, zero
   const EmitVerifyResult r = e.verify();
   INFO(r.difference);
   REQUIRE(r.ok);
@@ -363,7 +363,7 @@ TEST_CASE("emit: a loss without a parameter upstream emits no backward code", "[
                    kSmallCsv);
   SpecEmitter e(s.spec);
   CHECK(e.source().find("gr_accumulate(") == e.source().rfind("gr_accumulate("));  // only its definition
-  CHECK(e.source().find("swarm_g_add(g, 0, 0.0);") != std::string::npos);
+  CHECK(e.source().find("gr_emit_grad(g, 0, 0.0);") != std::string::npos);
   const EmitVerifyResult r = e.verify();
   INFO(r.difference);
   CHECK(r.ok);

@@ -14,11 +14,14 @@ namespace {
 
 const char* fusion_class(const ProgramNode& n) {
   if (n.spec->kind != NodeSpec::Kind::Op) return "-";
-  switch (op_info(n.spec->op).row_fusion) {
-    case RowFusion::No: return "-";
-    case RowFusion::Elementwise: return "row";
-    case RowFusion::Matmul: return "row(matmul)";
-    case RowFusion::LastAxis: return "row(lane)";
+  switch (op_info(n.spec->op).fusion) {
+    case FusionClass::Opaque:
+    case FusionClass::Reduce:
+    case FusionClass::LaneLoss:
+    case FusionClass::Copy: return "-";
+    case FusionClass::Elementwise: return "row";
+    case FusionClass::Matmul: return "row(matmul)";
+    case FusionClass::Lane: return "row(lane)";
   }
   return "-";
 }

@@ -1,6 +1,6 @@
 // gr_node_kernels.cuh — the per-node kernels of the replay engine (lib/replay, DESIGN §6), f64.
 //
-// One forward kernel and one backward kernel per input side for EVERY op of lib/grad/ops.def, built
+// One forward kernel and one backward kernel per input side for EVERY op of kernels/gr_op_table.h, built
 // on the shared scalar/lane definitions (gr_ops_scalar.h, gr_ops_lane.h), so the bits equal the CPU
 // tape's. Every output element (or gradient slot) is computed by ONE thread, serially, in exactly
 // the CPU's order (docs/replay.md lists the orders); threads never share a slot, so there are no
@@ -11,33 +11,8 @@
 // (the f32 module is the same text over float: see gr_prelude.cuh).
 // The element type gr_real, GRK_LOOP and the arithmetic macros come from gr_prelude.cuh.
 
-// ---- binary elementwise with numpy broadcasting ---------------------------------------------------
-// Metadata block (long long): m[0] = rank r of the output (0: a, b and out share one shape, ia = ib = e);
-// m[1..8] out dims, m[9..16] out row-major strides, m[17..24] a's strides aligned into the out dims
-// (0 where a is stretched or missing), m[25..32] b's likewise.
-#define GRK_BIN_ADD 0
-#define GRK_BIN_SUB 1
-#define GRK_BIN_MUL 2
-#define GRK_BIN_DIV 3
-
-GR_HD static inline gr_real grk_bin_fwd(int op, gr_real a, gr_real b) {
-  switch (op) {
-    case GRK_BIN_ADD: return gr_add_fwd(a, b);
-    case GRK_BIN_SUB: return gr_sub_fwd(a, b);
-    case GRK_BIN_MUL: return gr_mul_fwd(a, b);
-    default: return gr_div_fwd(a, b);
-  }
-}
-
-// The contribution of output element e to side `side` (0 = a, 1 = b): backward.cpp's lambdas.
-GR_HD static inline gr_real grk_bin_contrib(int op, int side, gr_real g, gr_real a, gr_real b, gr_real y) {
-  switch (op) {
-    case GRK_BIN_ADD: return side == 0 ? gr_add_bwd_a(g) : gr_add_bwd_b(g);
-    case GRK_BIN_SUB: return side == 0 ? gr_sub_bwd_a(g) : gr_sub_bwd_b(g);
-    case GRK_BIN_MUL: return side == 0 ? gr_mul_bwd_a(g, b) : gr_mul_bwd_b(g, a);
-    default: return side == 0 ? gr_div_bwd_a(g, b) : gr_div_bwd_b(g, y, b);
-  }
-}
+// Every elementwise op is a row of kernels/gr_op_table.h; its kernels below are generated from
+// the row and call the row's scalar functions through gr_ew_<stem> (gr_ops_elementwise.h).
 
 GR_HD static inline void grk_bin_index(const long long* m, long long e, long long* ia, long long* ib) {
   const long long r = m[0];
@@ -57,25 +32,32 @@ GR_HD static inline void grk_bin_index(const long long* m, long long e, long lon
   *ib = xb;
 }
 
-GR_HD static inline void grk_binary_fwd(int op, const gr_real* a, const gr_real* b, gr_real* y, const long long* m,
-                                        long long n) {
+template <class OP>
+GR_HD static inline void grk_binary_fwd(const gr_real* a, const gr_real* b, gr_real* y, const long long* m, long long n) {
   GRK_LOOP(e, n) {
     long long ia, ib;
     grk_bin_index(m, e, &ia, &ib);
-    y[e] = grk_bin_fwd(op, a[ia], b[ib]);
+    y[e] = OP::fwd(a[ia], b[ib], (gr_real)0);
   }
+}
+
+// The contribution of output element e to side `side` (0 = a, 1 = b): backward.cpp's rules.
+template <class OP>
+GR_HD static inline gr_real grk_bin_contrib(int side, gr_real g, gr_real a, gr_real b, gr_real y) {
+  return side == 0 ? OP::bwd_a(g, a, b, y, (gr_real)0) : OP::bwd_b(g, a, b, y, (gr_real)0);
 }
 
 // One thread per slot i of the side's input: it walks the output elements that map to i in
 // ascending e (an odometer over the dims where the input is stretched, last dim fastest) and adds
 // each contribution straight into the slot, as backward.cpp's for_each_broadcast walk does.
-GR_HD static inline void grk_binary_bwd(int op, int side, const gr_real* g, const gr_real* a, const gr_real* b,
-                                        const gr_real* y, gr_real* slot, const long long* m, long long nslot) {
+template <class OP>
+GR_HD static inline void grk_binary_bwd(int side, const gr_real* g, const gr_real* a, const gr_real* b, const gr_real* y,
+                                        gr_real* slot, const long long* m, long long nslot) {
   const long long r = m[0];
   const long long* xs = m + (side == 0 ? 17 : 25);
   GRK_LOOP(i, nslot) {
     if (r == 0) {
-      slot[i] = gr_accumulate(slot[i], grk_bin_contrib(op, side, g[i], a[i], b[i], y[i]));
+      slot[i] = gr_accumulate(slot[i], grk_bin_contrib<OP>(side, g[i], a[i], b[i], y[i]));
       continue;
     }
     long long idx[GRK_MAXD];
@@ -92,7 +74,7 @@ GR_HD static inline void grk_binary_bwd(int op, int side, const gr_real* g, cons
         ia += idx[d] * m[17 + d];
         ib += idx[d] * m[25 + d];
       }
-      slot[i] = gr_accumulate(slot[i], grk_bin_contrib(op, side, g[e], a[ia], b[ib], y[e]));
+      slot[i] = gr_accumulate(slot[i], grk_bin_contrib<OP>(side, g[e], a[ia], b[ib], y[e]));
       long long d = r - 1;
       for (; d >= 0; --d) {  // advance over the stretched dims only
         if (xs[d] != 0 || m[1 + d] == 1) continue;
@@ -104,91 +86,57 @@ GR_HD static inline void grk_binary_bwd(int op, int side, const gr_real* g, cons
   }
 }
 
-#define GRK_BINARY_KERNELS(name, OPC)                                                                           \
-  extern "C" __global__ void grk_##name##_fwd(const gr_real* a, const gr_real* b, gr_real* y, const long long* m,  \
+// ---- binary elementwise with numpy broadcasting: grk_<stem>_fwd, _bwd_a, _bwd_b -------------------
+// Metadata block (long long): m[0] = rank r of the output (0: a, b and out share one shape, ia = ib = e);
+// m[1..8] out dims, m[9..16] out row-major strides, m[17..24] a's strides aligned into the out dims
+// (0 where a is stretched or missing), m[25..32] b's likewise.
+#define GRK_BINARY_KERNELS(stem)                                                                                \
+  extern "C" __global__ void grk_##stem##_fwd(const gr_real* a, const gr_real* b, gr_real* y, const long long* m,  \
                                               long long n) {                                                   \
-    grk_binary_fwd(OPC, a, b, y, m, n);                                                                         \
+    grk_binary_fwd<gr_ew_##stem>(a, b, y, m, n);                                                                \
   }                                                                                                             \
-  GR_EXPORT_KERNEL(grk_##name##_fwd)                                                                            \
-  extern "C" __global__ void grk_##name##_bwd_a(const gr_real* g, const gr_real* a, const gr_real* b,              \
+  GR_EXPORT_KERNEL(grk_##stem##_fwd)                                                                            \
+  extern "C" __global__ void grk_##stem##_bwd_a(const gr_real* g, const gr_real* a, const gr_real* b,              \
                                                 const gr_real* y, gr_real* slot, const long long* m, long long n) { \
-    grk_binary_bwd(OPC, 0, g, a, b, y, slot, m, n);                                                             \
+    grk_binary_bwd<gr_ew_##stem>(0, g, a, b, y, slot, m, n);                                                    \
   }                                                                                                             \
-  GR_EXPORT_KERNEL(grk_##name##_bwd_a)                                                                          \
-  extern "C" __global__ void grk_##name##_bwd_b(const gr_real* g, const gr_real* a, const gr_real* b,              \
+  GR_EXPORT_KERNEL(grk_##stem##_bwd_a)                                                                          \
+  extern "C" __global__ void grk_##stem##_bwd_b(const gr_real* g, const gr_real* a, const gr_real* b,              \
                                                 const gr_real* y, gr_real* slot, const long long* m, long long n) { \
-    grk_binary_bwd(OPC, 1, g, a, b, y, slot, m, n);                                                             \
+    grk_binary_bwd<gr_ew_##stem>(1, g, a, b, y, slot, m, n);                                                    \
   }                                                                                                             \
-  GR_EXPORT_KERNEL(grk_##name##_bwd_b)
+  GR_EXPORT_KERNEL(grk_##stem##_bwd_b)
 
-GRK_BINARY_KERNELS(add, GRK_BIN_ADD)
-GRK_BINARY_KERNELS(sub, GRK_BIN_SUB)
-GRK_BINARY_KERNELS(mul, GRK_BIN_MUL)
-GRK_BINARY_KERNELS(div, GRK_BIN_DIV)
-
-// ---- unary elementwise: y[e] = f(x[e], s); slot[e] += c(g[e], x[e], y[e], s) ---------------------------
-#define GRK_UN_NEG 0
-#define GRK_UN_ADDS 1
-#define GRK_UN_MULS 2
-#define GRK_UN_RELU 3
-#define GRK_UN_SIGMOID 4
-#define GRK_UN_TANH 5
-#define GRK_UN_EXP 6
-#define GRK_UN_LOG 7
-#define GRK_UN_SQRT 8
-#define GRK_UN_COPY 9  // reshape: the same elements in the same order
-
-GR_HD static inline gr_real grk_un_fwd(int op, gr_real x, gr_real s) {
-  switch (op) {
-    case GRK_UN_NEG: return gr_neg_fwd(x);
-    case GRK_UN_ADDS: return gr_adds_fwd(x, s);
-    case GRK_UN_MULS: return gr_muls_fwd(x, s);
-    case GRK_UN_RELU: return gr_relu_fwd(x);
-    case GRK_UN_SIGMOID: return gr_sigmoid_fwd(x);
-    case GRK_UN_TANH: return gr_tanh_fwd(x);
-    case GRK_UN_EXP: return gr_exp_fwd(x);
-    case GRK_UN_LOG: return gr_log_fwd(x);
-    case GRK_UN_SQRT: return gr_sqrt_fwd(x);
-    default: return x;
-  }
-}
-
-GR_HD static inline gr_real grk_un_contrib(int op, gr_real g, gr_real x, gr_real y, gr_real s) {
-  switch (op) {
-    case GRK_UN_NEG: return gr_neg_bwd(g);
-    case GRK_UN_ADDS: return gr_adds_bwd(g);
-    case GRK_UN_MULS: return gr_muls_bwd(g, s);
-    case GRK_UN_RELU: return gr_relu_bwd(g, x);
-    case GRK_UN_SIGMOID: return gr_sigmoid_bwd(g, y);
-    case GRK_UN_TANH: return gr_tanh_bwd(g, y);
-    case GRK_UN_EXP: return gr_exp_bwd(g, y);
-    case GRK_UN_LOG: return gr_log_bwd(g, x);
-    case GRK_UN_SQRT: return gr_sqrt_bwd(g, y);
-    default: return g;
-  }
-}
-
-#define GRK_UNARY_KERNELS(name, OPC)                                                                            \
-  extern "C" __global__ void grk_##name##_fwd(const gr_real* x, gr_real* y, double s, long long n) {              \
-    GRK_LOOP(e, n) y[e] = grk_un_fwd(OPC, x[e], GRK_REAL(s));                                                             \
+// ---- unary elementwise: y[e] = f(x[e], s); slot[e] += c(g[e], x[e], y[e], s): grk_<stem>_fwd, _bwd --------
+#define GRK_UNARY_KERNELS(stem)                                                                                 \
+  extern "C" __global__ void grk_##stem##_fwd(const gr_real* x, gr_real* y, double s, long long n) {              \
+    GRK_LOOP(e, n) y[e] = gr_ew_##stem::fwd(x[e], (gr_real)0, GRK_REAL(s));                                     \
   }                                                                                                             \
-  GR_EXPORT_KERNEL(grk_##name##_fwd)                                                                            \
-  extern "C" __global__ void grk_##name##_bwd(const gr_real* g, const gr_real* x, const gr_real* y, gr_real* slot,  \
+  GR_EXPORT_KERNEL(grk_##stem##_fwd)                                                                            \
+  extern "C" __global__ void grk_##stem##_bwd(const gr_real* g, const gr_real* x, const gr_real* y, gr_real* slot,  \
                                               double s, long long n) {                                          \
-    GRK_LOOP(e, n) slot[e] = gr_accumulate(slot[e], grk_un_contrib(OPC, g[e], x[e], y[e], GRK_REAL(s)));                   \
+    GRK_LOOP(e, n) slot[e] = gr_accumulate(slot[e], gr_ew_##stem::bwd_a(g[e], x[e], (gr_real)0, y[e], GRK_REAL(s))); \
   }                                                                                                             \
-  GR_EXPORT_KERNEL(grk_##name##_bwd)
+  GR_EXPORT_KERNEL(grk_##stem##_bwd)
 
-GRK_UNARY_KERNELS(neg, GRK_UN_NEG)
-GRK_UNARY_KERNELS(adds, GRK_UN_ADDS)
-GRK_UNARY_KERNELS(muls, GRK_UN_MULS)
-GRK_UNARY_KERNELS(relu, GRK_UN_RELU)
-GRK_UNARY_KERNELS(sigmoid, GRK_UN_SIGMOID)
-GRK_UNARY_KERNELS(tanh, GRK_UN_TANH)
-GRK_UNARY_KERNELS(exp, GRK_UN_EXP)
-GRK_UNARY_KERNELS(log, GRK_UN_LOG)
-GRK_UNARY_KERNELS(sqrt, GRK_UN_SQRT)
-GRK_UNARY_KERNELS(reshape, GRK_UN_COPY)
+#define GRK_ELEMENTWISE_KERNELS(E, name, arity, cls, attrs, stem, ...) \
+  GR_OP_IF_UNARY_##cls(GRK_UNARY_KERNELS(stem)) GR_OP_IF_BINARY_##cls(GRK_BINARY_KERNELS(stem))
+GR_OP_TABLE(GRK_ELEMENTWISE_KERNELS)
+
+// reshape: the same elements in the same order; its gradient lands element for element.
+extern "C" __global__ void grk_reshape_fwd(const gr_real* x, gr_real* y, double s, long long n) {
+  (void)s;
+  GRK_LOOP(e, n) y[e] = x[e];
+}
+GR_EXPORT_KERNEL(grk_reshape_fwd)
+extern "C" __global__ void grk_reshape_bwd(const gr_real* g, const gr_real* x, const gr_real* y, gr_real* slot, double s,
+                                           long long n) {
+  (void)x;
+  (void)y;
+  (void)s;
+  GRK_LOOP(e, n) slot[e] = gr_accumulate(slot[e], g[e]);
+}
+GR_EXPORT_KERNEL(grk_reshape_bwd)
 
 // ---- reductions -------------------------------------------------------------------------------------
 // All axes: ONE thread, acc from 0.0, ascending (reduce.cpp sum_ascending); mean divides by n.

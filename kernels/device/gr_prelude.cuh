@@ -4,11 +4,12 @@
 // The element type: the f64 module is this text as is; the f32 module is the same text with
 // `#define GR_F32 1` in front. Kernels spell their own arithmetic (sums, matmul, optimizer) with
 // GRK_ADD/SUB/MUL/DIV (the rn intrinsics of the element type) and call the shared scalar/lane
-// definitions by name: gr_ops_scalar.h / gr_ops_lane.h are templates over the element type, so
+// definitions by name: gr_ops_elementwise.h (the table's gr_ew_<stem> over gr_ops_scalar.h) and
+// gr_ops_lane.h are templates over the element type, so
 // the same kernel text instantiates them for double or float. Scalars always arrive as
 // `double` kernel parameters (the 8-byte ABI) and are converted with GRK_REAL (__double2float_rn).
 #include "gr_ops_lane.h"
-#include "gr_ops_scalar.h"
+#include "gr_ops_elementwise.h"
 
 #if defined(GR_F32) && GR_F32
 typedef float gr_real;

@@ -38,8 +38,7 @@ std::string function_name_problem(std::string_view name) {
     return shown + " is not a C identifier (letters, digits and _, not starting with a digit)";
   if (name.starts_with("__") || (name[0] == '_' && name.size() > 1 && std::isupper(static_cast<unsigned char>(name[1]))))
     return shown + " is reserved for the C implementation";
-  if (name.starts_with("gr_") || name.starts_with("swarm_"))
-    return shown + " is reserved: gr_* and swarm_* name the emitted file's own definitions";
+  if (name.starts_with("gr_")) return shown + " is reserved: gr_* names the emitted file's own definitions and hooks";
   return "";
 }
 

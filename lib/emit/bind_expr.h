@@ -47,7 +47,7 @@ std::string parse_bind(std::string_view expr, EmitSignature signature, int64_t p
 
 // Why `name` cannot be the emitted function's name, or "" when it can: a C identifier of at most 64
 // characters that neither the C implementation (leading "__" or "_" + capital) nor the emitted
-// definitions and harness (gr_*, swarm_*) reserve.
+// definitions and harness (gr_*) reserve.
 std::string function_name_problem(std::string_view name);
 
 // A token or text as it can appear in a one-line message: control bytes and quotes escaped, long

@@ -9,6 +9,7 @@
 
 #include "emit/bind_expr.h"
 #include "emit/kernel_text.h"
+#include "grad/op_render.h"
 
 namespace gr {
 
@@ -16,23 +17,16 @@ namespace {
 
 // The emitter's rule table: one case per op, no default (-Werror=switch). The forward and backward
 // switches below have the same shape; this one is what the compile-time check reads.
+// The emitter's rule table: the elementwise ops emit from their rows (op_render.h); the others
+// are listed by hand, no default (-Werror=switch). The compile-time check below compares it with
+// the table's Emit column.
 constexpr bool has_rule(Op op) {
   switch (op) {
+#define GR_EMIT_EW_RULE(E, name, arity, cls, ...) GR_OP_IF_UNARY_##cls(case Op::E:) GR_OP_IF_BINARY_##cls(case Op::E:)
+    GR_OP_TABLE(GR_EMIT_EW_RULE)
+#undef GR_EMIT_EW_RULE
     case Op::Param:
     case Op::Const:
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Div:
-    case Op::Neg:
-    case Op::AddScalar:
-    case Op::MulScalar:
-    case Op::Relu:
-    case Op::Sigmoid:
-    case Op::Tanh:
-    case Op::Exp:
-    case Op::Log:
-    case Op::Sqrt:
     case Op::Sum:
     case Op::Mean:
     case Op::Reshape: return true;
@@ -54,7 +48,7 @@ constexpr bool rules_match_op_table() {
   return true;
 }
 static_assert(rules_match_op_table(),
-              "lib/emit: the emitter's rules disagree with the Emit column of grad/ops.def "
+              "lib/emit: the emitter's rules disagree with the Emit column of kernels/gr_op_table.h "
               "(an op marked Emit=Yes needs forward and backward rules in emit.cpp, and vice versa)");
 
 std::string shortest_decimal(double v) {
@@ -219,23 +213,14 @@ class Emitter {
     switch (n.op) {
       case Op::Param:
       case Op::Const: return leaf_expr(id);
-      case Op::Add: return "gr_add_fwd(" + a + ", " + b + ")";
-      case Op::Sub: return "gr_sub_fwd(" + a + ", " + b + ")";
-      case Op::Mul: return "gr_mul_fwd(" + a + ", " + b + ")";
-      case Op::Div: return "gr_div_fwd(" + a + ", " + b + ")";
-      case Op::Neg: return "gr_neg_fwd(" + a + ")";
-      case Op::AddScalar: return "gr_adds_fwd(" + a + ", " + c_double_literal(n.scalar) + ")";
-      case Op::MulScalar: return "gr_muls_fwd(" + a + ", " + c_double_literal(n.scalar) + ")";
-      case Op::Relu: return "gr_relu_fwd(" + a + ")";
-      case Op::Sigmoid: return "gr_sigmoid_fwd(" + a + ")";
-      case Op::Tanh: return "gr_tanh_fwd(" + a + ")";
-      case Op::Exp: return "gr_exp_fwd(" + a + ")";
-      case Op::Log: return "gr_log_fwd(" + a + ")";
-      case Op::Sqrt: return "gr_sqrt_fwd(" + a + ")";
+#define GR_EMIT_EW_FWD(E, name, arity, cls, ...) GR_OP_IF_UNARY_##cls(case Op::E:) GR_OP_IF_BINARY_##cls(case Op::E:)
+      GR_OP_TABLE(GR_EMIT_EW_FWD)
+#undef GR_EMIT_EW_FWD
+        return render_call(n.op, CallSide::Fwd, Operands{"", a, b, "", c_double_literal(n.scalar)});
       // The tape's reductions start their accumulator at 0.0 (so a -0.0 input sums to +0.0) and
       // mean divides by the element count (lane length for an axis), which is 1 here.
-      case Op::Sum: return "__dadd_rn(0.0, " + a + ")";
-      case Op::Mean: return "__ddiv_rn(__dadd_rn(0.0, " + a + "), " + c_double_literal(reduced_count(n)) + ")";
+      case Op::Sum: return render_sum("__dadd_rn", "0.0", &a, 1);
+      case Op::Mean: return "__ddiv_rn(" + render_sum("__dadd_rn", "0.0", &a, 1) + ", " + c_double_literal(reduced_count(n)) + ")";
       case Op::Reshape: return a;
       case Op::Matmul:
       case Op::Bmm:
@@ -260,36 +245,8 @@ class Emitter {
     std::string c = place(id);
     if (!c.empty()) c += "  ";
     c += label(id);
-    switch (n.op) {
-      case Op::Param: return c + ": parameter " + std::to_string(param_index_.at(id));
-      case Op::Const:
-        if (r_.bound.count(id)) return c + ": data";
-        return c + " = " + shortest_decimal(n.val[0]);
-      case Op::Add:
-      case Op::Sub:
-      case Op::Mul:
-      case Op::Div:
-      case Op::Neg:
-      case Op::AddScalar:
-      case Op::MulScalar:
-      case Op::Relu:
-      case Op::Sigmoid:
-      case Op::Tanh:
-      case Op::Exp:
-      case Op::Log:
-      case Op::Sqrt:
-      case Op::Sum:
-      case Op::Mean:
-      case Op::Reshape:
-      case Op::Matmul:
-      case Op::Bmm:
-      case Op::Transpose:
-      case Op::Slice:
-      case Op::Concat:
-      case Op::Softmax:
-      case Op::LogSoftmax:
-      case Op::SoftmaxCrossEntropy: break;
-    }
+    if (n.op == Op::Param) return c + ": parameter " + std::to_string(param_index_.at(id));
+    if (n.op == Op::Const) return r_.bound.count(id) ? c + ": data" : c + " = " + shortest_decimal(n.val[0]);
     c += " = " + std::string(op_name(n.op)) + "(" + label(n.a);
     if (n.b >= 0) c += ", " + label(n.b);
     if (op_info(n.op).attrs & kAttrScalar) c += ", " + shortest_decimal(n.scalar);
@@ -308,22 +265,15 @@ class Emitter {
     const std::string gy = g(id), y = t(id);
     const std::string x = n.a >= 0 ? t(n.a) : "", b = n.b >= 0 ? t(n.b) : "";
     std::string ca, cb;  // empty: the op has no such side
+    const Operands o{gy, x, b, y, c_double_literal(n.scalar)};
     switch (n.op) {
       case Op::Param:
       case Op::Const: return {};
-      case Op::Add: ca = "gr_add_bwd_a(" + gy + ")", cb = "gr_add_bwd_b(" + gy + ")"; break;
-      case Op::Sub: ca = "gr_sub_bwd_a(" + gy + ")", cb = "gr_sub_bwd_b(" + gy + ")"; break;
-      case Op::Mul: ca = "gr_mul_bwd_a(" + gy + ", " + b + ")", cb = "gr_mul_bwd_b(" + gy + ", " + x + ")"; break;
-      case Op::Div: ca = "gr_div_bwd_a(" + gy + ", " + b + ")", cb = "gr_div_bwd_b(" + gy + ", " + y + ", " + b + ")"; break;
-      case Op::Neg: ca = "gr_neg_bwd(" + gy + ")"; break;
-      case Op::AddScalar: ca = "gr_adds_bwd(" + gy + ")"; break;
-      case Op::MulScalar: ca = "gr_muls_bwd(" + gy + ", " + c_double_literal(n.scalar) + ")"; break;
-      case Op::Relu: ca = "gr_relu_bwd(" + gy + ", " + x + ")"; break;
-      case Op::Sigmoid: ca = "gr_sigmoid_bwd(" + gy + ", " + y + ")"; break;
-      case Op::Tanh: ca = "gr_tanh_bwd(" + gy + ", " + y + ")"; break;
-      case Op::Exp: ca = "gr_exp_bwd(" + gy + ", " + y + ")"; break;
-      case Op::Log: ca = "gr_log_bwd(" + gy + ", " + x + ")"; break;
-      case Op::Sqrt: ca = "gr_sqrt_bwd(" + gy + ", " + y + ")"; break;
+#define GR_EMIT_EW_BWD(E, name, arity, cls, ...)                                                          \
+  GR_OP_IF_UNARY_##cls(case Op::E: ca = render_call(n.op, CallSide::A, o); break;)                       \
+  GR_OP_IF_BINARY_##cls(case Op::E: ca = render_call(n.op, CallSide::A, o), cb = render_call(n.op, CallSide::B, o); break;)
+      GR_OP_TABLE(GR_EMIT_EW_BWD)
+#undef GR_EMIT_EW_BWD
       case Op::Sum: ca = gy; break;
       case Op::Mean: ca = "__ddiv_rn(" + gy + ", " + c_double_literal(reduced_count(n)) + ")"; break;
       case Op::Reshape: ca = gy; break;
@@ -352,7 +302,7 @@ class Emitter {
         "// -ffp-contract=off it reproduces the tape bit for bit. Self-contained: the scalar definitions\n"
         "// the tape uses (kernels/gr_device.h, gr_math.h, gr_ops_scalar.h) follow verbatim, without\n"
         "// their #pragma once and #include lines. Before including this file a program may define\n"
-        "//   swarm_g_add(g, j, val)  how gradient j lands in g (default: g[j] = g[j] + val)\n"
+        "//   gr_emit_grad(g, j, val) how gradient j lands in g (default: g[j] = g[j] + val)\n"
         "//   gr_emit_loss(val)       to receive the loss value\n"
         "// Do not edit: regenerate with gradrun emit-cuda.\n\n";
     out += "#ifndef GR_EMIT_SCALAR_DEFINITIONS\n#define GR_EMIT_SCALAR_DEFINITIONS\n";
@@ -377,8 +327,8 @@ class Emitter {
         "#if !GR_DEVICE_CODE && !defined(__device__)\n"
         "#define __device__\n"
         "#endif\n"
-        "#ifndef swarm_g_add\n"
-        "#define swarm_g_add(g, j, val) ((g)[(j)] = __dadd_rn((g)[(j)], (val)))\n"
+        "#ifndef gr_emit_grad\n"
+        "#define gr_emit_grad(g, j, val) ((g)[(j)] = __dadd_rn((g)[(j)], (val)))\n"
         "#endif\n\n";
   }
 
@@ -417,7 +367,7 @@ class Emitter {
     for (size_t j = 0; j < r_.params.size(); ++j) {
       const int32_t id = r_.params[j].id;
       const bool got = id <= loss_ && reached_[static_cast<size_t>(id)];
-      out += pad("  swarm_g_add(g, " + std::to_string(j) + ", " + (got ? g(id) : std::string("0.0")) + ");", kCol) + "// " +
+      out += pad("  gr_emit_grad(g, " + std::to_string(j) + ", " + (got ? g(id) : std::string("0.0")) + ");", kCol) + "// " +
              comment_text(label(id) + (got ? "" : " (backward does not reach it)")) + "\n";
     }
     out += "}\n";

@@ -10,7 +10,7 @@
 //     parameter upstream hands its contributions to its inputs, a-side before b-side, each as
 //     `gA = gr_accumulate(gA, c)` with c from gr_<op>_bwd_*. Inputs without a parameter upstream get
 //     nothing (requires-grad propagation: const-only branches emit no backward code);
-//   • one `swarm_g_add(g, j, gP)` per parameter, in registration order (0.0 for a parameter the
+//   • one `gr_emit_grad(g, j, gP)` per parameter, in registration order (0.0 for a parameter the
 //     walk never reaches).
 // Leaves: parameter j reads p[j]; a bound leaf (a data input) reads its C expression; any other
 // constant is inlined as a literal that reads back as the same bits.

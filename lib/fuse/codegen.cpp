@@ -3,8 +3,8 @@
 // kernel source.
 //
 // Bit-exactness: every fused element is computed by one thread with the same shared functions the
-// per-node kernels call (grk_bin_fwd / grk_bin_contrib / grk_un_fwd / grk_un_contrib /
-// gr_accumulate / the lane functions, all from kernel_source(dtype), which the generated text is
+// per-node kernels call (each elementwise op's row functions gr_<stem>_*, rendered by
+// lib/grad/op_render.h; gr_accumulate; the lane functions, all from kernel_source(dtype), which the generated text is
 // appended to) and with the same inner-loop orders (matmul Σ_k from 0, dW Σ_rows from 0 then added,
 // broadcast b-side walks adding straight into the slot in ascending output order). Gradient slots
 // receive their contributions in the per-node order (descending node id, a-side before b-side):
@@ -15,33 +15,15 @@
 #include <cstdio>
 
 #include "fuse/detail.h"
+#include "grad/op_render.h"
 
 namespace gr::fuse::detail {
 
 namespace {
 
-const char* bin_code(Op op) {
-  switch (op) {
-    case Op::Add: return "GRK_BIN_ADD";
-    case Op::Sub: return "GRK_BIN_SUB";
-    case Op::Mul: return "GRK_BIN_MUL";
-    default: return "GRK_BIN_DIV";
-  }
-}
-
-const char* un_code(Op op) {
-  switch (op) {
-    case Op::Neg: return "GRK_UN_NEG";
-    case Op::AddScalar: return "GRK_UN_ADDS";
-    case Op::MulScalar: return "GRK_UN_MULS";
-    case Op::Relu: return "GRK_UN_RELU";
-    case Op::Sigmoid: return "GRK_UN_SIGMOID";
-    case Op::Tanh: return "GRK_UN_TANH";
-    case Op::Exp: return "GRK_UN_EXP";
-    case Op::Log: return "GRK_UN_LOG";
-    case Op::Sqrt: return "GRK_UN_SQRT";
-    default: return "GRK_UN_COPY";
-  }
+// An elementwise op's call text from its row (lib/grad/op_render.h), over kernel operands.
+std::string call(Op op, CallSide side, std::string g, std::string a, std::string b, std::string y, std::string s) {
+  return render_call(op, side, Operands{std::move(g), std::move(a), std::move(b), std::move(y), std::move(s)});
 }
 
 // The exact double, whatever it is (NaN payloads and -0 included), as a kernel expression.
@@ -84,13 +66,12 @@ void gen_row_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
         default: b = g.V(y.b) + "[0]"; break;
       }
       g.line(col_loop(C));
-      g.line("      " + g.V(k) + "[" + row + "] = grk_bin_fwd(" + bin_code(y.op) + ", " + g.V(y.a) + "[" + row + "], " + b +
-             ");");
+      g.line("      " + g.V(k) + "[" + row + "] = " + call(y.op, CallSide::Fwd, "", g.V(y.a) + "[" + row + "]", b, "", "") + ";");
       g.line("    }");
     } else if (is_unary(y.op)) {
       g.line(col_loop(C));
-      g.line("      " + g.V(k) + "[" + row + "] = grk_un_fwd(" + un_code(y.op) + ", " + g.V(y.a) + "[" + row +
-             "], GRK_REAL(" + lit(y.scalar) + "));");
+      g.line("      " + g.V(k) + "[" + row + "] = " +
+             call(y.op, CallSide::Fwd, "", g.V(y.a) + "[" + row + "]", "", "", "GRK_REAL(" + lit(y.scalar) + ")") + ";");
       g.line("    }");
     } else if (y.op == Op::Matmul) {
       const int64_t K = an.n(y.a).shape[1];
@@ -218,16 +199,15 @@ void gen_row_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
         case BSide::Col: b = g.V(y.b) + "[c]"; break;
         default: b = g.V(y.b) + "[0]"; break;
       }
-      const std::string args = g.G(k) + "[" + row + "], " + g.V(y.a) + "[" + row + "], " + b + ", " + g.V(k) + "[" + row + "]";
-      if (an.active(y.a)) acc_into(g.G(y.a) + "[" + row + "]", "grk_bin_contrib(" + std::string(bin_code(y.op)) + ", 0, " + args + ")");
-      if (bs == BSide::Row && an.active(y.b))
-        acc_into(g.G(y.b) + "[" + row + "]", "grk_bin_contrib(" + std::string(bin_code(y.op)) + ", 1, " + args + ")");
+      const Operands o{g.G(k) + "[" + row + "]", g.V(y.a) + "[" + row + "]", b, g.V(k) + "[" + row + "]", ""};
+      if (an.active(y.a)) acc_into(g.G(y.a) + "[" + row + "]", render_call(y.op, CallSide::A, o));
+      if (bs == BSide::Row && an.active(y.b)) acc_into(g.G(y.b) + "[" + row + "]", render_call(y.op, CallSide::B, o));
       if (body.empty()) continue;
       body = col_loop(C) + "\n" + body + "    }";
     } else if (is_unary(y.op)) {
       if (!an.active(y.a)) continue;
-      acc_into(g.G(y.a) + "[" + row + "]", "grk_un_contrib(" + std::string(un_code(y.op)) + ", " + g.G(k) + "[" + row + "], " +
-                                               g.V(y.a) + "[" + row + "], " + g.V(k) + "[" + row + "], GRK_REAL(" + lit(y.scalar) + "))");
+      acc_into(g.G(y.a) + "[" + row + "]", call(y.op, CallSide::A, g.G(k) + "[" + row + "]", g.V(y.a) + "[" + row + "]", "",
+                                                g.V(k) + "[" + row + "]", "GRK_REAL(" + lit(y.scalar) + ")"));
       body = col_loop(C) + "\n" + body + "    }";
     } else if (y.op == Op::Matmul) {
       if (!an.active(y.a)) continue;
@@ -288,14 +268,15 @@ int64_t gen_param_bwd(const Analyzer& an, Gen& g, const BwdSplit& sp, const std:
         g.line("    }");
       } else if (j.kind == 1) {  // b-side [C]: output rows ascending (the broadcast walk)
         g.line("    for (long long r = 0; r < B; ++r)  // " + std::string(op_name(y.op)) + " node " + std::to_string(k));
-        g.line("      " + g.G(t) + "[i] = gr_accumulate(" + g.G(t) + "[i], grk_bin_contrib(" + bin_code(y.op) + ", 1, " + g.G(k) +
-               "[r * " + L(C) + " + i], " + g.V(y.a) + "[r * " + L(C) + " + i], " + g.V(y.b) + "[i], " + g.V(k) + "[r * " + L(C) +
-               " + i]));");
+        g.line("      " + g.G(t) + "[i] = gr_accumulate(" + g.G(t) + "[i], " +
+               call(y.op, CallSide::B, g.G(k) + "[r * " + L(C) + " + i]", g.V(y.a) + "[r * " + L(C) + " + i]", g.V(y.b) + "[i]",
+                    g.V(k) + "[r * " + L(C) + " + i]", "") +
+               ");");
       } else {  // b-side scalar: every output element ascending
         g.line("    for (long long e = 0; e < B * " + L(C) + "; ++e)  // " + std::string(op_name(y.op)) + " node " +
                std::to_string(k));
-        g.line("      " + g.G(t) + "[i] = gr_accumulate(" + g.G(t) + "[i], grk_bin_contrib(" + bin_code(y.op) + ", 1, " + g.G(k) +
-               "[e], " + g.V(y.a) + "[e], " + g.V(y.b) + "[0], " + g.V(k) + "[e]));");
+        g.line("      " + g.G(t) + "[i] = gr_accumulate(" + g.G(t) + "[i], " +
+               call(y.op, CallSide::B, g.G(k) + "[e]", g.V(y.a) + "[e]", g.V(y.b) + "[0]", g.V(k) + "[e]", "") + ");");
       }
     }
     g.line("  }");
@@ -319,10 +300,12 @@ void gen_serial_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::s
     const NodeView& y = an.n(k);
     g.line("  // node " + std::to_string(k) + ": " + std::string(op_name(y.op)) + " " + y.shape.str());
     if (is_binary(y.op)) {
-      g.line("  " + g.V(k) + "[0] = grk_bin_fwd(" + bin_code(y.op) + ", " + g.V(y.a) + "[0], " + g.V(y.b) + "[0]);");
-    } else if (is_unary(y.op) || y.op == Op::Reshape) {
-      g.line("  " + g.V(k) + "[0] = grk_un_fwd(" + un_code(y.op) + ", " + g.V(y.a) + "[0], GRK_REAL(" +
-             lit(y.op == Op::Reshape ? 0.0 : y.scalar) + "));");
+      g.line("  " + g.V(k) + "[0] = " + call(y.op, CallSide::Fwd, "", g.V(y.a) + "[0]", g.V(y.b) + "[0]", "", "") + ";");
+    } else if (is_unary(y.op)) {
+      g.line("  " + g.V(k) + "[0] = " + call(y.op, CallSide::Fwd, "", g.V(y.a) + "[0]", "", "", "GRK_REAL(" + lit(y.scalar) + ")") +
+             ";");
+    } else if (op_info(y.op).fusion == FusionClass::Copy) {
+      g.line("  " + g.V(k) + "[0] = " + g.V(y.a) + "[0];");
     } else if (y.op == Op::Sum || y.op == Op::Mean) {
       const int64_t n = an.n(y.a).numel;
       g.line("  {");
@@ -369,15 +352,18 @@ bool gen_serial_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::s
     if (!an.active(k)) continue;
     g.line("  // node " + std::to_string(k) + ": " + std::string(op_name(y.op)) + " " + y.shape.str());
     if (is_binary(y.op)) {
-      const std::string args = g.G(k) + "[0], " + g.V(y.a) + "[0], " + g.V(y.b) + "[0], " + g.V(k) + "[0]";
+      const Operands o{g.G(k) + "[0]", g.V(y.a) + "[0]", g.V(y.b) + "[0]", g.V(k) + "[0]", ""};
       if (an.active(y.a))
-        g.line("  " + g.G(y.a) + "[0] = gr_accumulate(" + g.G(y.a) + "[0], grk_bin_contrib(" + bin_code(y.op) + ", 0, " + args + "));");
+        g.line("  " + g.G(y.a) + "[0] = gr_accumulate(" + g.G(y.a) + "[0], " + render_call(y.op, CallSide::A, o) + ");");
       if (an.active(y.b))
-        g.line("  " + g.G(y.b) + "[0] = gr_accumulate(" + g.G(y.b) + "[0], grk_bin_contrib(" + bin_code(y.op) + ", 1, " + args + "));");
-    } else if (is_unary(y.op) || y.op == Op::Reshape) {
+        g.line("  " + g.G(y.b) + "[0] = gr_accumulate(" + g.G(y.b) + "[0], " + render_call(y.op, CallSide::B, o) + ");");
+    } else if (is_unary(y.op)) {
       if (!an.active(y.a)) continue;
-      g.line("  " + g.G(y.a) + "[0] = gr_accumulate(" + g.G(y.a) + "[0], grk_un_contrib(" + un_code(y.op) + ", " + g.G(k) + "[0], " +
-             g.V(y.a) + "[0], " + g.V(k) + "[0], GRK_REAL(" + lit(y.op == Op::Reshape ? 0.0 : y.scalar) + ")));");
+      g.line("  " + g.G(y.a) + "[0] = gr_accumulate(" + g.G(y.a) + "[0], " +
+             call(y.op, CallSide::A, g.G(k) + "[0]", g.V(y.a) + "[0]", "", g.V(k) + "[0]", "GRK_REAL(" + lit(y.scalar) + ")") + ");");
+    } else if (op_info(y.op).fusion == FusionClass::Copy) {
+      if (!an.active(y.a)) continue;
+      g.line("  " + g.G(y.a) + "[0] = gr_accumulate(" + g.G(y.a) + "[0], " + g.G(k) + "[0]);");
     } else if (y.op == Op::Sum || y.op == Op::Mean) {
       if (!an.active(y.a)) continue;
       const int64_t n = an.n(y.a).numel;

@@ -14,22 +14,10 @@ namespace gr::fuse::detail {
 
 using NodeView = replay::Program::NodeView;
 
-inline bool is_leaf(Op op) { return op == Op::Param || op == Op::Const; }
-inline bool is_binary(Op op) { return op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Div; }
-inline bool is_unary(Op op) {
-  switch (op) {
-    case Op::Neg:
-    case Op::AddScalar:
-    case Op::MulScalar:
-    case Op::Relu:
-    case Op::Sigmoid:
-    case Op::Tanh:
-    case Op::Exp:
-    case Op::Log:
-    case Op::Sqrt: return true;
-    default: return false;
-  }
-}
+// The planner's view of an op is its row's class and fusion class (kernels/gr_op_table.h).
+inline bool is_leaf(Op op) { return op_info(op).leaf(); }
+inline bool is_binary(Op op) { return op_info(op).cls == OpClass::Binary; }
+inline bool is_unary(Op op) { return op_info(op).cls == OpClass::Unary; }
 
 // An integer as a kernel long long literal.
 inline std::string L(int64_t v) { return std::to_string(v) + "LL"; }
@@ -59,32 +47,59 @@ struct Analyzer {
     return BSide::None;
   }
 
-  // Row-local over B = shape[0] (0 = not row-local).
+  // Row-local over B = shape[0] (0 = not row-local), by the row's fusion class.
   int64_t row_local(int32_t k) const {
     const NodeView& y = n(k);
     if (y.shape.rank() != 2) return 0;
     const int64_t B = y.shape[0];
-    if (is_binary(y.op)) {
-      if (!(n(y.a).shape == y.shape)) return 0;
-      return bside(k) == BSide::None ? 0 : B;
+    switch (op_info(y.op).fusion) {
+      case FusionClass::Elementwise:
+        if (is_unary(y.op)) return n(y.a).shape == y.shape ? B : 0;
+        if (!(n(y.a).shape == y.shape)) return 0;
+        return bside(k) == BSide::None ? 0 : B;
+      case FusionClass::Matmul: {
+        const NodeView &a = n(y.a), &w = n(y.b);
+        if (a.shape.rank() != 2 || a.shape[0] != B || !is_leaf(w.op) || w.shape.rank() != 2) return 0;
+        if (y.a == y.b) return 0;
+        return B;
+      }
+      case FusionClass::Lane: return opt.lanes && y.axis == 1 ? B : 0;
+      case FusionClass::Opaque:
+      case FusionClass::Reduce:
+      case FusionClass::LaneLoss:
+      case FusionClass::Copy: return 0;
     }
-    if (is_unary(y.op)) return n(y.a).shape == y.shape ? B : 0;
-    if (y.op == Op::Matmul) {
-      const NodeView &a = n(y.a), &w = n(y.b);
-      if (a.shape.rank() != 2 || a.shape[0] != B || !is_leaf(w.op) || w.shape.rank() != 2) return 0;
-      if (y.a == y.b) return 0;
-      return B;
-    }
-    if ((y.op == Op::Softmax || y.op == Op::LogSoftmax) && opt.lanes) return y.axis == 1 ? B : 0;
     return 0;
   }
 
+  // May run as a stage of a serial (one-thread) segment.
   bool serial_ok(int32_t k) const {
     const NodeView& y = n(k);
-    if (is_binary(y.op)) return y.numel == 1 && n(y.a).numel == 1 && n(y.b).numel == 1;
-    if (is_unary(y.op) || y.op == Op::Reshape) return y.numel == 1 && n(y.a).numel == 1;
-    if (y.op == Op::Sum || y.op == Op::Mean) return y.axis == kAllAxes;
-    if (y.op == Op::SoftmaxCrossEntropy) return opt.lanes;
+    switch (op_info(y.op).fusion) {
+      case FusionClass::Elementwise:
+        return y.numel == 1 && n(y.a).numel == 1 && (!is_binary(y.op) || n(y.b).numel == 1);
+      case FusionClass::Copy: return y.numel == 1 && n(y.a).numel == 1;
+      case FusionClass::Reduce: return y.axis == kAllAxes;
+      case FusionClass::LaneLoss: return opt.lanes;
+      case FusionClass::Opaque:
+      case FusionClass::Matmul:
+      case FusionClass::Lane: return false;
+    }
+    return false;
+  }
+
+  // May head a row segment (its backward seeds the rows): a reduction over all axes or a lane loss.
+  bool row_head(int32_t k) const {
+    const NodeView& y = n(k);
+    switch (op_info(y.op).fusion) {
+      case FusionClass::Reduce: return y.axis == kAllAxes;
+      case FusionClass::LaneLoss: return true;
+      case FusionClass::Opaque:
+      case FusionClass::Elementwise:
+      case FusionClass::Matmul:
+      case FusionClass::Lane:
+      case FusionClass::Copy: return false;
+    }
     return false;
   }
 };

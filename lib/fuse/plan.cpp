@@ -173,8 +173,7 @@ Plan plan(const replay::Program& prog, PlanOptions options) {
       const NodeView& hv = an.n(h);
       const Shape& sx = an.n(hv.a).shape;
       const bool rows_ok = sx.rank() == 2 && sx[0] == seg.rows;
-      if (hv.op == Op::SoftmaxCrossEntropy && rows_ok) seg.head = h;
-      if ((hv.op == Op::Sum || hv.op == Op::Mean) && hv.axis == kAllAxes && rows_ok) seg.head = h;
+      if (an.row_head(h) && rows_ok) seg.head = h;
     }
 
   // Kernels.

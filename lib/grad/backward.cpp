@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "gr_ops_lane.h"
-#include "gr_ops_scalar.h"
+#include "gr_ops_elementwise.h"
 #include "grad/tape.h"
 #include "tensor/broadcast.h"
 #include "tensor/matmul.h"
@@ -205,23 +205,14 @@ struct TapeRules {
     switch (n.op) {
       case Op::Param:
       case Op::Const: return;
-      case Op::Add: return binary([&](int64_t e, int64_t, int64_t) { return gr_add_bwd_a(g[e]); },
-                                  [&](int64_t e, int64_t, int64_t) { return gr_add_bwd_b(g[e]); });
-      case Op::Sub: return binary([&](int64_t e, int64_t, int64_t) { return gr_sub_bwd_a(g[e]); },
-                                  [&](int64_t e, int64_t, int64_t) { return gr_sub_bwd_b(g[e]); });
-      case Op::Mul: return binary([&](int64_t e, int64_t, int64_t ib) { return gr_mul_bwd_a(g[e], b[ib]); },
-                                  [&](int64_t e, int64_t ia, int64_t) { return gr_mul_bwd_b(g[e], x[ia]); });
-      case Op::Div: return binary([&](int64_t e, int64_t, int64_t ib) { return gr_div_bwd_a(g[e], b[ib]); },
-                                  [&](int64_t e, int64_t, int64_t ib) { return gr_div_bwd_b(g[e], y[e], b[ib]); });
-      case Op::Neg: return unary([&](int64_t e) { return gr_neg_bwd(g[e]); });
-      case Op::AddScalar: return unary([&](int64_t e) { return gr_adds_bwd(g[e]); });
-      case Op::MulScalar: return unary([&](int64_t e) { return gr_muls_bwd(g[e], s); });
-      case Op::Relu: return unary([&](int64_t e) { return gr_relu_bwd(g[e], x[e]); });
-      case Op::Sigmoid: return unary([&](int64_t e) { return gr_sigmoid_bwd(g[e], y[e]); });
-      case Op::Tanh: return unary([&](int64_t e) { return gr_tanh_bwd(g[e], y[e]); });
-      case Op::Exp: return unary([&](int64_t e) { return gr_exp_bwd(g[e], y[e]); });
-      case Op::Log: return unary([&](int64_t e) { return gr_log_bwd(g[e], x[e]); });
-      case Op::Sqrt: return unary([&](int64_t e) { return gr_sqrt_bwd(g[e], y[e]); });
+      // Elementwise ops, from their rows: gr_ew_<stem>::bwd_a/bwd_b call the row's gr_<stem>_bwd*.
+#define GR_TAPE_EW_BWD(E, name, arity, cls, attrs, stem, ...)                                               \
+  GR_OP_IF_UNARY_##cls(case Op::E: return unary([&](int64_t e) { return gr_ew_##stem::bwd_a(g[e], x[e], 0.0, y[e], s); });) \
+  GR_OP_IF_BINARY_##cls(case Op::E: return binary(                                                        \
+      [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_a(g[e], x[ia], b[ib], y[e], s); }, \
+      [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_b(g[e], x[ia], b[ib], y[e], s); });)
+      GR_OP_TABLE(GR_TAPE_EW_BWD)
+#undef GR_TAPE_EW_BWD
       case Op::Sum:
       case Op::Mean: return reduction();
       case Op::Matmul: return matmul();

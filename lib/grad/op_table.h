@@ -1,20 +1,24 @@
-// op_table.h — the op enum and per-op facts, generated from ops.def.
+// op_table.h — the op enum and per-op facts, generated from the rows of kernels/gr_op_table.h.
 #pragma once
 #include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
 
+#include "gr_op_table.h"
+
 namespace gr {
 
 enum class Op : uint8_t {
-#define GR_OP(e, name, arity, kind, attrs, fuse, emit) e,
-#include "grad/ops.def"
-#undef GR_OP
+#define GR_OP_ENUM(E, ...) E,
+  GR_OP_TABLE(GR_OP_ENUM)
+#undef GR_OP_ENUM
 };
 
-enum class OpKind : uint8_t { Leaf, Elementwise, Reduction, Contraction, Lane, Movement };
-enum class RowFusion : uint8_t { No, Elementwise, Matmul, LastAxis };
+enum class OpClass : uint8_t { Leaf, Unary, Binary, Reduction, Contraction, Lane, Movement };
+enum class ShapeRule : uint8_t { Leaf, Same, Broadcast, Reduce, Matmul, Bmm, Transpose, Reshape, Slice, Concat, Loss };
+enum class FusionClass : uint8_t { Opaque, Elementwise, Matmul, Lane, Reduce, LaneLoss, Copy };
+enum class Domain : uint8_t { None, Any, Positive, AwayFromZero, OneHot };
 
 enum OpAttr : uint32_t {
   kAttrNone = 0,
@@ -29,21 +33,33 @@ struct OpInfo {
   Op op;
   std::string_view name;
   int arity;
-  OpKind kind;
+  OpClass cls;
   uint32_t attrs;
-  RowFusion row_fusion;
+  std::string_view stem;   // gr_<stem>_fwd / _bwd[_a,_b], grk_<stem>_* kernels
+  std::string_view fwd;    // argument letters of gr_<stem>_fwd, '_'-separated ("none": no function)
+  std::string_view bwd_a;  // ... of the a-side backward (gr_<stem>_bwd or _bwd_a)
+  std::string_view bwd_b;  // ... of the b-side backward (gr_<stem>_bwd_b)
+  ShapeRule shape;
+  FusionClass fusion;
   bool emit_scalar;
+  Domain dom_a, dom_b;
+  std::string_view torch;  // the op over torch tensors a, b and float s ("" = mapped by hand)
+
+  constexpr bool elementwise() const { return cls == OpClass::Unary || cls == OpClass::Binary; }
+  constexpr bool leaf() const { return cls == OpClass::Leaf; }
 };
 
+namespace op_table_detail {
+inline constexpr bool kEmitYes = true, kEmitNo = false;
+}
+
 inline constexpr std::array kOps = {
-#define GR_OP(e, name, arity, kind, attrs, fuse, emit) \
-  OpInfo{Op::e, name, arity, OpKind::kind, attrs, RowFusion::fuse, emit_##emit},
-#define emit_Yes true
-#define emit_No false
-#include "grad/ops.def"
-#undef emit_Yes
-#undef emit_No
-#undef GR_OP
+#define GR_OP_INFO(E, name, arity, cls, attrs, stem, fwd, bwda, bwdb, shape, fusion, emit, da, db, torch)     \
+  OpInfo{Op::E,          name,           arity,         OpClass::cls,        attrs,                           \
+         #stem,          #fwd,           #bwda,         #bwdb,               ShapeRule::shape,                \
+         FusionClass::fusion, op_table_detail::kEmit##emit, Domain::da, Domain::db, torch},
+    GR_OP_TABLE(GR_OP_INFO)
+#undef GR_OP_INFO
 };
 
 inline constexpr size_t kOpCount = kOps.size();
@@ -57,5 +73,13 @@ inline std::optional<Op> op_by_name(std::string_view name) {
     if (info.name == name) return info.op;
   return std::nullopt;
 }
+
+// Every row is in enum order (the table is indexed by the enum).
+constexpr bool op_rows_in_order() {
+  for (size_t i = 0; i < kOps.size(); ++i)
+    if (static_cast<size_t>(kOps[i].op) != i) return false;
+  return true;
+}
+static_assert(op_rows_in_order(), "kernels/gr_op_table.h: rows must be in enum order");
 
 }  // namespace gr

@@ -66,6 +66,10 @@ class Tape {
   void set_value(Var leaf, std::span<const double> values);
 
   // ---- ops (each records one node; mse is a composite of sub, mul, mean) ----------------------
+  // Any elementwise op of the table (kernels/gr_op_table.h) by its enum; the named ops below are
+  // these with the op spelled out. `s` is the scalar attribute (adds, muls; ignored otherwise).
+  Var unary_op(Op op, Var x, double s = 0.0);
+  Var binary_op(Op op, Var a, Var b);
   Var add(Var a, Var b);
   Var sub(Var a, Var b);
   Var mul(Var a, Var b);

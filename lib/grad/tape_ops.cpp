@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "gr_ops_lane.h"
-#include "gr_ops_scalar.h"
+#include "gr_ops_elementwise.h"
 #include "grad/tape.h"
 #include "tensor/broadcast.h"
 #include "tensor/matmul.h"
@@ -76,19 +76,43 @@ Var Tape::unary(Op op, Var x, double s, F f) {
   return Var{size() - 1};
 }
 
-Var Tape::add(Var a, Var b) { return binary(Op::Add, a, b, [](double x, double y) { return gr_add_fwd(x, y); }); }
-Var Tape::sub(Var a, Var b) { return binary(Op::Sub, a, b, [](double x, double y) { return gr_sub_fwd(x, y); }); }
-Var Tape::mul(Var a, Var b) { return binary(Op::Mul, a, b, [](double x, double y) { return gr_mul_fwd(x, y); }); }
-Var Tape::div(Var a, Var b) { return binary(Op::Div, a, b, [](double x, double y) { return gr_div_fwd(x, y); }); }
-Var Tape::neg(Var x) { return unary(Op::Neg, x, 0.0, [](double v) { return gr_neg_fwd(v); }); }
-Var Tape::adds(Var x, double s) { return unary(Op::AddScalar, x, s, [s](double v) { return gr_adds_fwd(v, s); }); }
-Var Tape::muls(Var x, double s) { return unary(Op::MulScalar, x, s, [s](double v) { return gr_muls_fwd(v, s); }); }
-Var Tape::relu(Var x) { return unary(Op::Relu, x, 0.0, [](double v) { return gr_relu_fwd(v); }); }
-Var Tape::sigmoid(Var x) { return unary(Op::Sigmoid, x, 0.0, [](double v) { return gr_sigmoid_fwd(v); }); }
-Var Tape::tanh(Var x) { return unary(Op::Tanh, x, 0.0, [](double v) { return gr_tanh_fwd(v); }); }
-Var Tape::exp(Var x) { return unary(Op::Exp, x, 0.0, [](double v) { return gr_exp_fwd(v); }); }
-Var Tape::log(Var x) { return unary(Op::Log, x, 0.0, [](double v) { return gr_log_fwd(v); }); }
-Var Tape::sqrt(Var x) { return unary(Op::Sqrt, x, 0.0, [](double v) { return gr_sqrt_fwd(v); }); }
+// Every elementwise op through its row: gr_ew_<stem>::fwd is the row's gr_<stem>_fwd.
+Var Tape::unary_op(Op op, Var x, double s) {
+  if (!(op_info(op).attrs & kAttrScalar)) s = 0.0;
+  switch (op) {
+#define GR_TAPE_UNARY_FWD(E, name, arity, cls, attrs, stem, ...) \
+  case Op::E:                                                    \
+    GR_OP_IF_UNARY_##cls(return unary(op, x, s, [s](double v) { return gr_ew_##stem::fwd(v, 0.0, s); });) break;
+    GR_OP_TABLE(GR_TAPE_UNARY_FWD)
+#undef GR_TAPE_UNARY_FWD
+  }
+  return poison(op, "is not a unary elementwise op");
+}
+
+Var Tape::binary_op(Op op, Var a, Var b) {
+  switch (op) {
+#define GR_TAPE_BINARY_FWD(E, name, arity, cls, attrs, stem, ...) \
+  case Op::E:                                                     \
+    GR_OP_IF_BINARY_##cls(return binary(op, a, b, [](double x, double y) { return gr_ew_##stem::fwd(x, y, 0.0); });) break;
+    GR_OP_TABLE(GR_TAPE_BINARY_FWD)
+#undef GR_TAPE_BINARY_FWD
+  }
+  return poison(op, "is not a binary elementwise op");
+}
+
+Var Tape::add(Var a, Var b) { return binary_op(Op::Add, a, b); }
+Var Tape::sub(Var a, Var b) { return binary_op(Op::Sub, a, b); }
+Var Tape::mul(Var a, Var b) { return binary_op(Op::Mul, a, b); }
+Var Tape::div(Var a, Var b) { return binary_op(Op::Div, a, b); }
+Var Tape::neg(Var x) { return unary_op(Op::Neg, x); }
+Var Tape::adds(Var x, double s) { return unary_op(Op::AddScalar, x, s); }
+Var Tape::muls(Var x, double s) { return unary_op(Op::MulScalar, x, s); }
+Var Tape::relu(Var x) { return unary_op(Op::Relu, x); }
+Var Tape::sigmoid(Var x) { return unary_op(Op::Sigmoid, x); }
+Var Tape::tanh(Var x) { return unary_op(Op::Tanh, x); }
+Var Tape::exp(Var x) { return unary_op(Op::Exp, x); }
+Var Tape::log(Var x) { return unary_op(Op::Log, x); }
+Var Tape::sqrt(Var x) { return unary_op(Op::Sqrt, x); }
 
 // ---- reductions: all axes → [1]; one axis → that axis removed (or kept as 1) ---------------------
 Var Tape::reduce(Op op, Var x, int64_t axis, bool keepdims) {

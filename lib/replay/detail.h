@@ -32,6 +32,10 @@ inline void aligned(const Shape& in, int r, int64_t* out) {
   }
 }
 
+// The per-node kernel of an elementwise op's forward (side -1) or backward for input side 0 / 1:
+// grk_<stem>_fwd, grk_<stem>_bwd (unary), grk_<stem>_bwd_a / _bwd_b (binary), named from its row.
+const char* elementwise_kernel(Op op, int side);
+
 constexpr int kBinMeta = 33;    // [r, od[8], ost[8], ast[8], bst[8]]
 constexpr int kSliceMeta = 25;  // [r, od[8], ist[8], starts[8]]
 static_assert(kMaxDims == 8, "the kernels' metadata blocks hold 8 dims");

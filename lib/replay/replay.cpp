@@ -9,6 +9,7 @@
 #include "replay/replay.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "tensor/reduce.h"
@@ -23,13 +24,31 @@ const std::string& kernel_source(DType dtype) {
   return dtype == DType::F32 ? f32 : detail_kernel_text();
 }
 
+const char* detail::elementwise_kernel(Op op, int side) {
+  static const auto names = [] {
+    std::array<std::array<std::string, 3>, kOpCount> t;
+    for (const OpInfo& info : kOps) {
+      if (!info.elementwise()) continue;
+      const std::string base = "grk_" + std::string(info.stem);
+      auto& row = t[static_cast<size_t>(info.op)];
+      row[0] = base + "_fwd";
+      row[1] = base + (info.cls == OpClass::Binary ? "_bwd_a" : "_bwd");
+      if (info.cls == OpClass::Binary) row[2] = base + "_bwd_b";
+    }
+    return t;
+  }();
+  const std::string& name = names[static_cast<size_t>(op)][static_cast<size_t>(side + 1)];
+  if (name.empty()) throw Error("replay: " + std::string(op_name(op)) + " has no elementwise kernel for side " + std::to_string(side));
+  return name.c_str();
+}
+
 const std::vector<std::string>& kernel_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;
-    for (const char* b : {"add", "sub", "mul", "div"})
-      for (const char* s : {"_fwd", "_bwd_a", "_bwd_b"}) n.push_back(std::string("grk_") + b + s);
-    for (const char* u : {"neg", "adds", "muls", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "reshape",
-                          "softmax", "log_softmax", "transpose", "slice", "sce"})
+    for (const OpInfo& info : kOps)  // the elementwise ops' kernels, from their rows
+      if (info.elementwise())
+        for (int side = -1; side < (info.cls == OpClass::Binary ? 2 : 1); ++side) n.push_back(detail::elementwise_kernel(info.op, side));
+    for (const char* u : {"reshape", "softmax", "log_softmax", "transpose", "slice", "sce"})
       for (const char* s : {"_fwd", "_bwd"}) n.push_back(std::string("grk_") + u + s);
     for (const char* k : {"grk_sum_all_fwd", "grk_sum_all_bwd", "grk_sum_axis_fwd", "grk_sum_axis_bwd",
                           "grk_matmul_fwd", "grk_matmul_bwd_a", "grk_matmul_bwd_b", "grk_bmm_fwd", "grk_bmm_bwd_a",
@@ -90,11 +109,8 @@ Program::Program(device::Backend& backend, const Tape& tape, Var loss, ReplayOpt
   std::vector<int64_t> meta;
   for (int32_t id = 0; id < n; ++id) {
     const Node& nd = tape.node(id);
-    switch (nd.op) {
-      case Op::Add:
-      case Op::Sub:
-      case Op::Mul:
-      case Op::Div: {
+    if (op_info(nd.op).cls == OpClass::Binary) {
+      {
         nodes_[static_cast<size_t>(id)].meta_off = static_cast<int64_t>(meta.size());
         int64_t blk[kBinMeta] = {};
         const Shape &sa = tape.node(nd.a).shape, &sb = tape.node(nd.b).shape;
@@ -111,9 +127,9 @@ Program::Program(device::Backend& backend, const Tape& tape, Var loss, ReplayOpt
           aligned(sb, r, blk + 25);
         }
         meta.insert(meta.end(), blk, blk + kBinMeta);
-        break;
       }
-      case Op::Slice: {
+    } else if (nd.op == Op::Slice) {
+      {
         nodes_[static_cast<size_t>(id)].meta_off = static_cast<int64_t>(meta.size());
         int64_t blk[kSliceMeta] = {};
         const Shape& in = tape.node(nd.a).shape;
@@ -127,9 +143,7 @@ Program::Program(device::Backend& backend, const Tape& tape, Var loss, ReplayOpt
           stride *= in[d];
         }
         meta.insert(meta.end(), blk, blk + kSliceMeta);
-        break;
       }
-      default: break;
     }
   }
   if (meta.empty()) meta.push_back(0);

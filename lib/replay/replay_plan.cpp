@@ -13,37 +13,18 @@ namespace gr::replay {
 using namespace detail;
 
 // ---- the per-op plan ------------------------------------------------------------------------------
-namespace {
-const char* bin_name(Op op, int which) {  // which: 0 fwd, 1 bwd_a, 2 bwd_b
-  static const char* const t[4][3] = {{"grk_add_fwd", "grk_add_bwd_a", "grk_add_bwd_b"},
-                                      {"grk_sub_fwd", "grk_sub_bwd_a", "grk_sub_bwd_b"},
-                                      {"grk_mul_fwd", "grk_mul_bwd_a", "grk_mul_bwd_b"},
-                                      {"grk_div_fwd", "grk_div_bwd_a", "grk_div_bwd_b"}};
-  const int i = op == Op::Add ? 0 : op == Op::Sub ? 1 : op == Op::Mul ? 2 : 3;
-  return t[i][which];
-}
-}  // namespace
-
 void Program::plan_forward(int32_t id) {
   const NodeInfo& n = nodes_[static_cast<size_t>(id)];
   const uint64_t y = vptr(id);
   switch (n.op) {
     case Op::Param:
     case Op::Const: return;  // data: nothing to compute
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Div:
-      return add(fwd_, bin_name(n.op, 0), n.numel, {vptr(n.a), vptr(n.b), y, mptr(n.meta_off), I(n.numel)});
-    case Op::Neg: return add(fwd_, "grk_neg_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::AddScalar: return add(fwd_, "grk_adds_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::MulScalar: return add(fwd_, "grk_muls_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::Relu: return add(fwd_, "grk_relu_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::Sigmoid: return add(fwd_, "grk_sigmoid_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::Tanh: return add(fwd_, "grk_tanh_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::Exp: return add(fwd_, "grk_exp_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::Log: return add(fwd_, "grk_log_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
-    case Op::Sqrt: return add(fwd_, "grk_sqrt_fwd", n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});
+#define GR_PLAN_EW_FWD(E, name, arity, cls, ...)                                                            \
+  GR_OP_IF_BINARY_##cls(case Op::E: return add(fwd_, elementwise_kernel(n.op, -1), n.numel,                   \
+                                               {vptr(n.a), vptr(n.b), y, mptr(n.meta_off), I(n.numel)});) \
+  GR_OP_IF_UNARY_##cls(case Op::E: return add(fwd_, elementwise_kernel(n.op, -1), n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});)
+    GR_OP_TABLE(GR_PLAN_EW_FWD)
+#undef GR_PLAN_EW_FWD
     case Op::Reshape: return add(fwd_, "grk_reshape_fwd", n.numel, {vptr(n.a), y, D(0.0), I(n.numel)});
     case Op::Sum:
     case Op::Mean: {
@@ -95,29 +76,22 @@ void Program::plan_backward(int32_t id) {
   const auto unary = [&](const char* name) {
     if (active(n.a)) add(bwd_, name, n.numel, {g, vptr(n.a), y, gptr(n.a), D(n.scalar), I(n.numel)});
   };
+  // The whole a-side walk, then the whole b-side walk (x∘x: a's then b's per slot).
+  const auto binary_bwd = [&] {
+    const NodeInfo &na = nodes_[static_cast<size_t>(n.a)], &nb = nodes_[static_cast<size_t>(n.b)];
+    if (active(n.a))
+      add(bwd_, elementwise_kernel(n.op, 0), na.numel, {g, vptr(n.a), vptr(n.b), y, gptr(n.a), mptr(n.meta_off), I(na.numel)});
+    if (active(n.b))
+      add(bwd_, elementwise_kernel(n.op, 1), nb.numel, {g, vptr(n.a), vptr(n.b), y, gptr(n.b), mptr(n.meta_off), I(nb.numel)});
+  };
   switch (n.op) {
     case Op::Param:
     case Op::Const: return;
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Div:  // the whole a-side walk, then the whole b-side walk (x∘x: a's then b's per slot)
-      if (active(n.a))
-        add(bwd_, bin_name(n.op, 1), nodes_[static_cast<size_t>(n.a)].numel,
-            {g, vptr(n.a), vptr(n.b), y, gptr(n.a), mptr(n.meta_off), I(nodes_[static_cast<size_t>(n.a)].numel)});
-      if (active(n.b))
-        add(bwd_, bin_name(n.op, 2), nodes_[static_cast<size_t>(n.b)].numel,
-            {g, vptr(n.a), vptr(n.b), y, gptr(n.b), mptr(n.meta_off), I(nodes_[static_cast<size_t>(n.b)].numel)});
-      return;
-    case Op::Neg: return unary("grk_neg_bwd");
-    case Op::AddScalar: return unary("grk_adds_bwd");
-    case Op::MulScalar: return unary("grk_muls_bwd");
-    case Op::Relu: return unary("grk_relu_bwd");
-    case Op::Sigmoid: return unary("grk_sigmoid_bwd");
-    case Op::Tanh: return unary("grk_tanh_bwd");
-    case Op::Exp: return unary("grk_exp_bwd");
-    case Op::Log: return unary("grk_log_bwd");
-    case Op::Sqrt: return unary("grk_sqrt_bwd");
+#define GR_PLAN_EW_BWD(E, name, arity, cls, ...)                 \
+  GR_OP_IF_BINARY_##cls(case Op::E: return binary_bwd();)        \
+  GR_OP_IF_UNARY_##cls(case Op::E: return unary(elementwise_kernel(n.op, 0));)
+    GR_OP_TABLE(GR_PLAN_EW_BWD)
+#undef GR_PLAN_EW_BWD
     case Op::Reshape: return unary("grk_reshape_bwd");
     case Op::Sum:
     case Op::Mean: {

@@ -37,19 +37,11 @@ Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const s
   switch (n.op) {
     case Op::Param:
     case Op::Const: return Var{};  // the parser never makes a leaf a graph node
-    case Op::Add: return t.add(a, b);
-    case Op::Sub: return t.sub(a, b);
-    case Op::Mul: return t.mul(a, b);
-    case Op::Div: return t.div(a, b);
-    case Op::Neg: return t.neg(a);
-    case Op::AddScalar: return t.adds(a, n.scalar);
-    case Op::MulScalar: return t.muls(a, n.scalar);
-    case Op::Relu: return t.relu(a);
-    case Op::Sigmoid: return t.sigmoid(a);
-    case Op::Tanh: return t.tanh(a);
-    case Op::Exp: return t.exp(a);
-    case Op::Log: return t.log(a);
-    case Op::Sqrt: return t.sqrt(a);
+#define GR_RECORD_EW(E, name, arity, cls, ...)                      \
+  GR_OP_IF_UNARY_##cls(case Op::E: return t.unary_op(Op::E, a, n.scalar);) \
+  GR_OP_IF_BINARY_##cls(case Op::E: return t.binary_op(Op::E, a, b);)
+    GR_OP_TABLE(GR_RECORD_EW)
+#undef GR_RECORD_EW
     case Op::Sum: return n.axis ? t.sum(a, *n.axis, n.keepdims) : t.sum(a);
     case Op::Mean: return n.axis ? t.mean(a, *n.axis, n.keepdims) : t.mean(a);
     case Op::Matmul: return t.matmul(a, b);

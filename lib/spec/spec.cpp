@@ -268,10 +268,10 @@ NodeSpec read_node(const JsonAt& j) {
     return n;
   }
   const auto found = op_by_name(name);
-  if (!found || op_info(*found).kind == OpKind::Leaf) {
+  if (!found || op_info(*found).leaf()) {
     std::string known;
     for (const OpInfo& info : kOps)
-      if (info.kind != OpKind::Leaf) known += std::string(known.empty() ? "" : ", ") + std::string(info.name);
+      if (!info.leaf()) known += std::string(known.empty() ? "" : ", ") + std::string(info.name);
     op.fail("unknown op \"" + name + "\" (known: " + known + ", mse; or a \"layer\")");
   }
   n.op = *found;

@@ -7,7 +7,7 @@
 // -ffp-contract=off it reproduces the tape bit for bit. Self-contained: the scalar definitions
 // the tape uses (kernels/gr_device.h, gr_math.h, gr_ops_scalar.h) follow verbatim, without
 // their #pragma once and #include lines. Before including this file a program may define
-//   swarm_g_add(g, j, val)  how gradient j lands in g (default: g[j] = g[j] + val)
+//   gr_emit_grad(g, j, val) how gradient j lands in g (default: g[j] = g[j] + val)
 //   gr_emit_loss(val)       to receive the loss value
 // Do not edit: regenerate with gradrun emit-cuda.
 
@@ -405,8 +405,8 @@ template <class T> GR_HD static inline T gr_accumulate(T slot, T c) { return gr_
 #if !GR_DEVICE_CODE && !defined(__device__)
 #define __device__
 #endif
-#ifndef swarm_g_add
-#define swarm_g_add(g, j, val) ((g)[(j)] = __dadd_rn((g)[(j)], (val)))
+#ifndef gr_emit_grad
+#define gr_emit_grad(g, j, val) ((g)[(j)] = __dadd_rn((g)[(j)], (val)))
 #endif
 
 __device__ void grad(long long x, double v, double* g, const double* p) {
@@ -444,6 +444,6 @@ __device__ void grad(long long x, double v, double* g, const double* p) {
   g1 = gr_accumulate(g1, gr_add_bwd_b(g5));             // add pred -> b
   g0 = gr_accumulate(g0, gr_mul_bwd_b(g4, t2));         // mul wx -> w
   // one accumulate call per parameter, registration order
-  swarm_g_add(g, 0, g0);                                // w
-  swarm_g_add(g, 1, g1);                                // b
+  gr_emit_grad(g, 0, g0);                               // w
+  gr_emit_grad(g, 1, g1);                               // b
 }

@@ -1,0 +1,130 @@
+// gr_op_table.h — THE op table: one row per op, and every path derives the op from its row.
+//
+// GR_OP_TABLE(X) calls X once per op, in enum order. Consumers define X to pick the columns they
+// need: the op enum and OpInfo (lib/grad/op_table.h), the tape's forward/backward dispatch
+// (lib/grad), the per-node device kernels (kernels/device/gr_node_kernels.cuh), the replay kernel
+// names (lib/replay), the fusion planner's classes and the fused code text (lib/fuse), the scalar
+// emitter's expressions (lib/emit), the spec parser (lib/spec) and the test sweeps (tests/). The
+// header is plain preprocessor text, so the host compiler and NVRTC both read it.
+//
+// Adding an elementwise op = one row here + gr_<stem>_fwd / gr_<stem>_bwd[_a,_b] in gr_ops_scalar.h.
+//
+// X(Enum, "name", arity, Class, attrs, stem, Fwd, BwdA, BwdB, Shape, Fusion, Emit, DomA, DomB, "torch")
+//   Class   Leaf | Unary | Binary (the elementwise ops) | Reduction | Contraction | Lane | Movement
+//   attrs   kAttr* bits (lib/grad/op_table.h): Scalar (adds, muls), Axis, Keepdims, Shape, Window
+//   stem    names the scalar functions gr_<stem>_fwd, gr_<stem>_bwd (unary) / _bwd_a, _bwd_b
+//           (binary) in gr_ops_scalar.h and the per-node kernels grk_<stem>_fwd / _bwd[_a, _b]
+//   Fwd, BwdA, BwdB   the arguments of those functions, in order, '_'-separated; the saved values a
+//           backward reads are its letters after g:
+//             g = dL/dy   a = the first input (x of a unary op)   b = the second input
+//             y = the op's output   s = the op's scalar attribute   none = no such function
+//   Shape   Leaf | Same | Broadcast | Reduce | Matmul | Bmm | Transpose | Reshape | Slice | Concat | Loss
+//   Fusion  how the megakernel planner may fuse it (docs/fusion.md):
+//             Elementwise  row-local over [B, C] (b-side: same shape, a [C] column or one element);
+//                          a serial stage when every operand holds one element
+//             Matmul       row-local x·W with a leaf W      Lane  row-local over the last axis
+//             Reduce       serial over all axes; a row segment's head
+//             LaneLoss     serial (softmax cross-entropy); a row segment's head
+//             Copy         a serial stage when it holds one element      Opaque  never fused
+//   Emit    Yes when the scalar CUDA-C emitter emits it (every node one element)
+//   DomA, DomB  where the op is defined and smooth, for tests and finite differences:
+//             Any | Positive | AwayFromZero (a kink or pole at 0) | OneHot | None (no such input)
+//   torch   the op in PyTorch over tensors a, b and float s ("" when the oracle maps it by hand)
+#pragma once
+
+// clang-format off
+#define GR_OP_TABLE(X) \
+  X(Param,               "param",                 0, Leaf,        kAttrNone,                 param,       none, none,  none,  Leaf,      Opaque,      Yes, None,         None,   "") \
+  X(Const,               "const",                 0, Leaf,        kAttrNone,                 constant,    none, none,  none,  Leaf,      Opaque,      Yes, None,         None,   "") \
+  X(Add,                 "add",                   2, Binary,      kAttrNone,                 add,         a_b,  g,     g,     Broadcast, Elementwise, Yes, Any,          Any,    "a + b") \
+  X(Sub,                 "sub",                   2, Binary,      kAttrNone,                 sub,         a_b,  g,     g,     Broadcast, Elementwise, Yes, Any,          Any,    "a - b") \
+  X(Mul,                 "mul",                   2, Binary,      kAttrNone,                 mul,         a_b,  g_b,   g_a,   Broadcast, Elementwise, Yes, Any,          Any,    "a * b") \
+  X(Div,                 "div",                   2, Binary,      kAttrNone,                 div,         a_b,  g_b,   g_y_b, Broadcast, Elementwise, Yes, Any,          AwayFromZero, "a / b") \
+  X(Neg,                 "neg",                   1, Unary,       kAttrNone,                 neg,         a,    g,     none,  Same,      Elementwise, Yes, Any,          None,   "-a") \
+  X(AddScalar,           "adds",                  1, Unary,       kAttrScalar,               adds,        a_s,  g,     none,  Same,      Elementwise, Yes, Any,          None,   "a + s") \
+  X(MulScalar,           "muls",                  1, Unary,       kAttrScalar,               muls,        a_s,  g_s,   none,  Same,      Elementwise, Yes, Any,          None,   "a * s") \
+  X(Relu,                "relu",                  1, Unary,       kAttrNone,                 relu,        a,    g_a,   none,  Same,      Elementwise, Yes, AwayFromZero, None,   "torch.relu(a)") \
+  X(Sigmoid,             "sigmoid",               1, Unary,       kAttrNone,                 sigmoid,     a,    g_y,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.sigmoid(a)") \
+  X(Tanh,                "tanh",                  1, Unary,       kAttrNone,                 tanh,        a,    g_y,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.tanh(a)") \
+  X(Exp,                 "exp",                   1, Unary,       kAttrNone,                 exp,         a,    g_y,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.exp(a)") \
+  X(Log,                 "log",                   1, Unary,       kAttrNone,                 log,         a,    g_a,   none,  Same,      Elementwise, Yes, Positive,     None,   "torch.log(a)") \
+  X(Sqrt,                "sqrt",                  1, Unary,       kAttrNone,                 sqrt,        a,    g_y,   none,  Same,      Elementwise, Yes, Positive,     None,   "torch.sqrt(a)") \
+  X(Sum,                 "sum",                   1, Reduction,   kAttrAxis | kAttrKeepdims, sum,         none, none,  none,  Reduce,    Reduce,      Yes, Any,          None,   "") \
+  X(Mean,                "mean",                  1, Reduction,   kAttrAxis | kAttrKeepdims, mean,        none, none,  none,  Reduce,    Reduce,      Yes, Any,          None,   "") \
+  X(Matmul,              "matmul",                2, Contraction, kAttrNone,                 matmul,      none, none,  none,  Matmul,    Matmul,      No,  Any,          Any,    "") \
+  X(Bmm,                 "bmm",                   2, Contraction, kAttrNone,                 bmm,         none, none,  none,  Bmm,       Opaque,      No,  Any,          Any,    "") \
+  X(Transpose,           "transpose",             1, Movement,    kAttrNone,                 transpose,   none, none,  none,  Transpose, Opaque,      No,  Any,          None,   "") \
+  X(Reshape,             "reshape",               1, Movement,    kAttrShape,                reshape,     none, none,  none,  Reshape,   Copy,        Yes, Any,          None,   "") \
+  X(Slice,               "slice",                 1, Movement,    kAttrWindow,               slice,       none, none,  none,  Slice,     Opaque,      No,  Any,          None,   "") \
+  X(Concat,              "concat",                2, Movement,    kAttrAxis,                 concat,      none, none,  none,  Concat,    Opaque,      No,  Any,          Any,    "") \
+  X(Softmax,             "softmax",               1, Lane,        kAttrAxis,                 softmax,     none, none,  none,  Same,      Lane,        No,  Any,          None,   "") \
+  X(LogSoftmax,          "log_softmax",           1, Lane,        kAttrAxis,                 log_softmax, none, none,  none,  Same,      Lane,        No,  Any,          None,   "") \
+  X(SoftmaxCrossEntropy, "softmax_cross_entropy", 2, Lane,        kAttrNone,                 sce,         none, none,  none,  Loss,      LaneLoss,    No,  Any,          OneHot, "")
+// clang-format on
+
+// ---- selecting rows by class: GR_OP_IF_<Class>(...) keeps its arguments for that class only --------
+#define GR_OP_IF_UNARY_Unary(...) __VA_ARGS__
+#define GR_OP_IF_UNARY_Binary(...)
+#define GR_OP_IF_UNARY_Leaf(...)
+#define GR_OP_IF_UNARY_Reduction(...)
+#define GR_OP_IF_UNARY_Contraction(...)
+#define GR_OP_IF_UNARY_Lane(...)
+#define GR_OP_IF_UNARY_Movement(...)
+#define GR_OP_IF_BINARY_Unary(...)
+#define GR_OP_IF_BINARY_Binary(...) __VA_ARGS__
+#define GR_OP_IF_BINARY_Leaf(...)
+#define GR_OP_IF_BINARY_Reduction(...)
+#define GR_OP_IF_BINARY_Contraction(...)
+#define GR_OP_IF_BINARY_Lane(...)
+#define GR_OP_IF_BINARY_Movement(...)
+
+// ---- calling a scalar function with the arguments its row names -----------------------------------
+// GR_OP_ARGS_<list>(g, a, b, y, s) → the parenthesized argument list, e.g. GR_OP_ARGS_g_y → (g, y).
+#define GR_OP_ARGS_a(g, a, b, y, s) (a)
+#define GR_OP_ARGS_a_s(g, a, b, y, s) (a, s)
+#define GR_OP_ARGS_a_b(g, a, b, y, s) (a, b)
+#define GR_OP_ARGS_g(g, a, b, y, s) (g)
+#define GR_OP_ARGS_g_a(g, a, b, y, s) (g, a)
+#define GR_OP_ARGS_g_b(g, a, b, y, s) (g, b)
+#define GR_OP_ARGS_g_y(g, a, b, y, s) (g, y)
+#define GR_OP_ARGS_g_s(g, a, b, y, s) (g, s)
+#define GR_OP_ARGS_g_y_b(g, a, b, y, s) (g, y, b)
+#define GR_OP_ARGS_g_a_y(g, a, b, y, s) (g, a, y)
+#define GR_OP_ARGS_g_a_s(g, a, b, y, s) (g, a, s)
+#define GR_OP_ARGS_g_y_s(g, a, b, y, s) (g, y, s)
+#define GR_OP_ARGS_g_a_b(g, a, b, y, s) (g, a, b)
+#define GR_OP_ARGS_g_a_y_b(g, a, b, y, s) (g, a, y, b)
+
+// ---- uniform elementwise functions, generated from the rows --------------------------------------
+// gr_ew_<stem>::fwd(a, b, s), ::bwd_a(g, a, b, y, s), ::bwd_b(...): every elementwise op behind one
+// signature, so loops, kernels and fused code are written once for all of them. Each is exactly the
+// row's gr_<stem>_* call (unused operands are ignored), so the bits are the scalar definitions'.
+#define GR_EW_UNARY_STRUCT(E, name, arity, cls, attrs, stem, FWD_ARGS, BWDA_ARGS, BWDB_ARGS, ...)                  \
+  struct gr_ew_##stem {                                                                            \
+    template <class T> GR_HD static inline T fwd(T a, T b, T s) {                                  \
+      (void)b; (void)s;                                                                            \
+      return gr_##stem##_fwd GR_OP_ARGS_##FWD_ARGS(T(0), a, b, T(0), s);                                \
+    }                                                                                              \
+    template <class T> GR_HD static inline T bwd_a(T g, T a, T b, T y, T s) {                      \
+      (void)a; (void)b; (void)y; (void)s;                                                          \
+      return gr_##stem##_bwd GR_OP_ARGS_##BWDA_ARGS(g, a, b, y, s);                                     \
+    }                                                                                              \
+  };
+#define GR_EW_BINARY_STRUCT(E, name, arity, cls, attrs, stem, FWD_ARGS, BWDA_ARGS, BWDB_ARGS, ...)                 \
+  struct gr_ew_##stem {                                                                            \
+    template <class T> GR_HD static inline T fwd(T a, T b, T s) {                                  \
+      (void)s;                                                                                     \
+      return gr_##stem##_fwd GR_OP_ARGS_##FWD_ARGS(T(0), a, b, T(0), s);                                \
+    }                                                                                              \
+    template <class T> GR_HD static inline T bwd_a(T g, T a, T b, T y, T s) {                      \
+      (void)a; (void)b; (void)y; (void)s;                                                          \
+      return gr_##stem##_bwd_a GR_OP_ARGS_##BWDA_ARGS(g, a, b, y, s);                                   \
+    }                                                                                              \
+    template <class T> GR_HD static inline T bwd_b(T g, T a, T b, T y, T s) {                      \
+      (void)a; (void)b; (void)y; (void)s;                                                          \
+      return gr_##stem##_bwd_b GR_OP_ARGS_##BWDB_ARGS(g, a, b, y, s);                                   \
+    }                                                                                              \
+  };
+#define GR_EW_STRUCT(E, name, arity, cls, ...)                       \
+  GR_OP_IF_UNARY_##cls(GR_EW_UNARY_STRUCT(E, name, arity, cls, __VA_ARGS__)) \
+  GR_OP_IF_BINARY_##cls(GR_EW_BINARY_STRUCT(E, name, arity, cls, __VA_ARGS__))
