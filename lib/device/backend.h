@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "tensor/shape.h"  // gr::Error
+#include "tensor/error.h"
 
 namespace gr::device {
 

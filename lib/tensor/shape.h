@@ -7,19 +7,14 @@
 #include <cstdint>
 #include <initializer_list>
 #include <span>
-#include <stdexcept>
 #include <string>
+
+#include "tensor/error.h"
 
 namespace gr {
 
 inline constexpr int kMaxDims = 8;
 inline constexpr int64_t kMaxElems = int64_t(1) << 40;  // 8 TiB of f64: far past any real tensor
-
-// A user-facing error (bad shape, bad argument). Invariant violations use GR_ASSERT instead.
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 class Shape {
  public:
