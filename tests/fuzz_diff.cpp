@@ -33,7 +33,7 @@
 
 #include "device/backend.h"
 #include "spec/dataset.h"
-#include "spec/errors.h"
+#include "io/errors.h"
 #include "spec/program.h"
 #include "spec/spec.h"
 #include "support/fuzz_graph.h"

@@ -9,7 +9,7 @@
 
 #include "device/backend.h"
 #include "spec/dataset.h"
-#include "spec/errors.h"
+#include "io/errors.h"
 #include "support/fuzz_graph.h"
 #include "train/checks.h"
 #include "train/device_runner.h"

@@ -9,8 +9,8 @@
 #include <string>
 #include <utility>
 
-#include "spec/atomic_file.h"
-#include "spec/safetensors.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
 #include "tensor/parallel.h"
 #include "train/trainer.h"
 

@@ -1,4 +1,4 @@
-// test_plot.cpp — the loss-curve SVG renderer (spec/plot_svg.h): document structure, escaping,
+// test_plot.cpp — the loss-curve SVG renderer (train/plot_svg.h): document structure, escaping,
 // log/linear choice, gaps for NaN/inf, the size bound on long curves, determinism, empty input.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "spec/plot_svg.h"
+#include "train/plot_svg.h"
 
 namespace {
 

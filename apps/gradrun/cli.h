@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "spec/errors.h"
+#include "io/errors.h"
 #include "spec/spec.h"
 
 namespace gr::cli {

@@ -5,7 +5,7 @@
 
 #include "cli.h"
 #include "train/emit_spec.h"
-#include "spec/atomic_file.h"
+#include "io/atomic_file.h"
 
 namespace gr::cli {
 

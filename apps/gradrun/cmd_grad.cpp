@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "cli.h"
-#include "spec/safetensors.h"
+#include "io/safetensors.h"
 #include "train/checks.h"
 #include "train/device_runner.h"
 

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "cli.h"
-#include "spec/atomic_file.h"
+#include "io/atomic_file.h"
 #include "train/trainer.h"
 
 namespace gr::cli {

@@ -5,11 +5,11 @@
 #include <cstring>
 #include <map>
 
-#include "spec/csv.h"
-#include "spec/errors.h"
-#include "spec/npy.h"
+#include "io/csv.h"
+#include "io/errors.h"
+#include "io/npy.h"
 #include "spec/random.h"
-#include "spec/safetensors.h"
+#include "io/safetensors.h"
 
 namespace gr {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "spec/errors.h"
+#include "io/errors.h"
 
 namespace gr {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "spec/errors.h"
+#include "io/errors.h"
 
 namespace gr {
 

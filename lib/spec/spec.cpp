@@ -9,7 +9,7 @@
 #include <set>
 
 #include "emit/bind_expr.h"
-#include "spec/atomic_file.h"
+#include "io/atomic_file.h"
 #include "spec/json_reader.h"
 #include "tensor/sha256.h"
 #include "tensor/shape.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "spec/errors.h"
+#include "io/errors.h"
 
 namespace gr {
 

@@ -10,7 +10,7 @@
 
 #include "emit/bind_expr.h"
 #include "train/host_build.h"
-#include "spec/errors.h"
+#include "io/errors.h"
 #include "spec/init.h"
 
 namespace gr {

@@ -17,7 +17,7 @@
 #include <xmmintrin.h>
 #endif
 
-#include "spec/errors.h"
+#include "io/errors.h"
 
 extern char** environ;
 

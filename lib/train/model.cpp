@@ -4,9 +4,9 @@
 
 #include <new>
 
-#include "spec/errors.h"
+#include "io/errors.h"
 #include "spec/init.h"
-#include "spec/limits.h"
+#include "io/limits.h"
 
 namespace gr {
 
@@ -14,7 +14,7 @@ Model::Model(const Spec& spec, Datasets data) : spec_(spec), data_(std::move(dat
   program_ = resolve_program(spec_, data_.train);
   // Refuse parameters that cannot fit before touching memory: a failed allocation is not always
   // an exception (sanitizers, overcommit), and a clear error beats an out-of-memory kill.
-  // The budget is resource_limits() (spec/limits.h): physical memory, ulimit -v, GRADRUN_MAX_MEMORY.
+  // The budget is resource_limits() (io/limits.h): physical memory, ulimit -v, GRADRUN_MAX_MEMORY.
   double total = 0;
   for (const ProgramParam& pp : program_.params) {
     const double need = static_cast<double>(pp.shape.numel()) * 4.0 * sizeof(double);  // value, grad, Adam m, v

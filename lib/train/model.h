@@ -10,7 +10,7 @@
 #include "grad/tape.h"
 #include "spec/dataset.h"
 #include "spec/program.h"
-#include "spec/safetensors.h"
+#include "io/safetensors.h"
 
 namespace gr {
 

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "spec/atomic_file.h"
-#include "spec/errors.h"
-#include "spec/safetensors.h"
+#include "io/atomic_file.h"
+#include "io/errors.h"
+#include "io/safetensors.h"
 #include "tensor/sha256.h"
 
 namespace gr {

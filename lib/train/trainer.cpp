@@ -9,11 +9,11 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "spec/atomic_file.h"
-#include "spec/errors.h"
-#include "spec/plot_svg.h"
+#include "io/atomic_file.h"
+#include "io/errors.h"
+#include "train/plot_svg.h"
 #include "spec/random.h"
-#include "spec/safetensors.h"
+#include "io/safetensors.h"
 #include "tensor/parallel.h"
 #include "train/device_runner.h"
 

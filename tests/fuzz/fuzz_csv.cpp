@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "spec/csv.h"
+#include "io/csv.h"
 #include "tensor/shape.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

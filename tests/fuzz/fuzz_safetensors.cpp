@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "spec/safetensors.h"
+#include "io/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -12,10 +12,10 @@
 #include <fstream>
 #include <limits>
 
-#include "spec/csv.h"
-#include "spec/errors.h"
-#include "spec/npy.h"
-#include "spec/safetensors.h"
+#include "io/csv.h"
+#include "io/errors.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
 #include "skip.h"
 
 

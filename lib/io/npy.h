@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "spec/safetensors.h"  // NamedTensor
+#include "io/safetensors.h"  // NamedTensor
 #include "tensor/tensor.h"
 
 namespace gr {

@@ -1,7 +1,7 @@
 // plot_svg.cpp — see plot_svg.h. Layout: a fixed 800x480 canvas, the plot area inset by margins
 // that leave room for the title (top), tick labels and axis titles (left, bottom); light grid
 // lines at major ticks, a legend in the top-right corner of the plot area.
-#include "spec/plot_svg.h"
+#include "train/plot_svg.h"
 
 #include <algorithm>
 #include <charconv>

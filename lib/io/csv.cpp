@@ -1,13 +1,13 @@
-#include "spec/csv.h"
+#include "io/csv.h"
 
 #include <charconv>
 #include <cmath>
 #include <system_error>
 #include <unordered_map>
 
-#include "spec/atomic_file.h"
-#include "spec/errors.h"
-#include "spec/limits.h"
+#include "io/atomic_file.h"
+#include "io/errors.h"
+#include "io/limits.h"
 
 namespace gr {
 

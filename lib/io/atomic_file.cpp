@@ -1,4 +1,4 @@
-#include "spec/atomic_file.h"
+#include "io/atomic_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "spec/errors.h"
-#include "spec/limits.h"
+#include "io/errors.h"
+#include "io/limits.h"
 
 namespace gr {
 

@@ -1,4 +1,4 @@
-#include "spec/limits.h"
+#include "io/limits.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "spec/errors.h"
+#include "io/errors.h"
 
 namespace gr {
 

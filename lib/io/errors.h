@@ -7,7 +7,7 @@
 #pragma once
 #include <string>
 
-#include "tensor/shape.h"
+#include "tensor/error.h"
 
 namespace gr {
 

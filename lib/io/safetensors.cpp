@@ -1,4 +1,4 @@
-#include "spec/safetensors.h"
+#include "io/safetensors.h"
 
 #include <algorithm>
 #include <bit>
@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "spec/atomic_file.h"
-#include "spec/errors.h"
+#include "io/atomic_file.h"
+#include "io/errors.h"
 
 namespace gr {
 

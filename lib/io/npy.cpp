@@ -1,4 +1,4 @@
-#include "spec/npy.h"
+#include "io/npy.h"
 
 #include <zlib.h>
 
@@ -7,9 +7,9 @@
 #include <cstring>
 #include <set>
 
-#include "spec/atomic_file.h"
-#include "spec/errors.h"
-#include "spec/limits.h"
+#include "io/atomic_file.h"
+#include "io/errors.h"
+#include "io/limits.h"
 
 namespace gr {
 
