@@ -1,5 +1,5 @@
 // kernel_text.h — the text of the shared scalar definitions (kernels/gr_device.h, gr_math.h,
-// gr_ops_scalar.h), embedded at build time by embed_kernels.cmake, so that emitted CUDA-C carries
+// gr_ops_scalar.h), embedded at build time by cmake/embed_text.cmake, so that emitted CUDA-C carries
 // exactly the functions the tape calls. Each text has its `#pragma once` and its includes of the
 // other kernels/ headers removed; concatenated in the order given they compile as one unit.
 #pragma once

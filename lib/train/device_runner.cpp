@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "io/errors.h"
+#include "train/batch_kernels.h"
 
 namespace gr {
 
@@ -22,36 +23,8 @@ std::unique_ptr<device::Backend> open_backend(const std::string& kind, std::stri
 
 namespace {
 
-// Batch gathering and loss keeping on the device (8-byte arguments, grid-stride loops: the
-// kernel rules of docs/device.md). The f32 gather rounds like Program::set_input does.
-const char* kBatchKernels = R"(
-extern "C" __global__ void gr_gather_rows_f64(const double* src, const long long* idx, double* dst, long long width,
-                                              long long rows) {
-  const long long n = width * rows;
-  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x) {
-    const long long r = e / width;
-    dst[e] = src[idx[r] * width + (e - r * width)];
-  }
-}
-GR_EXPORT_KERNEL(gr_gather_rows_f64)
-extern "C" __global__ void gr_gather_rows_f32(const double* src, const long long* idx, float* dst, long long width,
-                                              long long rows) {
-  const long long n = width * rows;
-  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x) {
-    const long long r = e / width;
-    dst[e] = __double2float_rn(src[idx[r] * width + (e - r * width)]);
-  }
-}
-GR_EXPORT_KERNEL(gr_gather_rows_f32)
-extern "C" __global__ void gr_store_loss_f64(const double* loss, double* out, long long at) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) out[at] = loss[0];
-}
-GR_EXPORT_KERNEL(gr_store_loss_f64)
-extern "C" __global__ void gr_store_loss_f32(const float* loss, double* out, long long at) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) out[at] = (double)loss[0];
-}
-GR_EXPORT_KERNEL(gr_store_loss_f32)
-)";
+// Batch gathering and loss keeping on the device: kernels/device/gr_batch_kernels.cuh.
+const std::string& kBatchKernels = batch_kernel_text();
 
 }  // namespace
 
