@@ -13,7 +13,6 @@
 //   • each module carries a seal: a trailer holding the SHA-256 of the bytes before it, checked
 //     before use (a truncated or altered module is rebuilt, never loaded).
 // A refusal throws gr::Error with one line that names the path and what is wrong with it.
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,6 +23,7 @@
 #include <string>
 
 #include "device/detail.h"
+#include "device/host_compile.h"
 
 namespace gr::device::detail {
 
@@ -179,12 +179,7 @@ void* open_cached_module(const std::string& so, std::string* why) {
   if (!read_sealed_module(so, why)) return nullptr;
   // The folder is ours and private (make_dirs checked it), so nobody else can swap the file
   // between this check and dlopen. The seal trailer after the ELF image is ignored by the loader.
-  void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle && why) {
-    const char* e = dlerror();
-    *why = e ? e : "dlopen failed";
-  }
-  return handle;
+  return load_shared_object(so, why);
 }
 
 }  // namespace gr::device::detail

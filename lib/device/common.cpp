@@ -110,10 +110,13 @@ void write_file_atomic(const std::string& path, std::string_view data) {
 
 // ---- processes -------------------------------------------------------------------------------
 
-int run_process(const std::vector<std::string>& argv, std::string* output) {
+int run_process(const std::vector<std::string>& argv, std::string* output, std::string* start_error) {
   // posix_spawn (no shell, so paths need no quoting), stdout and stderr into one pipe.
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    if (start_error) *start_error = std::strerror(errno);
+    return -1;
+  }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -129,6 +132,7 @@ int run_process(const std::vector<std::string>& argv, std::string* output) {
   if (rc != 0) {
     close(fds[0]);
     if (output) *output = std::string("cannot start ") + argv[0] + ": " + std::strerror(rc);
+    if (start_error) *start_error = std::strerror(rc);
     return -1;
   }
   std::string text;

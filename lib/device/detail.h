@@ -81,7 +81,7 @@ void write_file_atomic(const std::string& path, std::string_view data);
 std::string temp_name(const std::string& final_path);  // unique sibling temp path
 
 // Runs argv (no shell), stdout+stderr into `output`; returns the exit status (-1: not started).
-int run_process(const std::vector<std::string>& argv, std::string* output);
+int run_process(const std::vector<std::string>& argv, std::string* output, std::string* start_error = nullptr);
 
 // First `max_lines` lines of a compiler log, for error messages.
 std::string first_lines(const std::string& text, int max_lines);

@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <sstream>
 #include <unordered_map>
 
 #include "device/detail.h"
+#include "device/host_compile.h"
 #include "device/host_exec.h"
 #include "tensor/fpenv.h"
 
@@ -20,23 +20,14 @@ using namespace detail;
 
 std::atomic<unsigned long> g_compiler_runs{0};
 
-// The flags that decide the generated code (DESIGN §8): no contraction, no fast-math; no
-// -march, so a cache directory can be shared between machines.
-const std::vector<std::string> kFlags = {"-O2", "-ffp-contract=off", "-fno-fast-math", "-fPIC",
-                                         "-shared", "-fvisibility=hidden", "-std=c++17"
+// The flags that decide the generated code (host_compile.h: DESIGN §8, no -march).
+const std::vector<std::string> kFlags = [] {
+  std::vector<std::string> f = host_code_flags();
 #ifdef GR_TSAN_BUILD
-                                         , "-fsanitize=thread"  // the modules' accesses are checked too
+  f.push_back("-fsanitize=thread");  // the modules' accesses are checked too
 #endif
-};
-
-std::vector<std::string> compiler_command() {
-  const char* cxx = std::getenv("CXX");
-  std::istringstream words(cxx && *cxx ? cxx : "c++");  // $CXX may be "ccache g++"
-  std::vector<std::string> argv;
-  for (std::string w; words >> w;) argv.push_back(w);
-  if (argv.empty()) argv.push_back("c++");
-  return argv;
-}
+  return f;
+}();
 
 template <class Fn>
 Fn symbol(void* handle, const std::string& name) {
@@ -74,7 +65,7 @@ class HostBackend final : public Backend {
   explicit HostBackend(const HostOptions& options) : options_(options) {
     apply_schedule_env(options_);
     root_ = resolve_cache_dir(options.cache_dir) + "/host";
-    compiler_ = compiler_command();
+    compiler_ = host_compiler();
     std::vector<std::string> argv = compiler_;
     argv.push_back("--version");
     std::string out;
@@ -273,16 +264,15 @@ class HostBackend final : public Backend {
   void build(const std::string& text, const std::string& name, const std::string& src, const std::string& so) {
     write_file_atomic(src, text);
     const std::string tmp = temp_name(so);
-    std::vector<std::string> argv = compiler_;
-    argv.insert(argv.end(), kFlags.begin(), kFlags.end());
-    argv.insert(argv.end(), {"-I", include_dir(), "-o", tmp, src});
+    std::vector<std::string> flags = kFlags;
+    flags.insert(flags.end(), {"-I", include_dir()});
     ++g_compiler_runs;
-    std::string out;
-    const int rc = run_process(argv, &out);
-    if (rc != 0) {
+    const HostCompileRun run = compile_host_module(src, tmp, flags);
+    if (!run.ok()) {
       std::remove(tmp.c_str());
       throw gr::Error("host backend: compiling kernel module '" + name + "' failed (" + compiler_[0] +
-                      " exit status " + std::to_string(rc) + "; source " + src + "):\n" + first_lines(out, 20));
+                      " exit status " + std::to_string(run.status) + "; source " + src + "):\n" +
+                      first_lines(run.output, 20));
     }
     seal_module_file(tmp);  // its SHA-256, checked before every load
     if (std::rename(tmp.c_str(), so.c_str()) != 0) {

@@ -1,13 +1,16 @@
 // host_build.h — build generated C++ with the system compiler into a shared object and load it
-// (emit-cuda --verify, and the emitter's tests).
+// (emit-cuda --verify, and the emitter's tests): lib/device's host compiler and dlopen
+// (device/host_compile.h) with the error kinds of lib/io, in a private temp folder.
 //
 // Compiler: $CXX (split at spaces, so "ccache g++" works), else `c++`. Flags: DESIGN §8's
-// -std=c++17 -O2 -ffp-contract=off -fno-fast-math -fPIC -shared -fvisibility=hidden, then any extra
+// -O2 -ffp-contract=off -fno-fast-math -fPIC -shared -fvisibility=hidden -std=c++17, then any extra
 // flags. The compiler runs without a shell; its output is kept for the error report.
 #pragma once
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "tensor/fpenv.h"  // fp_environment_problem(), checked after loading
 
 namespace gr {
 
@@ -30,9 +33,6 @@ struct HostCompile {
   std::string output;   // the compiler's stdout and stderr
 };
 
-std::vector<std::string> host_compiler();
-std::vector<std::string> host_compile_flags();
-
 // Compiles `source` into the shared object `output`. Throws IoError when the compiler cannot be
 // started; a compile error comes back as ok = false with the compiler's output.
 HostCompile compile_shared_object(const std::filesystem::path& source, const std::filesystem::path& output,
@@ -51,9 +51,5 @@ class SharedObject {
   void* handle_ = nullptr;
   std::string path_;
 };
-
-// The floating-point environment the bit rule needs (DESIGN §8): round to nearest, and on x86 no
-// flush-to-zero / denormals-are-zero. Empty when fine, else what is wrong.
-std::string fp_environment_problem();
 
 }  // namespace gr
