@@ -180,6 +180,8 @@ TEST_CASE("host backend: elementwise kernels reproduce the scalar definitions bi
   auto be = host();
   CHECK(be->name() == "host");
   CHECK(be->describe().rfind("host: ", 0) == 0);
+  CHECK_FALSE(be->capabilities().real_gpu);  // fuse: auto keeps per-node launches here
+  CHECK(be->capabilities().default_block == 1);
   Module* m = be->compile(kSource, "test_device.cu");
   const size_t n = 1000;
   const std::vector<double> x = inputs(n, 1.0), y = inputs(n, -2.5);
@@ -480,6 +482,8 @@ TEST_CASE("cuda backend: reports unavailability here or matches the host bit for
     GR_SKIP("gpu", "libcuda.so.1 is present but CUDA is unusable: " << e.what());
   }
   CHECK(cuda->name() == "cuda");
+  CHECK(cuda->capabilities().real_gpu);
+  CHECK(cuda->capabilities().default_block == 128);
   CHECK(cuda->describe().rfind("cuda: ", 0) == 0);
   auto hb = host();
   CHECK(same_bits(workload(*cuda), workload(*hb)));

@@ -31,6 +31,7 @@ class FailingBackend final : public device::Backend {
   int fail_at = 0;  // 0: never
 
   std::string name() const override { return in_->name(); }
+  device::Capabilities capabilities() const override { return in_->capabilities(); }
   std::string describe() const override { return in_->describe(); }
   device::Module* compile(const std::string& s, const std::string& n) override { return in_->compile(s, n); }
   device::Kernel* kernel(device::Module* m, const std::string& n) override { return in_->kernel(m, n); }

@@ -31,10 +31,19 @@ class DeviceUnavailable : public gr::Error {
   using Error::Error;
 };
 
+// What a backend is, for the choices callers make about it (instead of comparing name()).
+struct Capabilities {
+  // Launches run on a GPU: each costs launch latency, so fewer, larger kernels pay (fuse: auto).
+  bool real_gpu = false;
+  // Threads per block when the caller leaves it open (replay::ReplayOptions::block == 0).
+  unsigned default_block = 1;
+};
+
 class Backend {
  public:
   virtual ~Backend();
-  virtual std::string name() const = 0;      // "host" | "cuda"
+  virtual std::string name() const = 0;      // "host" | "cuda" (for logs and cache folders)
+  virtual Capabilities capabilities() const = 0;
   virtual std::string describe() const = 0;  // one line: compiler / device, threads / driver
   // Compiles (or fetches from the disk cache) a module; `name` labels diagnostics and #line.
   virtual Module* compile(const std::string& source, const std::string& name) = 0;

@@ -196,6 +196,7 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return "cuda"; }
+  Capabilities capabilities() const override { return Capabilities{true, 128}; }
   std::string describe() const override { return describe_; }
 
   Module* compile(const std::string& source, const std::string& name) override {

@@ -68,7 +68,7 @@ Program::Program(device::Backend& backend, const Tape& tape, Var loss, ReplayOpt
     throw Error("replay: the loss (id " + std::to_string(loss.id) + ") is not a node of the tape (size " +
                 std::to_string(tape.size()) + ")");
   esize_ = opt_.dtype == DType::F32 ? sizeof(float) : sizeof(double);
-  block_ = opt_.block ? opt_.block : (be_.name() == "cuda" ? 128u : 1u);
+  block_ = opt_.block ? opt_.block : be_.capabilities().default_block;
   if (block_ > 1024) throw Error("replay: block size " + std::to_string(block_) + " exceeds 1024");
   if (opt_.max_grid == 0) opt_.max_grid = 1;
   loss_ = loss.id;
