@@ -78,8 +78,6 @@ class HostBackend final : public Backend {
     unsigned threads = options.threads;
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
     if (threads > 1) pool_ = std::make_unique<WorkerPool>(threads);
-  // No launch latency to save; blockDim 1 runs without fiber switches (the bytes do not depend on it).
-  Capabilities capabilities() const override { return Capabilities{false, 1}; }
   }
 
   ~HostBackend() override {
@@ -89,6 +87,8 @@ class HostBackend final : public Backend {
   }
 
   std::string name() const override { return "host"; }
+  // No launch latency to save; blockDim 1 runs without fiber switches (the bytes do not depend on it).
+  Capabilities capabilities() const override { return Capabilities{false, 1}; }
 
   std::string describe() const override {
     return "host: " + compiler_line_ + ", " + std::to_string(pool_ ? pool_->size() : 1) + " thread" +
