@@ -39,6 +39,7 @@
 #include "grad/op_table.h"
 #include "grad/tape.h"
 #include "support/skip.h"
+#include "support/temp_dir.h"
 
 namespace {
 
@@ -222,23 +223,8 @@ bool read_result(const std::filesystem::path& path, OracleResult& r, std::string
   return true;
 }
 
-struct TempDir {
-  std::filesystem::path path;
-  bool keep = false;
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "gr_oracle_XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path = tmpl;
-    keep = std::getenv("GR_ORACLE_KEEP") != nullptr;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (keep) std::printf("oracle: kept %s\n", path.c_str());
-    else std::filesystem::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
+// The shared test TempDir (support/temp_dir.h); GR_ORACLE_KEEP=1 keeps it, and so does a failing case.
+using gr::test::TempDir;
 
 enum class Run { Ok, Skipped, Failed };
 
@@ -250,16 +236,16 @@ Run run_oracle(const Graph& g, const TempDir& dir, bool variants, std::string& l
     return Run::Skipped;
   }
   {
-    std::ofstream out(dir.path / "program.txt");
+    std::ofstream out(dir.file("program.txt"));
     out << program_text(g);
     if (!out) {
-      log = "cannot write " + (dir.path / "program.txt").string();
+      log = "cannot write " + dir.file("program.txt");
       return Run::Failed;
     }
   }
   const std::string script = std::string(GR_SOURCE_DIR) + "/tests/oracle/torch_oracle.py";
   const std::string cmd =
-      std::string(kPython) + " '" + script + "' '" + dir.path.string() + "'" + (variants ? " --variants" : "") + " 2>&1";
+      std::string(kPython) + " '" + script + "' '" + dir.path + "'" + (variants ? " --variants" : "") + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) {
     log = "popen failed: " + cmd;
@@ -413,7 +399,7 @@ TEST_CASE("tape agrees with a PyTorch float64 oracle on every op", "[oracle]") {
   build_and_backward(g);
   check_coverage(g);
 
-  TempDir dir;
+  TempDir dir("gr_oracle", std::getenv("GR_ORACLE_KEEP") != nullptr);
   std::string log;
   const Run run = run_oracle(g, dir, false, log);
   if (run == Run::Skipped) GR_SKIP("torch", "torch not available (" << log << ")");
@@ -421,7 +407,7 @@ TEST_CASE("tape agrees with a PyTorch float64 oracle on every op", "[oracle]") {
   REQUIRE(run == Run::Ok);
   OracleResult r;
   std::string err;
-  const bool read = read_result(dir.path / "result.txt", r, err);
+  const bool read = read_result(dir.file("result.txt"), r, err);
   INFO(err);
   REQUIRE(read);
 
@@ -441,7 +427,7 @@ TEST_CASE("the oracle comparison rejects small discrepancies", "[oracle]") {
   Graph g;
   build_and_backward(g);
 
-  TempDir dir;
+  TempDir dir("gr_oracle", std::getenv("GR_ORACLE_KEEP") != nullptr);
   std::string log;
   const Run run = run_oracle(g, dir, true, log);
   if (run == Run::Skipped) GR_SKIP("torch", "torch not available (" << log << ")");
@@ -449,9 +435,9 @@ TEST_CASE("the oracle comparison rejects small discrepancies", "[oracle]") {
   REQUIRE(run == Run::Ok);
   std::string err;
   OracleResult good, fwd, bwd;
-  const bool read = read_result(dir.path / "result.txt", good, err) &&
-                    read_result(dir.path / "result_fwd.txt", fwd, err) &&
-                    read_result(dir.path / "result_bwd.txt", bwd, err);
+  const bool read = read_result(dir.file("result.txt"), good, err) &&
+                    read_result(dir.file("result_fwd.txt"), fwd, err) &&
+                    read_result(dir.file("result_bwd.txt"), bwd, err);
   INFO(err);
   REQUIRE(read);
 

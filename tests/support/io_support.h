@@ -1,8 +1,6 @@
-// io_support.h — helpers shared by the file-format tests (test_io_*.cpp): temp folders, bitwise
+// io_support.h — helpers shared by the file-format tests (test_io_*.cpp): bitwise
 // comparison, located-error checks, little-endian byte assembly, python/numpy interop.
 #pragma once
-#include <unistd.h>
-
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cfloat>
@@ -17,31 +15,14 @@
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "skip.h"
+#include "temp_dir.h"
 
 
 namespace fs = std::filesystem;
 
 namespace gr::iotest {
 
-// A fresh folder under the system temp dir, removed with everything in it at scope exit.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static int counter = 0;
-    dir = fs::temp_directory_path() / ("gr_test_io_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
-  std::string put(const std::string& name, std::string_view bytes) const {
-    std::ofstream(file(name), std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    return file(name);
-  }
-};
+using test::TempDir;  // support/temp_dir.h
 
 inline uint64_t bits(double d) { return std::bit_cast<uint64_t>(d); }
 
