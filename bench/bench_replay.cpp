@@ -149,34 +149,36 @@ int main(int argc, char** argv) {
       const Var loss = d.record();
       replay::ReplayOptions ro;
       ro.block = block;
+      const bool captured = mode > 0;
       t0 = Clock::now();
-      replay::Program prog(be, d.tape, loss, ro);
-      replay::DeviceOptimizer dopt(prog, o);
+      std::unique_ptr<replay::Episode> ep;  // will own the program: outlives the optimizer over it
+      auto prog = std::make_unique<replay::Program>(be, d.tape, loss, ro);
+      replay::DeviceOptimizer dopt(*prog, o);
       d.tape.reset_to(d.mark);
-      std::unique_ptr<fuse::FusedProgram> fp;
-      if (mode == 2) fp = std::make_unique<fuse::FusedProgram>(prog, fuse::plan(prog));
-      if (mode == 1) prog.capture_episode(&dopt);
-      if (mode == 2) fp->capture_episode(&dopt);
+      if (mode == 2) {
+        fuse::Plan plan = fuse::plan(*prog);
+        ep = std::make_unique<fuse::FusedProgram>(std::move(prog), std::move(plan));
+      } else {
+        ep = std::move(prog);
+      }
+      if (captured) ep->capture_episode(&dopt);
       be.synchronize();
       ms_setup[mode] = ms_since(t0);
-      launches[mode] = mode == 2 ? fp->launches_per_episode(&dopt)
-                                 : prog.forward_launches() + prog.backward_launches() + dopt.launches_per_step();
+      launches[mode] = ep->launches_per_episode(dopt.launches_per_step());
       t0 = Clock::now();
       for (int e = 0; e < episodes; ++e) {
-        prog.set_input(d.x, d.batch(e));
-        if (mode == 2) {
-          fp->run_episode(&dopt);
-        } else if (mode == 1) {
-          prog.run_episode(&dopt);
+        ep->set_input(d.x, d.batch(e));
+        if (captured) {
+          ep->run_episode(&dopt);
         } else {
-          prog.forward();
-          prog.backward();
+          ep->forward();
+          ep->backward();
           dopt.step();
         }
       }
       be.synchronize();
       ms_dev[mode] = ms_since(t0);
-      prog.sync_params_to(d.tape);
+      ep->sync_params_to(d.tape);
       final_params[mode] = params_of(d.tape, d.params);
     }
     const std::vector<double> ref = params_of(cpu.tape, cpu.params);

@@ -72,10 +72,7 @@ SpecRun spec_case(const std::string& name, const Geometry& geo) {
         prog.set_input(slot, model.tape().leaf_values(slot));
       }
     }
-    ref.forward();
-    ref.backward();
-    fp.forward();
-    fp.backward();
+    forward_backward({&ref, &fp});
     compare_programs(ref, prog, episode ? "episode 2" : "episode 1");
   }
   Optimizer o = model.make_optimizer();
@@ -139,10 +136,7 @@ TEST_CASE("fuse: order safety keeps the per-node backward where a slot gets both
     CHECK_FALSE(pl.segments[0].bwd_fused);
     CHECK(pl.segments[0].bwd_why.find("order safety") != std::string::npos);
     fuse::FusedProgram fp(prog, std::move(pl));
-    ref.forward();
-    ref.backward();
-    fp.forward();
-    fp.backward();
+    forward_backward({&ref, &fp});
     compare_programs(ref, prog, "order safety");
   }
 }

@@ -41,43 +41,21 @@ using replaytest::RunResult;
 
 RunResult cpu_run(int episodes) { return replaytest::cpu_run(true, episodes); }
 
+// The replay tests' driver (support/replay_support.h) over a FusedProgram owning the program.
 RunResult fused_run(device::Backend& be, int episodes, bool captured, const Geometry& geo, std::string* plan_text,
                     size_t* launches) {
-  Rng rng(1234);
-  Tape tape;
-  const Mlp m = make_leaves(tape, rng);
-  Optimizer cpu_opt = replaytest::make_opt(tape, m, true);
-  const Var loss = record(tape, m);
-  REQUIRE(tape.ok());
-  replay::Program prog(be, tape, loss, options(geo));
-  replay::DeviceOptimizer opt(prog, cpu_opt);
-  fuse::FusedProgram fp(prog, fuse::plan(prog));
-  *plan_text = fp.plan().describe();
-  launches[0] = prog.forward_launches() + prog.backward_launches() + opt.launches_per_step();
-  launches[1] = fp.launches_per_episode(&opt);
-  if (captured) fp.capture_episode(&opt);
-  RunResult r;
-  for (const Batch& b : batches(episodes)) {
-    prog.set_input(m.x, b.x);
-    prog.set_input(m.t, b.t);
-    if (captured) {
-      fp.run_episode(&opt);
-    } else {
-      fp.forward();
-      fp.backward();
-      opt.step();
-    }
-    r.losses.push_back(prog.loss());
-  }
-  prog.sync_params_to(tape);
-  for (const Var p : {m.w1, m.b1, m.w2, m.b2, m.unused})
-    for (double v : tape.param_value(p)) r.params.push_back(v);
-  opt.store_state_to(cpu_opt);
-  for (size_t i = 0; i < cpu_opt.count(); ++i) {
-    for (double v : cpu_opt.m(i)) r.moments.push_back(v);
-    for (double v : cpu_opt.v(i)) r.moments.push_back(v);
-  }
-  r.t = opt.t();
+  size_t per_node = 0, fused = 0, total = 0;
+  const replaytest::EpisodeMaker make = [&](std::unique_ptr<replay::Program> prog) -> std::unique_ptr<replay::Episode> {
+    per_node = prog->launches_per_episode();
+    fuse::Plan plan = fuse::plan(*prog);
+    auto fp = std::make_unique<fuse::FusedProgram>(std::move(prog), std::move(plan));
+    *plan_text = fp->plan().describe();
+    fused = fp->launches_per_episode();
+    return fp;
+  };
+  RunResult r = replaytest::episode_run(be, true, episodes, captured, options(geo), make, &total);
+  launches[0] = per_node + (total - fused);  // the per-node schedule + the optimizer's launches
+  launches[1] = total;
   return r;
 }
 

@@ -5,6 +5,9 @@
 //   fuse::FusedProgram fp(prog, std::move(plan));  // compiles (disk-cached), uploads the pointer table
 //   fp.forward(); fp.backward();                   // or: fp.capture_episode(&opt); fp.run_episode(&opt);
 //
+// FusedProgram is a replay::Episode (replay/episode.h): the same buffers as its Program, another
+// launch schedule. Data access (inputs, loss, values, gradients, parameters) goes to the Program.
+//
 // Row segments (maximal consecutive runs of row-local nodes over the same row count B) become one
 // generated forward kernel each (block = row, threads stride columns, __syncthreads between nodes,
 // every node still writes its own buffer); their backward is a row-space kernel plus a
@@ -14,6 +17,7 @@
 // per-node launches. Fused results are bit-identical to the per-node replay (and so to the CPU tape).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,30 +84,40 @@ Plan plan_tape(device::Backend& backend, const Tape& tape, Var loss, replay::Rep
 // host backend has no launch latency, so the per-node path is already its best execution.
 bool worthwhile(const Plan& plan, const device::Backend& backend);
 
-class FusedProgram {
+class FusedProgram final : public replay::Episode {
  public:
   // Compiles (or fetches from the backend's disk cache) the plan's module and uploads the pointer
   // table. `prog` (and its backend) must outlive this object. The plan must come from `prog`.
   FusedProgram(replay::Program& prog, Plan plan);
-  ~FusedProgram();
+  // The same, owning the program (one object to hold: lib/train's DeviceRunner).
+  FusedProgram(std::unique_ptr<replay::Program> prog, Plan plan);
+  ~FusedProgram() override;
   FusedProgram(const FusedProgram&) = delete;
   FusedProgram& operator=(const FusedProgram&) = delete;
 
-  void forward();
-  void backward();  // zero-fill + seed (one launch), then the descending walk
+  // Data: the program's buffers.
+  void set_input(Var leaf, std::span<const double> values) override { prog_.set_input(leaf, values); }
+  double loss() override { return prog_.loss(); }
+  void value(Var v, std::span<double> out) override { prog_.value(v, out); }
+  void grad(Var v, std::span<double> out) override { prog_.grad(v, out); }
+  void sync_params_to(Tape& tape) override { prog_.sync_params_to(tape); }
+
+  void forward() override;
+  void backward() override;  // zero-fill + seed (one launch), then the descending walk
   // forward + backward (+ opt's device half) as one episode (on CUDA: one graph). Replaces the
   // backend's previous capture (including one made by prog.capture_episode).
-  void capture_episode(replay::DeviceOptimizer* opt = nullptr);
-  void run_episode(replay::DeviceOptimizer* opt = nullptr);  // opt->prepare() + backend.replay()
-  bool has_episode() const { return episode_id_ != 0 && be_.capture_id() == episode_id_; }  // as replay::Program
+  void capture_episode(replay::DeviceOptimizer* opt = nullptr) override;
+  void run_episode(replay::DeviceOptimizer* opt = nullptr) override;  // opt->prepare() + backend.replay()
+  bool has_episode() const override { return episode_id_ != 0 && be_.capture_id() == episode_id_; }  // as replay::Program
 
-  size_t forward_launches() const { return plan_.fwd_fused; }
-  size_t backward_launches() const { return plan_.bwd_fused; }
-  size_t launches_per_episode(const replay::DeviceOptimizer* opt = nullptr) const {
-    return plan_.fused_launches() + (opt ? opt->launches_per_step() : 0);
-  }
+  size_t forward_launches() const override { return plan_.fwd_fused; }
+  size_t backward_launches() const override { return plan_.bwd_fused; }
+  // "fused: F forward + B backward + O optimizer launches per episode (per-node P + O)".
+  std::string launch_summary(size_t optimizer_launches) const override;
+  bool fused() const override { return true; }
   const Plan& plan() const { return plan_; }
-  replay::Program& program() { return prog_; }
+  replay::Program& program() override { return prog_; }
+  const replay::Program& program() const override { return prog_; }
 
  private:
   struct Step {
@@ -122,6 +136,7 @@ class FusedProgram {
   std::vector<Step> fwd_, bwd_;
   uint64_t episode_id_ = 0;  // backend.capture_id() of this program's capture (0: none)
   const replay::DeviceOptimizer* episode_opt_ = nullptr;
+  std::unique_ptr<replay::Program> owned_;  // prog_, when this object owns it (destroyed last)
 };
 
 }  // namespace gr::fuse

@@ -71,6 +71,10 @@ FusedProgram::FusedProgram(replay::Program& prog, Plan plan) : prog_(prog), be_(
   }
 }
 
+FusedProgram::FusedProgram(std::unique_ptr<replay::Program> prog, Plan plan) : FusedProgram(*prog, std::move(plan)) {
+  owned_ = std::move(prog);
+}
+
 FusedProgram::~FusedProgram() {
   if (episode_id_ != 0 && be_.capture_id() == episode_id_) be_.clear_capture();  // it launches into table_
   try {
@@ -91,6 +95,12 @@ void FusedProgram::run(const std::vector<Step>& steps, bool forward) {
     void* args[2] = {&vt, &rows};
     be_.launch(s.kernel, s.grid, s.block, args);
   }
+}
+
+std::string FusedProgram::launch_summary(size_t optimizer_launches) const {
+  const std::string opt = std::to_string(optimizer_launches);
+  return "fused: " + std::to_string(forward_launches()) + " forward + " + std::to_string(backward_launches()) + " backward + " +
+         opt + " optimizer launches per episode (per-node " + std::to_string(plan_.per_node_launches()) + " + " + opt + ")";
 }
 
 void FusedProgram::forward() { run(fwd_, true); }

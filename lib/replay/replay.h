@@ -11,8 +11,9 @@
 //     log(prog.loss());
 //   prog.sync_params_to(tape);                // trained weights back into the tape
 //
-// After capture the tape is not needed (except as the target of sync_params_to): the graph is
-// static. Everything that cannot be captured fails closed with a gr::Error naming the node.
+// Program is the per-node Episode (episode.h); lib/fuse's FusedProgram is the fused one over the
+// same buffers. After capture the tape is not needed (except as the target of sync_params_to): the
+// graph is static. Everything that cannot be captured fails closed with a gr::Error naming the node.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "device/backend.h"
 #include "grad/optimizer.h"
 #include "grad/tape.h"
+#include "replay/episode.h"
 
 namespace gr::replay {
 
@@ -48,48 +50,55 @@ struct ReplayOptions {
 
 class DeviceOptimizer;
 
-class Program {
+class Program final : public Episode {
  public:
   // Mirrors nodes [0, tape.size()) of a healthy tape; `loss` is the node backward seeds from.
   // Uploads every param and every const that has host values; lazy and dropped consts get a
   // buffer and no upload (fill them with set_input). Compiles (or fetches from the backend's disk
   // cache) the kernel module. The backend must outlive the Program.
   Program(device::Backend& backend, const Tape& tape, Var loss, ReplayOptions options = {});
-  ~Program();
+  ~Program() override;
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
 
   // Fresh values for a param or const (same element count): minibatch rows, or new weights.
-  void set_input(Var leaf, std::span<const double> values);
+  void set_input(Var leaf, std::span<const double> values) override;
   // Recomputes every non-leaf value, in tape order (one or more launches per node).
-  void forward();
+  void forward() override;
   // Zeroes EVERY gradient buffer (parameters' too: one device backward is one episode, like the
   // tape after reset_to), seeds dL/dloss = 1 and walks the backward-active nodes in descending id.
-  void backward();
-  double loss();                                // downloads element 0 of the loss value
-  void value(Var v, std::span<double> out);     // out.size() == numel
-  void grad(Var v, std::span<double> out);      // zeros for nodes backward never reaches
+  void backward() override;
+  double loss() override;                                // downloads element 0 of the loss value
+  void value(Var v, std::span<double> out) override;     // out.size() == numel
+  void grad(Var v, std::span<double> out) override;      // zeros for nodes backward never reaches
   // Writes every parameter's device value into tape.param_value(p) (same node structure).
-  void sync_params_to(Tape& tape);
+  void sync_params_to(Tape& tape) override;
 
   // Records forward + backward (+ the optimizer's device half when opt is given) as one episode
   // with backend.begin_capture/end_capture (on CUDA: one graph). Replaces a previous capture. An
   // error inside the capture is rethrown as itself (the capture is aborted, not ended).
-  void capture_episode(DeviceOptimizer* opt = nullptr);
+  void capture_episode(DeviceOptimizer* opt = nullptr) override;
   // The backend holds this program's episode: false again once another program (or a
   // FusedProgram) captured on the same backend since. Destroying the program drops its episode.
-  bool has_episode() const { return episode_id_ != 0 && be_.capture_id() == episode_id_; }
+  bool has_episode() const override { return episode_id_ != 0 && be_.capture_id() == episode_id_; }
   // One captured episode: opt->prepare() (host half: t, lr_t, ctl upload) then backend.replay().
   // Pass the optimizer the episode was captured with (or nullptr if none). Throws when the
   // backend's episode is not this program's (see has_episode).
-  void run_episode(DeviceOptimizer* opt = nullptr);
+  void run_episode(DeviceOptimizer* opt = nullptr) override;
 
   // ---- introspection ----------------------------------------------------------------------------
   int32_t size() const { return static_cast<int32_t>(nodes_.size()); }
   Var loss_var() const { return Var{loss_}; }
   bool backward_active(Var v) const;
-  size_t forward_launches() const { return fwd_.size(); }
-  size_t backward_launches() const { return bwd_.size(); }  // including the zero-fill and the seed
+  size_t forward_launches() const override { return fwd_.size(); }
+  size_t backward_launches() const override { return bwd_.size(); }  // including the zero-fill and the seed
+  std::string launch_summary(size_t optimizer_launches) const override {
+    return std::to_string(fwd_.size()) + " forward + " + std::to_string(bwd_.size()) + " backward + " +
+           std::to_string(optimizer_launches) + " optimizer launches per episode";
+  }
+  bool fused() const override { return false; }
+  Program& program() override { return *this; }
+  const Program& program() const override { return *this; }
   device::Backend& backend() { return be_; }
   DType dtype() const { return opt_.dtype; }
 

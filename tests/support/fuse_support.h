@@ -57,6 +57,14 @@ inline replay::ReplayOptions options(const Geometry& g, replay::DType dt = repla
   return ro;
 }
 
+// One launch-by-launch forward + backward on each episode (the per-node reference, the fused one).
+inline void forward_backward(std::initializer_list<replay::Episode*> episodes) {
+  for (replay::Episode* ep : episodes) {
+    ep->forward();
+    ep->backward();
+  }
+}
+
 // Every node's value and gradient, fused vs per-node, memcmp (after f32 → f64 conversion both ways).
 inline void compare_programs(replay::Program& ref, replay::Program& fused, const char* when) {
   REQUIRE(ref.size() == fused.size());
@@ -211,10 +219,7 @@ inline void random_case(uint64_t seed, const Geometry& geo, replay::DType dt, Co
         ref.set_input(in, v);
         prog.set_input(in, v);
       }
-    ref.forward();
-    ref.backward();
-    fp.forward();
-    fp.backward();
+    forward_backward({&ref, &fp});
     compare_programs(ref, prog, episode ? "episode 2" : "episode 1");
   }
 }

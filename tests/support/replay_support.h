@@ -1,6 +1,7 @@
 // replay_support.h — helpers shared by the replay tests (test_replay*.cpp): the host backend with a
 // per-process kernel cache folder, bitwise comparison, and the 2-layer MLP training runs (CPU tape vs
-// device, per-node launches or one captured episode).
+// device, launch by launch or one captured episode, over any replay::Episode: the fusion tests run
+// the same driver with lib/fuse's FusedProgram).
 #pragma once
 #include <stdlib.h>
 
@@ -16,6 +17,7 @@
 #include "device/backend.h"
 #include "grad/optimizer.h"
 #include "grad/tape.h"
+#include "replay/episode.h"
 #include "replay/replay.h"
 #include "rng.h"
 #include "temp_dir.h"
@@ -124,31 +126,39 @@ inline RunResult cpu_run(bool adam, int episodes) {
   return r;
 }
 
-inline RunResult device_run(device::Backend& be, bool adam, int episodes, bool captured, size_t* launches = nullptr) {
+// The episode a device run drives, made from its program: the program itself (per-node launches)
+// when null, or e.g. lib/fuse's FusedProgram owning it.
+using EpisodeMaker = std::function<std::unique_ptr<replay::Episode>(std::unique_ptr<replay::Program>)>;
+
+// The MLP trained on the device for `episodes` batches: launch by launch (forward, backward, the
+// optimizer's step) or, when `captured`, one captured episode replayed per batch.
+inline RunResult episode_run(device::Backend& be, bool adam, int episodes, bool captured, const replay::ReplayOptions& ro,
+                             const EpisodeMaker& make, size_t* launches = nullptr) {
   Rng rng(1234);
   Tape tape;
   const Mlp m = make_leaves(tape, rng);
   Optimizer cpu_opt = make_opt(tape, m, adam);
   const Var loss = record(tape, m);
   REQUIRE(tape.ok());
-  replay::Program prog(be, tape, loss);
-  replay::DeviceOptimizer opt(prog, cpu_opt);
-  if (launches) *launches = prog.forward_launches() + prog.backward_launches() + opt.launches_per_step();
-  if (captured) prog.capture_episode(&opt);
+  auto prog = std::make_unique<replay::Program>(be, tape, loss, ro);
+  const std::unique_ptr<replay::Episode> ep = make ? make(std::move(prog)) : std::move(prog);
+  replay::DeviceOptimizer opt(ep->program(), cpu_opt);  // destroyed before the program
+  if (launches) *launches = ep->launches_per_episode(opt.launches_per_step());
+  if (captured) ep->capture_episode(&opt);
   RunResult r;
   for (const Batch& b : batches(episodes)) {
-    prog.set_input(m.x, b.x);
-    prog.set_input(m.t, b.t);
+    ep->set_input(m.x, b.x);
+    ep->set_input(m.t, b.t);
     if (captured) {
-      prog.run_episode(&opt);
+      ep->run_episode(&opt);
     } else {
-      prog.forward();
-      prog.backward();
+      ep->forward();
+      ep->backward();
       opt.step();
     }
-    r.losses.push_back(prog.loss());
+    r.losses.push_back(ep->loss());
   }
-  prog.sync_params_to(tape);
+  ep->sync_params_to(tape);
   for (const Var p : {m.w1, m.b1, m.w2, m.b2, m.unused})
     for (double v : tape.param_value(p)) r.params.push_back(v);
   opt.store_state_to(cpu_opt);
@@ -158,6 +168,10 @@ inline RunResult device_run(device::Backend& be, bool adam, int episodes, bool c
   }
   r.t = opt.t();
   return r;
+}
+
+inline RunResult device_run(device::Backend& be, bool adam, int episodes, bool captured, size_t* launches = nullptr) {
+  return episode_run(be, adam, episodes, captured, {}, nullptr, launches);
 }
 
 inline void check_same_run(const RunResult& cpu, const RunResult& dev) {
