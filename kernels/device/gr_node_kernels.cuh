@@ -139,11 +139,10 @@ extern "C" __global__ void grk_reshape_bwd(const gr_real* g, const gr_real* x, c
 GR_EXPORT_KERNEL(grk_reshape_bwd)
 
 // ---- reductions -------------------------------------------------------------------------------------
-// All axes: ONE thread, acc from 0.0, ascending (reduce.cpp sum_ascending); mean divides by n.
+// All axes: ONE thread, gr_sum (kernels/gr_reduce.h, as reduce.cpp); mean divides by n.
 extern "C" __global__ void grk_sum_all_fwd(const gr_real* x, gr_real* y, long long n, long long mean) {
   if (!GRK_FIRST_THREAD) return;
-  gr_real acc = 0;
-  for (long long e = 0; e < n; ++e) acc = GRK_ADD(acc, x[e]);
+  const gr_real acc = gr_sum(x, n, 1);
   y[0] = mean ? GRK_DIV(acc, (gr_real)n) : acc;
 }
 GR_EXPORT_KERNEL(grk_sum_all_fwd)
@@ -157,13 +156,12 @@ extern "C" __global__ void grk_sum_all_bwd(const gr_real* g, gr_real* slot, long
 }
 GR_EXPORT_KERNEL(grk_sum_all_bwd)
 
-// One axis, as lanes [outer, len, inner]: thread per lane (o, i), ascending k from 0.0 (sum_lanes).
+// One axis, as lanes [outer, len, inner]: thread per lane (o, i), gr_sum over the strided lane (sum_lanes).
 extern "C" __global__ void grk_sum_axis_fwd(const gr_real* x, gr_real* y, long long outer, long long len,
                                             long long inner, long long mean) {
   GRK_LOOP(l, outer * inner) {
     const long long o = l / inner, i = l - o * inner;
-    gr_real acc = 0;
-    for (long long k = 0; k < len; ++k) acc = GRK_ADD(acc, x[(o * len + k) * inner + i]);
+    const gr_real acc = gr_sum(x + o * len * inner + i, len, inner);
     y[l] = mean ? GRK_DIV(acc, (gr_real)len) : acc;
   }
 }
@@ -181,16 +179,14 @@ extern "C" __global__ void grk_sum_axis_bwd(const gr_real* g, gr_real* slot, lon
 GR_EXPORT_KERNEL(grk_sum_axis_bwd)
 
 // ---- contractions: [batches] × [M,K]·[K,N]; a batch stride of 0 = a shared (broadcast) batch -----------
-// C[b,i,j] = Σ_{k asc} A[b,i,k]·B[b,k,j] from 0.0 (matmul.h's contract).
+// C[b,i,j] = gr_dot(row i of A, column j of B) (matmul.h's contract, kernels/gr_reduce.h).
 GR_HD static inline void grk_bmm_fwd_impl(const gr_real* A, const gr_real* B, gr_real* C, long long batches, long long M,
                                           long long K, long long N, long long sa, long long sb) {
   GRK_LOOP(e, batches * M * N) {
     const long long bt = e / (M * N), r = e - bt * M * N, i = r / N, j = r - i * N;
     const gr_real* a = A + bt * sa + i * K;
     const gr_real* b = B + bt * sb + j;
-    gr_real acc = 0;
-    for (long long k = 0; k < K; ++k) acc = GRK_ADD(acc, GRK_MUL(a[k], b[k * N]));
-    C[e] = acc;
+    C[e] = gr_dot(a, 1, b, N, K);
   }
 }
 
@@ -205,9 +201,7 @@ GR_HD static inline void grk_bmm_bwd_a_impl(const gr_real* g, const gr_real* B, 
     for (long long bt = b0; bt < b1; ++bt) {
       const gr_real* gr = g + bt * M * N + i * N;
       const gr_real* br = B + bt * sb + k * N;
-      gr_real acc = 0;
-      for (long long j = 0; j < N; ++j) acc = GRK_ADD(acc, GRK_MUL(gr[j], br[j]));
-      dA[s] = GRK_ADD(dA[s], acc);
+      dA[s] = GRK_ADD(dA[s], gr_dot(gr, 1, br, 1, N));
     }
   }
 }
@@ -222,9 +216,7 @@ GR_HD static inline void grk_bmm_bwd_b_impl(const gr_real* A, const gr_real* g, 
     for (long long bt = b0; bt < b1; ++bt) {
       const gr_real* ac = A + bt * sa + k;
       const gr_real* gc = g + bt * M * N + j;
-      gr_real acc = 0;
-      for (long long i = 0; i < M; ++i) acc = GRK_ADD(acc, GRK_MUL(ac[i * K], gc[i * N]));
-      dB[s] = GRK_ADD(dB[s], acc);
+      dB[s] = GRK_ADD(dB[s], gr_dot(ac, K, gc, N, M));
     }
   }
 }

@@ -5,7 +5,8 @@
 // Bit-exactness: every fused element is computed by one thread with the same shared functions the
 // per-node kernels call (each elementwise op's row functions gr_<stem>_*, rendered by
 // lib/grad/op_render.h; gr_accumulate; the lane functions, all from kernel_source(dtype), which the generated text is
-// appended to) and with the same inner-loop orders (matmul Σ_k from 0, dW Σ_rows from 0 then added,
+// appended to) and with the same accumulation orders (gr_dot / gr_sum of kernels/gr_reduce.h: matmul over k,
+// dW over rows then added,
 // broadcast b-side walks adding straight into the slot in ascending output order). Gradient slots
 // receive their contributions in the per-node order (descending node id, a-side before b-side):
 // row-space contributions in the row kernel's descending stages, parameter-space ones after it, and
@@ -76,10 +77,8 @@ void gen_row_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
     } else if (y.op == Op::Matmul) {
       const int64_t K = an.n(y.a).shape[1];
       g.line(col_loop(C));
-      g.line("      gr_real acc = 0;");
-      g.line("      for (long long k = 0; k < " + L(K) + "; ++k) acc = GRK_ADD(acc, GRK_MUL(" + g.V(y.a) + "[s * " + L(K) +
-             " + k], " + g.V(y.b) + "[k * " + L(C) + " + c]));");
-      g.line("      " + g.V(k) + "[" + row + "] = acc;");
+      g.line("      " + g.V(k) + "[" + row + "] = gr_dot(" + g.V(y.a) + " + s * " + L(K) + ", 1LL, " + g.V(y.b) + " + c, " + L(C) +
+             ", " + L(K) + ");");
       g.line("    }");
     } else {  // softmax / log_softmax over the last axis: one thread per lane (= row), as the per-node kernel
       const char* fn = y.op == Op::Softmax ? "gr_softmax_lane_fwd" : "gr_log_softmax_lane_fwd";
@@ -213,10 +212,8 @@ void gen_row_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
       if (!an.active(y.a)) continue;
       const int64_t K = an.n(y.a).shape[1];
       body = col_loop(K) + "\n";  // c = k of dA[s, k]
-      body += "      gr_real acc = 0;\n";
-      body += "      for (long long j = 0; j < " + L(C) + "; ++j) acc = GRK_ADD(acc, GRK_MUL(" + g.G(k) + "[s * " + L(C) +
-              " + j], " + g.V(y.b) + "[c * " + L(C) + " + j]));\n";
-      body += "      " + g.G(y.a) + "[s * " + L(K) + " + c] = GRK_ADD(" + g.G(y.a) + "[s * " + L(K) + " + c], acc);\n";
+      body += "      " + g.G(y.a) + "[s * " + L(K) + " + c] = GRK_ADD(" + g.G(y.a) + "[s * " + L(K) + " + c], gr_dot(" + g.G(k) +
+              " + s * " + L(C) + ", 1LL, " + g.V(y.b) + " + c * " + L(C) + ", 1LL, " + L(C) + "));\n";
       body += "    }";
     } else {  // softmax / log_softmax lane
       if (!an.active(y.a)) continue;
@@ -261,10 +258,8 @@ int64_t gen_param_bwd(const Analyzer& an, Gen& g, const BwdSplit& sp, const std:
         const int64_t K = an.n(y.a).shape[1];
         g.line("    {  // matmul node " + std::to_string(k));
         g.line("      const long long kk = i / " + L(C) + ", c = i - kk * " + L(C) + ";");
-        g.line("      gr_real acc = 0;");
-        g.line("      for (long long r = 0; r < B; ++r) acc = GRK_ADD(acc, GRK_MUL(" + g.V(y.a) + "[r * " + L(K) + " + kk], " +
-               g.G(k) + "[r * " + L(C) + " + c]));");
-        g.line("      " + g.G(t) + "[i] = GRK_ADD(" + g.G(t) + "[i], acc);");
+        g.line("      " + g.G(t) + "[i] = GRK_ADD(" + g.G(t) + "[i], gr_dot(" + g.V(y.a) + " + kk, " + L(K) + ", " + g.G(k) + " + c, " +
+               L(C) + ", B));");
         g.line("    }");
       } else if (j.kind == 1) {  // b-side [C]: output rows ascending (the broadcast walk)
         g.line("    for (long long r = 0; r < B; ++r)  // " + std::string(op_name(y.op)) + " node " + std::to_string(k));
@@ -308,11 +303,8 @@ void gen_serial_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::s
       g.line("  " + g.V(k) + "[0] = " + g.V(y.a) + "[0];");
     } else if (y.op == Op::Sum || y.op == Op::Mean) {
       const int64_t n = an.n(y.a).numel;
-      g.line("  {");
-      g.line("    gr_real acc = 0;");
-      g.line("    for (long long e = 0; e < " + L(n) + "; ++e) acc = GRK_ADD(acc, " + g.V(y.a) + "[e]);");
-      g.line("    " + g.V(k) + "[0] = " + (y.op == Op::Mean ? "GRK_DIV(acc, (gr_real)" + L(n) + ")" : std::string("acc")) + ";");
-      g.line("  }");
+      const std::string acc = "gr_sum(" + g.V(y.a) + ", " + L(n) + ", 1LL)";
+      g.line("  " + g.V(k) + "[0] = " + (y.op == Op::Mean ? "GRK_DIV(" + acc + ", (gr_real)" + L(n) + ")" : acc) + ";");
     } else {  // softmax cross-entropy (grk_sce_fwd)
       const Shape& sx = an.n(y.a).shape;
       g.line("  {");

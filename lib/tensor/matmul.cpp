@@ -23,6 +23,8 @@
 // row-streaming loop (acc rows in C or on the stack, four k steps per pass) replaces tiling.
 // Tuning numbers and measurements: docs/performance.md.
 #include "tensor/matmul.h"
+
+#include "gr_reduce.h"
 #include "tensor/parallel.h"
 
 #include <algorithm>
@@ -350,11 +352,7 @@ void rows_path(const MatmulArgs& x) {
 void matmul_reference(const MatmulArgs& x) {
   for (int64_t i = 0; i < x.m; ++i) {
     for (int64_t j = 0; j < x.n; ++j) {
-      double acc = 0.0;
-      for (int64_t k = 0; k < x.k; ++k) {
-        const double prod = x.a[i * x.a_rs + k * x.a_cs] * x.b[k * x.b_rs + j * x.b_cs];
-        acc = acc + prod;
-      }
+      const double acc = gr_dot(x.a + i * x.a_rs, x.a_cs, x.b + j * x.b_cs, x.b_rs, x.k);
       double& c = x.c[i * x.n + j];
       c = x.store == MatmulStore::Accumulate ? c + acc : acc;
     }

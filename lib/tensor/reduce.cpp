@@ -1,5 +1,7 @@
 #include "tensor/reduce.h"
 
+#include "gr_reduce.h"
+
 namespace gr {
 
 AxisLanes axis_lanes(const Shape& shape, int axis) {
@@ -10,21 +12,11 @@ AxisLanes axis_lanes(const Shape& shape, int axis) {
   return l;
 }
 
-double sum_ascending(const double* x, int64_t n) {
-  double acc = 0.0;
-  for (int64_t e = 0; e < n; ++e) acc = acc + x[e];
-  return acc;
-}
+double sum_ascending(const double* x, int64_t n) { return gr_sum(x, n, 1); }
 
 void sum_lanes(const double* x, AxisLanes l, double* out) {
-  for (int64_t o = 0; o < l.outer; ++o) {
-    double* dst = out + o * l.inner;
-    for (int64_t i = 0; i < l.inner; ++i) dst[i] = 0.0;
-    for (int64_t k = 0; k < l.len; ++k) {  // k outer, i inner: each lane still adds in ascending k
-      const double* src = x + (o * l.len + k) * l.inner;
-      for (int64_t i = 0; i < l.inner; ++i) dst[i] = dst[i] + src[i];
-    }
-  }
+  for (int64_t o = 0; o < l.outer; ++o)
+    for (int64_t i = 0; i < l.inner; ++i) out[o * l.inner + i] = gr_sum(x + o * l.len * l.inner + i, l.len, l.inner);
 }
 
 }  // namespace gr

@@ -1,8 +1,8 @@
-// reduce.h — the CPU reduction loops, in the §5 orders (ascending index, accumulator from 0.0).
+// reduce.h — the CPU reductions: gr_sum (kernels/gr_reduce.h, the one definition of the order) over
+// a whole tensor or over each lane of an axis.
 //
 // Axis reductions see a tensor as lanes: shape = [outer, len, inner] around the axis; lane (o, i)
-// holds elements x[(o*len + k)*inner + i] for k = 0..len-1. Every lane accumulates in ascending k;
-// the loops may interleave lanes (vectorize over i) because that never reorders one lane's sum.
+// holds elements x[(o*len + k)*inner + i] for k = 0..len-1: a gr_sum with stride inner.
 #pragma once
 #include <cstdint>
 
