@@ -35,6 +35,17 @@ std::string lit(double d) {
   return buf;
 }
 
+// The b-side element a row-stage thread reads: its own row's, its column's, or the single element.
+std::string bside_operand(const Gen& g, int32_t b, BSide side, const std::string& row) {
+  switch (side) {
+    case BSide::Row: return g.V(b) + "[" + row + "]";
+    case BSide::Col: return g.V(b) + "[c]";
+    case BSide::Scal:
+    case BSide::None: break;  // None never reaches a row stage (row_local refuses it)
+  }
+  return g.V(b) + "[0]";
+}
+
 std::string col_loop(int64_t W) {
   return "    for (long long c = threadIdx.x; c < " + L(W) + "; c += blockDim.x) {";
 }
@@ -60,12 +71,7 @@ void gen_row_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
     const std::string row = "s * " + L(C) + " + c";
     g.line("    // node " + std::to_string(k) + ": " + std::string(op_name(y.op)) + " " + y.shape.str());
     if (is_binary(y.op)) {
-      std::string b;
-      switch (an.bside(k)) {
-        case BSide::Row: b = g.V(y.b) + "[" + row + "]"; break;
-        case BSide::Col: b = g.V(y.b) + "[c]"; break;
-        default: b = g.V(y.b) + "[0]"; break;
-      }
+      const std::string b = bside_operand(g, y.b, an.bside(k), row);
       g.line(col_loop(C));
       g.line("      " + g.V(k) + "[" + row + "] = " + call(y.op, CallSide::Fwd, "", g.V(y.a) + "[" + row + "]", b, "", "") + ";");
       g.line("    }");
@@ -192,12 +198,7 @@ void gen_row_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
     };
     if (is_binary(y.op)) {
       const BSide bs = an.bside(k);
-      std::string b;
-      switch (bs) {
-        case BSide::Row: b = g.V(y.b) + "[" + row + "]"; break;
-        case BSide::Col: b = g.V(y.b) + "[c]"; break;
-        default: b = g.V(y.b) + "[0]"; break;
-      }
+      const std::string b = bside_operand(g, y.b, bs, row);
       const Operands o{g.G(k) + "[" + row + "]", g.V(y.a) + "[" + row + "]", b, g.V(k) + "[" + row + "]", ""};
       if (an.active(y.a)) acc_into(g.G(y.a) + "[" + row + "]", render_call(y.op, CallSide::A, o));
       if (bs == BSide::Row && an.active(y.b)) acc_into(g.G(y.b) + "[" + row + "]", render_call(y.op, CallSide::B, o));
