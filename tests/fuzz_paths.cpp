@@ -59,23 +59,22 @@ std::string show(double v) {
 std::string f32_compare(const Spec& spec, const Path& p, const RunOptions& ro) {
   Model model(spec, load_datasets(spec));
   Optimizer o1 = model.make_optimizer(), o2 = model.make_optimizer();
-  DeviceRunner ref(model, o1, make_backend(p, ro), replay::DType::F32, false, false, p.block, p.max_grid);
-  DeviceRunner fu(model, o2, make_backend(p, ro), replay::DType::F32, true, false, p.block, p.max_grid);
+  DeviceRunner ref(model, o1, make_backend(p, ro), DType::F32, FuseMode::Off, p.block, p.max_grid);
+  DeviceRunner fu(model, o2, make_backend(p, ro), DType::F32, FuseMode::On, p.block, p.max_grid);
   std::map<int32_t, std::string> names;
   const std::vector<Var> nodes = model.record(model.data().train, {});
   for (size_t i = 0; i < nodes.size(); ++i) names[nodes[i].id] = model.program().nodes[i].spec->id;
   model.reset();
-  replay::Program &a = ref.program(), &b = fu.program();
+  replay::Episode &a = ref.episode(), &b = fu.episode();
   std::vector<double> x, y;
   for (int e = 0; e <= ro.episodes; ++e) {
-    if (e < ro.episodes) {
-      a.forward();
-      a.backward();
-      fu.fused()->forward();
-      fu.fused()->backward();
-    }
-    for (int32_t id = 0; id < a.size(); ++id) {
-      const replay::Program::NodeView n = a.node_view(id);
+    if (e < ro.episodes)
+      for (replay::Episode* ep : {&a, &b}) {
+        ep->forward();
+        ep->backward();
+      }
+    for (int32_t id = 0; id < a.program().size(); ++id) {
+      const replay::Program::NodeView n = a.program().node_view(id);
       x.resize(static_cast<size_t>(n.numel));
       y.resize(x.size());
       for (int pass = 0; pass < (e < ro.episodes && n.active ? 2 : 1); ++pass) {

@@ -26,7 +26,7 @@ std::string fresh_dir(const std::string& name) {
 }
 
 TrainResult run(const std::string& spec_name, const std::string& out, int64_t epochs = 0, const std::string& resume = "",
-                const std::string& init = "", const std::string& device = "cpu", const std::string& dtype = "f64",
+                const std::string& init = "", DeviceKind device = DeviceKind::Cpu, DType dtype = DType::F64,
                 bool fuse = false) {
   Spec spec = load_spec(std::string(GR_SOURCE_DIR) + "/specs/" + spec_name + ".json");
   if (epochs) spec.train.epochs = epochs;
@@ -39,7 +39,7 @@ TrainResult run(const std::string& spec_name, const std::string& out, int64_t ep
   o.quiet = true;
   o.device = device;
   o.dtype = dtype;
-  o.fuse = fuse;
+  o.fuse = fuse ? FuseMode::On : FuseMode::Off;
   return train(model, o);
 }
 
@@ -133,7 +133,7 @@ TEST_CASE("every example trains on the host device, per-node and fused, to the C
     for (const bool fuse : {false, true}) {
       INFO(e.spec << (fuse ? " fused" : " per-node"));
       const std::string host = fresh_dir(std::string(fuse ? "fused-" : "host-") + e.spec);
-      const TrainResult b = run(e.spec, host, 0, "", "", "host", "f64", fuse);
+      const TrainResult b = run(e.spec, host, 0, "", "", DeviceKind::Host, DType::F64, fuse);
       CHECK(b.fused == fuse);
       CHECK(read_file(cpu + "/loss.csv") == read_file(host + "/loss.csv"));
       const SafetensorsFile wb = read_safetensors(host + "/weights.safetensors");
@@ -157,7 +157,7 @@ TEST_CASE("an f32 device program stays within a documented tolerance of the f64 
     INFO(spec);
     const std::string f64 = fresh_dir(std::string("f64-") + spec), f32 = fresh_dir(std::string("f32-") + spec);
     const TrainResult a = run(spec, f64, 5);
-    const TrainResult b = run(spec, f32, 5, "", "", "host", "f32");
+    const TrainResult b = run(spec, f32, 5, "", "", DeviceKind::Host, DType::F32);
     REQUIRE(a.log.step_loss.size() == b.log.step_loss.size());
     double worst = 0;
     for (size_t i = 0; i < a.log.step_loss.size(); ++i)
@@ -176,8 +176,7 @@ TEST_CASE("fuse: auto fuses only where launch latency matters (CUDA), --fuse alw
   REQUIRE(text.find(from) != std::string::npos);
   text.replace(text.find(from), from.size(), "\"fuse\": \"auto\"");
   Spec spec = parse_spec(text, std::string(GR_SOURCE_DIR) + "/specs/iris.json");
-  CHECK(spec.device.fuse_auto);
-  CHECK_FALSE(spec.device.fuse);
+  CHECK(spec.device.fuse == FuseMode::Auto);
   spec.train.epochs = 2;
   for (const bool forced : {false, true}) {
     Model model(spec, load_datasets(spec));
@@ -185,9 +184,8 @@ TEST_CASE("fuse: auto fuses only where launch latency matters (CUDA), --fuse alw
     o.out_dir = fresh_dir(forced ? "fuse-forced" : "fuse-auto");
     o.epochs = 2;
     o.quiet = true;
-    o.device = "host";
-    o.fuse = forced;
-    o.fuse_auto = !forced;
+    o.device = DeviceKind::Host;
+    o.fuse = forced ? FuseMode::On : FuseMode::Auto;
     const TrainResult r = train(model, o);
     CHECK(r.fused == forced);  // the host backend has no launch latency: auto keeps per-node there
     fs::remove_all(o.out_dir);

@@ -2,9 +2,11 @@
 // choice, and the exceptions that map to exit codes (0 ok, 1 check failed, 2 bad input, 3 runtime).
 #pragma once
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "device/backend.h"
 #include "io/errors.h"
 #include "spec/spec.h"
 
@@ -26,11 +28,15 @@ struct Overrides {
 
 Spec load_with_overrides(const std::string& path, const Overrides& o);
 
-// Resolves --device/--dtype/--fuse against the spec. Only the CPU tape exists in this build:
-// `auto` chooses it (and says why), host/cuda fail with exit 3.
+// Resolves --device/--dtype/--fuse against the spec, into enums (the flags are words checked by
+// CLI11; the spec's are parsed by load_spec). `auto` becomes Cuda when a CUDA backend opens (kept in
+// `backend`, so it is opened once) and Cpu otherwise, saying why unless quiet. Host and Cuda are
+// opened by whoever runs them (exit 3 when unavailable).
 struct DeviceChoice {
-  std::string kind = "cpu", dtype = "f64";
-  bool fuse = false, fuse_auto = false;
+  DeviceKind kind = DeviceKind::Cpu;  // Cpu | Host | Cuda, never Auto
+  DType dtype = DType::F64;
+  FuseMode fuse = FuseMode::Off;      // --fuse: On; else the spec's
+  std::unique_ptr<device::Backend> backend;  // the backend device auto opened; null otherwise
 };
 DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag,
                            bool quiet);

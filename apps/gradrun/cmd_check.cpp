@@ -25,10 +25,11 @@ void run_check(const CheckFlags& f) {
   const Spec spec = load_with_overrides(f.spec, {});
   if (f.replay) {
     const DeviceChoice d = choose_device(spec, f.device.empty() ? "host" : f.device, "f64", f.fuse, false);
-    if (d.kind == "cpu") throw UsageError("check --replay needs a device (host or cuda)");
+    if (d.kind == DeviceKind::Cpu) throw UsageError("check --replay needs a device (host or cuda)");
     Model model(spec, load_datasets(spec));
     std::string why;
-    const ReplayCheckResult r = check_replay(model, open_backend(d.kind, &why), f.episodes, d.fuse);
+    // Fused only when asked (--fuse or "fuse": true): auto keeps the per-node launches here.
+    const ReplayCheckResult r = check_replay(model, open_backend(d.kind, &why), f.episodes, d.fuse == FuseMode::On);
     std::printf("device: %s\n", r.device.c_str());
     if (!r.equal) {
       std::printf("REPLAY DIFFERS: %s\n", r.first_difference.c_str());

@@ -24,19 +24,19 @@ void run_grad(const GradFlags& f) {
   Model model(spec, load_datasets(spec));
   if (!f.init.empty()) model.load_params(read_safetensors(f.init), f.init);
   GradResult r;
-  if (d.kind == "cpu") {
+  if (d.kind == DeviceKind::Cpu) {
     r = evaluate_gradients(model);
   } else {  // the same first batch through the device engine: forward and backward per node
     Optimizer opt = model.make_optimizer();
     std::string why;
-    DeviceRunner runner(model, opt, open_backend(d.kind, &why), replay::DType::F64);
+    DeviceRunner runner(model, opt, open_backend(d.kind, &why), DType::F64);
     runner.upload_batch(model.data().train, first_batch_rows(model));
-    runner.program().forward();
-    runner.program().backward();
-    r.loss = runner.program().loss();
+    runner.episode().forward();
+    runner.episode().backward();
+    r.loss = runner.episode().loss();
     for (const Var p : model.params()) {
       r.grads.emplace_back(static_cast<size_t>(model.tape().node(p).numel()));
-      runner.program().grad(p, r.grads.back());
+      runner.episode().grad(p, r.grads.back());
     }
   }
   std::vector<std::pair<std::string, ConstTensorView>> tensors;
@@ -44,7 +44,8 @@ void run_grad(const GradFlags& f) {
   tensors.emplace_back("loss", ConstTensorView{Shape{1}, &loss});
   for (size_t i = 0; i < r.grads.size(); ++i)
     tensors.emplace_back(model.program().params[i].name, ConstTensorView{model.program().params[i].shape, r.grads[i].data()});
-  write_safetensors(f.out, tensors, {{"spec", spec.path}, {"spec_sha256", spec.sha256}, {"device", d.kind}, {"dtype", "f64"}},
+  write_safetensors(f.out, tensors,
+                    {{"spec", spec.path}, {"spec_sha256", spec.sha256}, {"device", to_string(d.kind)}, {"dtype", "f64"}},
                     StDtype::F64);
   std::printf("loss %.17g\n", loss);
   for (size_t i = 0; i < r.grads.size(); ++i) {

@@ -53,7 +53,7 @@ void compare_expected(const std::string& golden_path, const std::string& got_tex
 void run_train(const TrainFlags& f) {
   apply_threads(f.threads);
   Spec spec = load_with_overrides(f.spec, f.overrides);
-  const DeviceChoice d = choose_device(spec, f.device, f.dtype, f.fuse, f.quiet);
+  DeviceChoice d = choose_device(spec, f.device, f.dtype, f.fuse, f.quiet);
   if (!f.init.empty() && !f.resume.empty()) throw UsageError("--init and --resume cannot be combined");
   if (!f.expect.empty()) read_file(f.expect);  // a missing golden file fails now, not after training
   Model model(spec, load_datasets(spec));
@@ -66,8 +66,7 @@ void run_train(const TrainFlags& f) {
   o.device = d.kind;
   o.dtype = d.dtype;
   o.fuse = d.fuse;
-  o.fuse_auto = d.fuse_auto && d.kind != "cpu";
-  const TrainResult r = train(model, o);
+  const TrainResult r = train(model, o, std::move(d.backend));
   if (!f.quiet) {
     const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();
     std::printf("trained %s: %lld steps in %.2fs (%.1f us/step), final loss %.6g", spec.name.c_str(),

@@ -19,18 +19,23 @@ Spec load_with_overrides(const std::string& path, const Overrides& o) {
 
 DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag,
                            bool quiet) {
-  DeviceChoice d{device_flag.empty() ? spec.device.kind : device_flag, dtype_flag.empty() ? spec.device.dtype : dtype_flag,
-                 fuse_flag || spec.device.fuse, !fuse_flag && spec.device.fuse_auto};
-  if (d.kind == "auto") {
+  DeviceChoice d;
+  d.kind = spec.device.kind;
+  d.dtype = spec.device.dtype;
+  d.fuse = fuse_flag ? FuseMode::On : spec.device.fuse;
+  // CLI11 admits only the known words; a word it let through that is not one is a bug here.
+  if (!device_flag.empty() && !parse_device_kind(device_flag, d.kind)) throw UsageError("unknown device " + device_flag);
+  if (!dtype_flag.empty() && !parse_dtype(dtype_flag, d.dtype)) throw UsageError("unknown dtype " + dtype_flag);
+  if (d.kind == DeviceKind::Auto) {
     std::string why;
-    d.kind = open_backend("auto", &why) ? "cuda" : "cpu";
+    d.backend = open_backend(DeviceKind::Auto, &why);
+    d.kind = d.backend ? DeviceKind::Cuda : DeviceKind::Cpu;
     if (!quiet)
-      std::fprintf(stderr, "gradrun: device auto: %s\n",
-                   d.kind == "cuda" ? "using CUDA" : ("using the CPU tape (" + why + ")").c_str());
+      std::fprintf(stderr, "gradrun: device auto: %s\n", d.backend ? "using CUDA" : ("using the CPU tape (" + why + ")").c_str());
   }
-  if (d.kind == "cpu" && d.dtype == "f32")
+  if (d.kind == DeviceKind::Cpu && d.dtype == DType::F32)
     throw UsageError("dtype f32 needs a device engine (--device host or cuda); the CPU tape computes in f64");
-  if (d.fuse && d.kind == "cpu") throw UsageError("--fuse needs a device engine (--device host or cuda)");
+  if (d.fuse == FuseMode::On && d.kind == DeviceKind::Cpu) throw UsageError("--fuse needs a device engine (--device host or cuda)");
   return d;
 }
 

@@ -432,19 +432,17 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   if (root.has("device")) {
     const JsonAt d = root.at("device");
     d.only_keys({"kind", "dtype", "fuse"});
-    if (d.has("kind")) s.device.kind = d.at("kind").str();
-    if (d.has("dtype")) s.device.dtype = d.at("dtype").str();
+    const std::string kind = d.has("kind") ? d.at("kind").str() : to_string(s.device.kind);
+    const std::string dtype = d.has("dtype") ? d.at("dtype").str() : to_string(s.device.dtype);
     if (d.has("fuse")) {
       const JsonAt f = d.at("fuse");
-      if (f.is_string() && f.str() == "auto") s.device.fuse_auto = true;
+      if (f.is_string() && f.str() == "auto") s.device.fuse = FuseMode::Auto;
       else if (f.is_string()) f.fail("expected true, false or \"auto\"");
-      else s.device.fuse = f.boolean();
+      else s.device.fuse = f.boolean() ? FuseMode::On : FuseMode::Off;
     }
-    const std::string& k = s.device.kind;
-    if (k != "cpu" && k != "host" && k != "cuda" && k != "auto")
-      d.at("kind").fail("unknown device \"" + k + "\" (known: cpu, host, cuda, auto)");
-    if (s.device.dtype != "f64" && s.device.dtype != "f32")
-      d.at("dtype").fail("unknown dtype \"" + s.device.dtype + "\" (known: f64, f32)");
+    if (!parse_device_kind(kind, s.device.kind))
+      d.at("kind").fail("unknown device \"" + kind + "\" (known: cpu, host, cuda, auto)");
+    if (!parse_dtype(dtype, s.device.dtype)) d.at("dtype").fail("unknown dtype \"" + dtype + "\" (known: f64, f32)");
   }
   s.output_dir = "runs/" + s.name;
   if (root.has("output")) {
@@ -483,6 +481,42 @@ Spec parse_spec(const std::string& text, const std::string& path) {
     }
   }
   return s;
+}
+
+const char* to_string(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::Cpu: return "cpu";
+    case DeviceKind::Host: return "host";
+    case DeviceKind::Cuda: return "cuda";
+    case DeviceKind::Auto: return "auto";
+  }
+  return "?";
+}
+
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::F64: return "f64";
+    case DType::F32: return "f32";
+  }
+  return "?";
+}
+
+bool parse_device_kind(const std::string& word, DeviceKind& out) {
+  for (DeviceKind k : {DeviceKind::Cpu, DeviceKind::Host, DeviceKind::Cuda, DeviceKind::Auto})
+    if (word == to_string(k)) {
+      out = k;
+      return true;
+    }
+  return false;
+}
+
+bool parse_dtype(const std::string& word, DType& out) {
+  for (DType t : {DType::F64, DType::F32})
+    if (word == to_string(t)) {
+      out = t;
+      return true;
+    }
+  return false;
 }
 
 Spec load_spec(const std::string& path) { return parse_spec(read_file(path), path); }

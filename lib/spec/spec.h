@@ -85,10 +85,25 @@ struct MetricsSpec {
   std::string logits, labels;
 };
 
+// Where a run trains: the CPU tape, or a device engine (lib/replay) on the host or CUDA backend;
+// auto: CUDA when usable, else the CPU tape (resolved by the CLI, which opens the backend once).
+enum class DeviceKind { Cpu, Host, Cuda, Auto };
+// The device program's element type (the CPU tape is always f64).
+enum class DType { F64, F32 };
+// Megakernel fusion (lib/fuse): off, on, or auto — fuse when the backend has launch latency to save
+// (a real GPU) and the plan removes launches.
+enum class FuseMode { Off, On, Auto };
+
+// The spellings of the spec and the command line; parse_* return false for an unknown word.
+const char* to_string(DeviceKind kind);  // "cpu" | "host" | "cuda" | "auto"
+const char* to_string(DType dtype);      // "f64" | "f32"
+bool parse_device_kind(const std::string& word, DeviceKind& out);
+bool parse_dtype(const std::string& word, DType& out);
+
 struct DeviceSpec {
-  std::string kind = "cpu", dtype = "f64";
-  bool fuse = false;
-  bool fuse_auto = false;  // "fuse": "auto" — fuse on CUDA when the plan removes launches
+  DeviceKind kind = DeviceKind::Cpu;
+  DType dtype = DType::F64;
+  FuseMode fuse = FuseMode::Off;  // "fuse": false | true | "auto"
 };
 
 struct EmitSpec {

@@ -1,6 +1,7 @@
 // device_runner.h — the training step of `gradrun train --device host|cuda`: the episode recorded
 // once on the tape, captured to the device (forward + backward + optimizer as one episode), and
-// replayed per batch with fresh inputs. f64 programs give the same bits as the CPU tape.
+// replayed per batch with fresh inputs. f64 programs give the same bits as the CPU tape. The
+// episode is a replay::Episode: per-node or fused is decided once, in the constructor.
 #pragma once
 #include <memory>
 #include <span>
@@ -8,19 +9,21 @@
 #include <vector>
 
 #include "device/backend.h"
-#include "fuse/fuse.h"
 #include "grad/optimizer.h"
+#include "replay/episode.h"
 #include "replay/replay.h"
+#include "spec/spec.h"
 #include "train/model.h"
 
 namespace gr {
 
 class DeviceRunner {
  public:
-  // `backend` is "host" or "cuda"; throws device::DeviceUnavailable when it cannot be had.
+  // fuse: Off — per-node launches; On — fused megakernels (lib/fuse); Auto — fused when the backend
+  // has launch latency to save (Capabilities::real_gpu) and the plan removes launches.
   // block / max_grid: the launch geometry (replay::ReplayOptions; 0 = the backend's default block).
-  DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, replay::DType dtype,
-               bool fuse = false, bool fuse_auto = false, unsigned block = 0, unsigned max_grid = 65535);
+  DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, DType dtype,
+               FuseMode fuse = FuseMode::Off, unsigned block = 0, unsigned max_grid = 65535);
   ~DeviceRunner();
 
   // One optimizer step on these training rows, all on the device: the row indices are uploaded,
@@ -32,18 +35,17 @@ class DeviceRunner {
   // Parameters back into the tape and the optimizer state back into `opt` (checkpoints, weights).
   void sync(Optimizer& opt);
   std::string describe() const;
-  replay::Program& program() { return *program_; }
+  replay::Episode& episode() { return *episode_; }
   replay::DeviceOptimizer& optimizer() { return *dopt_; }
-  fuse::FusedProgram* fused() { return fused_.get(); }  // null unless fused
+  bool fused() const { return episode_->fused(); }
   // Fills the input slots with `rows` and uploads them (no episode run).
   void upload_batch(const DataTable& table, std::span<const int64_t> rows);
 
  private:
   Model& model_;
   std::unique_ptr<device::Backend> backend_;
-  std::unique_ptr<replay::Program> program_;
-  std::unique_ptr<replay::DeviceOptimizer> dopt_;
-  std::unique_ptr<fuse::FusedProgram> fused_;
+  std::unique_ptr<replay::Episode> episode_;        // owns the replay::Program
+  std::unique_ptr<replay::DeviceOptimizer> dopt_;  // over episode_->program(): destroyed first
   // Device-side batches: the training set per input (f64), the batch's row indices, the losses.
   std::vector<device::Buffer> data_;
   device::Buffer index_{}, losses_{};
@@ -51,7 +53,8 @@ class DeviceRunner {
   int64_t losses_capacity_ = 0;
 };
 
-// "host" | "cuda" → a backend; "auto" → CUDA when usable, else nullptr with the reason in `why`.
-std::unique_ptr<device::Backend> open_backend(const std::string& kind, std::string* why);
+// Host | Cuda → a backend (device::DeviceUnavailable when it cannot be had); Auto → CUDA when usable,
+// else nullptr with the reason in `why`.
+std::unique_ptr<device::Backend> open_backend(DeviceKind kind, std::string* why);
 
 }  // namespace gr

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "fuse/fuse.h"
+#include "replay/episode.h"
 #include "replay/replay.h"
 #include "train/checks.h"
 #include "train/device_runner.h"
@@ -35,15 +35,9 @@ ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> ba
   ReplayCheckResult r;
   Optimizer opt = model.make_optimizer();
   Optimizer device_opt = model.make_optimizer();
-  DeviceRunner runner(model, device_opt, std::move(backend), replay::DType::F64, false, false, block, max_grid);
+  DeviceRunner runner(model, device_opt, std::move(backend), DType::F64, fuse ? FuseMode::On : FuseMode::Off, block, max_grid);
   r.device = runner.describe();
-  replay::Program& prog = runner.program();
-  std::unique_ptr<fuse::FusedProgram> fused;
-  if (fuse) {
-    fused = std::make_unique<fuse::FusedProgram>(prog, fuse::plan(prog));
-    r.device += "; fused: " + std::to_string(fused->plan().fused_launches()) + " launches per forward + backward (per-node " +
-                std::to_string(fused->plan().per_node_launches()) + ")";
-  }
+  replay::Episode& ep = runner.episode();
   const Spec& spec = model.spec();
   const int64_t n = spec.data ? model.data().train.rows : 0, batch = spec.data ? model.program().batch : 0;
   const int64_t steps_per_epoch = spec.data ? n / batch : 1;
@@ -54,15 +48,10 @@ ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> ba
     if (s == 0) order = epoch_order(spec, n, e / steps_per_epoch);
     rows.clear();
     for (int64_t i = s * batch; i < (s + 1) * batch; ++i) rows.push_back(order[static_cast<size_t>(i)]);
-    // Device: inputs, forward, backward (per node). CPU: the same episode on the tape.
+    // Device: inputs, forward, backward (launch by launch). CPU: the same episode on the tape.
     runner.upload_batch(model.data().train, rows);
-    if (fused) {
-      fused->forward();
-      fused->backward();
-    } else {
-      prog.forward();
-      prog.backward();
-    }
+    ep.forward();
+    ep.backward();
     const std::vector<Var>& nodes = model.record(model.data().train, rows);
     const Var loss = nodes[static_cast<size_t>(model.program().loss)];
     model.tape().backward(loss);
@@ -71,7 +60,7 @@ ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> ba
       const ConstTensorView cv = model.tape().value(v);
       want.assign(cv.values().begin(), cv.values().end());
       got.resize(want.size());
-      prog.value(v, got);
+      ep.value(v, got);
       for (int pass = 0; pass < 2 && r.equal; ++pass) {
         for (size_t i = 0; i < want.size(); ++i)
           if (std::memcmp(&want[i], &got[i], sizeof(double)) != 0) {
@@ -81,10 +70,10 @@ ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> ba
                                  ", device " + bits(got[i]);
             break;
           }
-        if (pass == 0 && prog.backward_active(v)) {
+        if (pass == 0 && ep.program().backward_active(v)) {
           const ConstTensorView cg = model.tape().grad(v);
           want.assign(cg.values().begin(), cg.values().end());
-          prog.grad(v, got);
+          ep.grad(v, got);
         } else {
           break;
         }
@@ -104,7 +93,7 @@ ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> ba
     const std::span<double> w = model.tape().param_value(model.params()[k]);
     want.assign(w.begin(), w.end());
     got.resize(want.size());
-    prog.value(model.params()[k], got);
+    ep.value(model.params()[k], got);
     if (std::memcmp(want.data(), got.data(), want.size() * sizeof(double)) != 0) {
       r.equal = false;
       r.first_difference = "after " + std::to_string(episodes) + " episodes: parameter \"" + model.program().params[k].name +

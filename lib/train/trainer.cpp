@@ -116,8 +116,8 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, bo
                     {{"spec", model.spec().path},
                      {"spec_sha256", model.spec().sha256},
                      {"steps", steps},
-                     {"device", o.device},
-                     {"dtype", o.dtype}},
+                     {"device", to_string(o.device)},
+                     {"dtype", to_string(o.dtype)}},
                     StDtype::F64);
   const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
@@ -128,8 +128,8 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, bo
       {"spec_sha256", model.spec().sha256},
       {"name", model.spec().name},
       {"seed", model.spec().seed},
-      {"device", o.device},
-      {"dtype", o.dtype},
+      {"device", to_string(o.device)},
+      {"dtype", to_string(o.dtype)},
       {"fused", r.fused},
       {"threads", num_threads()},
       {"epochs", last ? last->epoch : 0},
@@ -147,7 +147,7 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, bo
 
 }  // namespace
 
-TrainResult train(Model& model, const TrainOptions& o) {
+TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::Backend> backend) {
   const Spec& spec = model.spec();
   const Program& p = model.program();
   const DataTable& train_rows = model.data().train;
@@ -183,11 +183,12 @@ TrainResult train(Model& model, const TrainOptions& o) {
   }
 
   std::unique_ptr<DeviceRunner> device;  // null: the CPU tape
-  if (o.device != "cpu") {
+  if (o.device != DeviceKind::Cpu) {
     std::string why;
-    device = std::make_unique<DeviceRunner>(model, opt, open_backend(o.device, &why),
-                                            o.dtype == "f32" ? replay::DType::F32 : replay::DType::F64, o.fuse, o.fuse_auto);
-    r.fused = device->fused() != nullptr;
+    if (!backend) backend = open_backend(o.device, &why);
+    if (!backend) throw Error("device " + std::string(to_string(o.device)) + ": " + why);  // auto found no CUDA
+    device = std::make_unique<DeviceRunner>(model, opt, std::move(backend), o.dtype, o.fuse);
+    r.fused = device->fused();
     if (!o.quiet) std::printf("device: %s\n", device->describe().c_str());
   }
 

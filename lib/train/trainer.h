@@ -7,7 +7,11 @@
 // a checkpoint after the last epoch and at most every 2 s on the way. At the end: loss.csv, metrics.csv, weights.safetensors, loss.svg, run.json.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "device/backend.h"
+#include "spec/spec.h"
 
 #include "train/model.h"
 #include "train/run_files.h"
@@ -20,8 +24,9 @@ struct TrainOptions {
   std::string init_file;    // --init: start from these parameters
   std::string resume_dir;   // --resume: a previous run folder (or its checkpoint/)
   bool quiet = false;
-  std::string device = "cpu", dtype = "f64";  // device: cpu (the tape) | host | cuda
-  bool fuse = false, fuse_auto = false;  // fuse_auto: the spec's "fuse": "auto"
+  DeviceKind device = DeviceKind::Cpu;  // Cpu (the tape) | Host | Cuda (Auto is resolved by the caller)
+  DType dtype = DType::F64;
+  FuseMode fuse = FuseMode::Off;  // device runs only
 };
 
 struct TrainResult {
@@ -34,7 +39,9 @@ struct TrainResult {
 
 // Throws InputError / IoError for bad input and unwritable outputs; a diverged run (NaN/inf loss)
 // throws DivergedError after writing the logs, keeping the last good checkpoint.
-TrainResult train(Model& model, const TrainOptions& options);
+// backend: the device's backend when the caller has it open already (device auto probed it); null:
+// opened here for options.device.
+TrainResult train(Model& model, const TrainOptions& options, std::unique_ptr<device::Backend> backend = nullptr);
 
 class DivergedError : public Error {
  public:
