@@ -483,42 +483,6 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   return s;
 }
 
-const char* to_string(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::Cpu: return "cpu";
-    case DeviceKind::Host: return "host";
-    case DeviceKind::Cuda: return "cuda";
-    case DeviceKind::Auto: return "auto";
-  }
-  return "?";
-}
-
-const char* to_string(DType dtype) {
-  switch (dtype) {
-    case DType::F64: return "f64";
-    case DType::F32: return "f32";
-  }
-  return "?";
-}
-
-bool parse_device_kind(const std::string& word, DeviceKind& out) {
-  for (DeviceKind k : {DeviceKind::Cpu, DeviceKind::Host, DeviceKind::Cuda, DeviceKind::Auto})
-    if (word == to_string(k)) {
-      out = k;
-      return true;
-    }
-  return false;
-}
-
-bool parse_dtype(const std::string& word, DType& out) {
-  for (DType t : {DType::F64, DType::F32})
-    if (word == to_string(t)) {
-      out = t;
-      return true;
-    }
-  return false;
-}
-
 Spec load_spec(const std::string& path) { return parse_spec(read_file(path), path); }
 
 }  // namespace gr

@@ -95,10 +95,41 @@ enum class DType { F64, F32 };
 enum class FuseMode { Off, On, Auto };
 
 // The spellings of the spec and the command line; parse_* return false for an unknown word.
-const char* to_string(DeviceKind kind);  // "cpu" | "host" | "cuda" | "auto"
-const char* to_string(DType dtype);      // "f64" | "f32"
-bool parse_device_kind(const std::string& word, DeviceKind& out);
-bool parse_dtype(const std::string& word, DType& out);
+inline const char* to_string(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::Cpu: return "cpu";
+    case DeviceKind::Host: return "host";
+    case DeviceKind::Cuda: return "cuda";
+    case DeviceKind::Auto: return "auto";
+  }
+  return "?";
+}
+
+inline const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::F64: return "f64";
+    case DType::F32: return "f32";
+  }
+  return "?";
+}
+
+inline bool parse_device_kind(const std::string& word, DeviceKind& out) {
+  for (DeviceKind k : {DeviceKind::Cpu, DeviceKind::Host, DeviceKind::Cuda, DeviceKind::Auto})
+    if (word == to_string(k)) {
+      out = k;
+      return true;
+    }
+  return false;
+}
+
+inline bool parse_dtype(const std::string& word, DType& out) {
+  for (DType t : {DType::F64, DType::F32})
+    if (word == to_string(t)) {
+      out = t;
+      return true;
+    }
+  return false;
+}
 
 struct DeviceSpec {
   DeviceKind kind = DeviceKind::Cpu;
