@@ -309,7 +309,7 @@ Plan plan_tape(device::Backend& backend, const Tape& tape, Var loss, replay::Rep
 }
 
 bool worthwhile(const Plan& plan, const device::Backend& backend) {
-  return backend.name() == "cuda" && plan.fuses() && plan.fused_launches() < plan.per_node_launches();
+  return backend.capabilities().real_gpu && plan.fuses() && plan.fused_launches() < plan.per_node_launches();
 }
 
 }  // namespace gr::fuse
