@@ -4,7 +4,7 @@
 // (__dadd_rn, __dsub_rn, __dmul_rn, __ddiv_rn). Under nvcc/NVRTC they are the real intrinsics,
 // which the compiler never contracts into an FMA. On the host they are plain IEEE operations;
 // the whole project is built with -ffp-contract=off, so they are never contracted there either.
-// That is how one scalar definition gives the same bits on every path (DESIGN §2).
+// That is how one scalar definition gives the same bits on every path (docs/design.md §2).
 #pragma once
 
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)

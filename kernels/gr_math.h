@@ -3,7 +3,7 @@
 // Why not libm: glibc's exp/log and CUDA's exp/log are both good, but they are different
 // algorithms and disagree in the last bit on a fraction of inputs; the host compiler may also
 // inline its own version. gradrun promises the same bits on the CPU tape and on every device
-// path (DESIGN §2), so exp and log are written here once, from nothing but correctly rounded
+// path (docs/design.md §2), so exp and log are written here once, from nothing but correctly rounded
 // IEEE binary64 operations (__dadd_rn, __dsub_rn, __dmul_rn, __ddiv_rn — see gr_device.h) and
 // integer bit manipulation. Each of those operations has exactly one correct answer, so the
 // composition has exactly one answer too, whatever the hardware. No FMA (it would change the

@@ -1,6 +1,6 @@
 // gr_ops_scalar.h — THE per-element arithmetic of every elementwise op, forward and backward.
 //
-// One definition for every path (DESIGN §2): the CPU tape calls these in its loops; per-node and
+// One definition for every path (docs/design.md §2): the CPU tape calls these in its loops; per-node and
 // fused device kernels and the scalar emitter inline the same functions. Only the loops differ.
 // Templates over the element type T (double everywhere; float in f32 device programs): every
 // operation is a gr_radd/gr_rsub/gr_rmul/gr_rdiv, the rn intrinsic of T (gr_device.h).

@@ -1,7 +1,7 @@
 // test_autoencoder.cpp — the reference's autoencoder benchmark, end to end on the CPU tape.
 //
 // A 6-64-32-64-6 tanh MLP learns to reconstruct a noisy 2-D manifold embedded in 6-D, trained
-// with Adam in the minibatch pattern of DESIGN §4: parameters registered once, `mark = mark()`,
+// with Adam in the minibatch pattern of docs/design.md §4: parameters registered once, `mark = mark()`,
 // then per batch: constant → forward → mse → backward → step → reset_to(mark). Checks:
 //   • it trains: the mean epoch MSE drops by ≥ 1000× from the first epoch to the last;
 //   • steady state allocates nothing: the arena's heap_allocations() is fixed after episode 1;

@@ -1,5 +1,5 @@
 // gradrun emit-cuda SPEC [-o FILE] [--verify] — the per-example loss's gradient as a CUDA-C
-// __device__ function derived from the tape (DESIGN §7, docs/emit.md).
+// __device__ function derived from the tape (docs/emit.md).
 #include <cstdio>
 #include <memory>
 

@@ -1,4 +1,4 @@
-// gradrun — train, check and inspect models described by JSON specs (SPEC-AND-CLI.md).
+// gradrun — train, check and inspect models described by JSON specs (docs/cli.md).
 #include <cstdio>
 #include <cstring>
 

@@ -1,4 +1,4 @@
-// gr_node_kernels.cuh — the per-node kernels of the replay engine (lib/replay, DESIGN §6), f64.
+// gr_node_kernels.cuh — the per-node kernels of the replay engine (lib/replay, docs/replay.md), f64.
 //
 // One forward kernel and one backward kernel per input side for EVERY op of kernels/gr_op_table.h, built
 // on the shared scalar/lane definitions (gr_ops_scalar.h, gr_ops_lane.h), so the bits equal the CPU

@@ -1,6 +1,6 @@
 // gr_opt_kernels.cuh — fills and the device optimizer of the replay engine (lib/replay).
 //
-// The arithmetic is lib/grad/optimizer.cpp's, operation for operation (DESIGN §5). Per-step scalars
+// The arithmetic is lib/grad/optimizer.cpp's, operation for operation (docs/numerics.md). Per-step scalars
 // live in a small control buffer the host refreshes before every step, so a captured episode never
 // freezes them:
 //   ctl[0] lr (SGD)   ctl[1] lr_t (Adam, host pow)   ctl[2] clip scale cs   ctl[3] max norm   ctl[4] norm

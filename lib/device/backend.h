@@ -1,4 +1,4 @@
-// backend.h — the device Backend interface (DESIGN §6) and its two implementations:
+// backend.h — the device Backend interface (docs/device.md) and its two implementations:
 //   host  — kernel source compiled by the system C++ compiler against host_shim.h, dlopen'd, run
 //           block by block on the CPU (a block's threads as fibers when blockDim > 1);
 //   cuda  — the same source compiled by NVRTC to a cubin for the present device, run through the

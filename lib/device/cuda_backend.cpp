@@ -1,7 +1,7 @@
 // cuda_backend.cpp — the CUDA Backend: NVRTC → cubin for the present device (cached on disk) →
 // driver API. libcuda.so.1 is loaded with dlopen and the few types and entry points are declared
 // here by hand (values from cuda.h), so the project builds without the toolkit and one binary
-// runs with or without a GPU. Pitfalls handled (DESIGN §8): the primary context, not
+// runs with or without a GPU. Pitfalls handled (docs/design.md §8): the primary context, not
 // cuCtxCreate; the _v2 memory symbols; cuGraphInstantiateWithFlags; a non-blocking stream for
 // capture; never the toolkit's stub libcuda.so.
 #include <dlfcn.h>

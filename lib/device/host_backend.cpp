@@ -20,7 +20,7 @@ using namespace detail;
 
 std::atomic<unsigned long> g_compiler_runs{0};
 
-// The flags that decide the generated code (host_compile.h: DESIGN §8, no -march).
+// The flags that decide the generated code (host_compile.h: docs/design.md §8, no -march).
 const std::vector<std::string> kFlags = [] {
   std::vector<std::string> f = host_code_flags();
 #ifdef GR_TSAN_BUILD
@@ -123,7 +123,7 @@ class HostBackend final : public Backend {
     }
     if (!handle) throw gr::Error("host backend: cannot load kernel module '" + name + "': " + load_error);
     // A module must not change the floating-point environment (a -ffast-math constructor would
-    // switch FTZ/DAZ on for the whole process; DESIGN §8).
+    // switch FTZ/DAZ on for the whole process; docs/design.md §8).
     if (const std::string why = gr::fp_environment_problem(); !why.empty()) {
       dlclose(handle);
       throw gr::Error("after loading kernel module '" + name + "' (" + so + "): " + why);

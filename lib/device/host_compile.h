@@ -12,7 +12,7 @@ namespace gr::device {
 // The compiler command: $CXX split at spaces, else {"c++"}.
 std::vector<std::string> host_compiler();
 
-// The flags that decide the generated code (DESIGN §8): no contraction, no fast-math, a hidden
+// The flags that decide the generated code (docs/design.md §8): no contraction, no fast-math, a hidden
 // shared object; no -march, so a cache folder can be shared between machines.
 const std::vector<std::string>& host_code_flags();
 

@@ -104,7 +104,7 @@ std::vector<int> nvrtc_supported_archs() {
 
 const std::vector<std::string>& nvrtc_options() {
   // --fmad=false: the rn intrinsics are never contracted anyway; this is the backstop for any
-  // plain a*b+c that slips into a kernel (DESIGN §2).
+  // plain a*b+c that slips into a kernel (docs/design.md §2).
   static const std::vector<std::string> options = {"--fmad=false", "--std=c++17"};
   return options;
 }

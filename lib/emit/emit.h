@@ -1,4 +1,4 @@
-// emit.h — the scalar CUDA-C emitter (DESIGN §7; reference: emitc): a recorded tape whose every
+// emit.h — the scalar CUDA-C emitter (docs/emit.md; reference: emitc): a recorded tape whose every
 // node holds one element becomes the source of one `__device__` gradient function.
 //
 // The function mirrors the tape node by node:

@@ -1,4 +1,4 @@
-// fuse.h — megakernel fusion over a captured replay::Program (DESIGN §6 "Fusion", docs/fusion.md).
+// fuse.h — megakernel fusion over a captured replay::Program (docs/fusion.md).
 //
 //   replay::Program prog(backend, tape, loss);
 //   fuse::Plan plan = fuse::plan(prog);            // segments + generated kernel source (no device work)

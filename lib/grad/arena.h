@@ -2,7 +2,7 @@
 //
 // Chunks are never freed while the tape lives; rewind() moves the bump pointer back. A minibatch
 // loop that records the same graph every episode therefore reuses the same chunks: after the
-// first episode it allocates nothing (DESIGN §4).
+// first episode it allocates nothing (docs/design.md §4).
 #pragma once
 #include <cstdint>
 #include <cstdlib>

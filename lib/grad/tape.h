@@ -1,4 +1,4 @@
-// tape.h — the define-by-run reverse-mode autodiff tape (DESIGN §4, numerics §5).
+// tape.h — the define-by-run reverse-mode autodiff tape (docs/design.md §4, docs/numerics.md).
 //
 // Each op computes its value eagerly and appends one Node; inputs always have smaller ids, so the
 // reverse id order is a topological order and backward is one reverse walk. The tape is a

@@ -1,4 +1,4 @@
-// replay.h — the device replay engine (DESIGN §6, docs/replay.md): capture one recorded tape
+// replay.h — the device replay engine (docs/replay.md): capture one recorded tape
 // episode onto a device Backend and run it there with per-node kernels, bit-identical to the CPU
 // tape for f64.
 //
@@ -178,7 +178,7 @@ class Program final : public Episode {
   const DeviceOptimizer* episode_opt_ = nullptr;
 };
 
-// The device twin of gr::Optimizer (DESIGN §5), over a Program's parameters. Every registered
+// The device twin of gr::Optimizer (docs/numerics.md), over a Program's parameters. Every registered
 // parameter that is backward-active is "touched" on the device; a registered parameter the loss
 // does not depend on is skipped (not decayed), as on the tape.
 class DeviceOptimizer {

@@ -1,4 +1,4 @@
-// spec.h — spec format v1 (SPEC-AND-CLI.md §1–2) parsed into plain structs.
+// spec.h — spec format v1 (docs/spec.md) parsed into plain structs.
 //
 // load_spec() checks everything that can be checked without the data: JSON syntax (line and
 // column), every key known, every value of the right type and range, ops and attributes against

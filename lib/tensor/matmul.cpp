@@ -1,4 +1,4 @@
-// matmul.cpp — the bit-exact CPU contraction loop (DESIGN §5). See matmul.h for the contract.
+// matmul.cpp — the bit-exact CPU contraction loop (docs/numerics.md). See matmul.h for the contract.
 //
 // How the fast path keeps the bits of the serial-k loop:
 //   * Each output element owns one accumulator (one SIMD lane of one register). It starts at +0.0

@@ -1,4 +1,4 @@
-// matmul.h — the bit-exact CPU contraction loop (DESIGN §5).
+// matmul.h — the bit-exact CPU contraction loop (docs/numerics.md).
 //
 // Contract, for every output element (i, j), whatever the fast path:
 //     acc = 0.0

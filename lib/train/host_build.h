@@ -2,7 +2,7 @@
 // (emit-cuda --verify, and the emitter's tests): lib/device's host compiler and dlopen
 // (device/host_compile.h) with the error kinds of lib/io, in a private temp folder.
 //
-// Compiler: $CXX (split at spaces, so "ccache g++" works), else `c++`. Flags: DESIGN §8's
+// Compiler: $CXX (split at spaces, so "ccache g++" works), else `c++`. Flags: docs/design.md §8's
 // -O2 -ffp-contract=off -fno-fast-math -fPIC -shared -fvisibility=hidden -std=c++17, then any extra
 // flags. The compiler runs without a shell; its output is kept for the error report.
 #pragma once

@@ -1,4 +1,4 @@
-// run_files.h — everything `gradrun train` writes into its output folder (SPEC-AND-CLI §3), each
+// run_files.h — everything `gradrun train` writes into its output folder (docs/cli.md), each
 // file rendered whole and written under a temporary name, then renamed (write_file_atomic).
 #pragma once
 #include <cstdint>
