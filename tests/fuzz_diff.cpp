@@ -14,7 +14,7 @@
 //   emitted CUDA-C built on the host == CPU tape (emit-cuda --verify), scalar bundles;
 // on the host backend's adversarial schedule (seeded per bundle and path) with 3 worker threads.
 // Even bundles train with Adam, odd ones with SGD; every other pair clips. Every seed also runs the
-// outside oracle, central finite differences against the tape (tolerances from kOpMeta).
+// outside oracle, central finite differences against the tape (tolerances from support/op_cases.h).
 // Bitwise comparisons are memcmp. A failure is shrunk (tests/fuzz_shrink.cpp) and written as
 // OUT/fuzz-fail-<seed>.json with the command line that reproduces it; `--spec FILE` runs every path
 // on such a file. Exit 0 all agree, 1 a failure, 2 bad usage, 77 --backend cuda without a GPU.
@@ -346,14 +346,16 @@ int run_seeds(const Options& o) {
     if (!c.scalar) batches.insert(c.graph.leaves.front().shape[0]);
   }
   std::string missing;
-  for (const OpMeta& m : kOpMeta)
-    if (!ops.count(std::string(m.name))) missing += " " + std::string(m.name);
+  std::string covered;
+  for (const std::string& name : test::spec_op_names())
+    (ops.count(name) ? covered : missing) += " " + name;
   const double dt = now() - t0;
   std::printf("fuzz_diff: seeds %llu..%llu (%zu tensor, %zu scalar; batch sizes %zu of 8) in %zu bundles: %d path runs, %d finite-"
               "difference checks, %lu module compiles, %.1f s (%.1f seeds/s), %d failure%s\n",
               static_cast<unsigned long long>(o.start), static_cast<unsigned long long>(o.start + o.seeds - 1), cases.size() - scalar,
               scalar, batches.size(), bundles.size(), path_runs.load(), fd_runs.load(), device::host_compiler_runs() - compiles0, dt,
               static_cast<double>(o.seeds) / dt, failures.load(), failures == 1 ? "" : "s");
+  std::printf("fuzz_diff: ops generated:%s\n", covered.c_str());
   if (o.seeds >= 200 && (!missing.empty() || batches.size() < 8)) {
     std::printf("FAIL: coverage: ops never generated:%s; batch sizes seen: %zu of 8\n", missing.c_str(), batches.size());
     return 1;
@@ -390,7 +392,7 @@ int main(int argc, char** argv) {
   }
   if (o.run.backend != "host" && o.run.backend != "cuda") return usage("--backend is host or cuda");
   for (const OpInfo& info : kOps)
-    if (!op_meta(info.name)) return std::printf("FAIL: op \"%s\" has no row in kOpMeta (support/fuzz_graph.h)\n",
+    if (!op_meta(info.name)) return std::printf("FAIL: op \"%s\" has no metadata in support/op_cases.h\n",
                                                 std::string(info.name).c_str()), 1;
   if (o.run.backend == "cuda") {
     try {

@@ -10,7 +10,8 @@
 // Branches restart from an earlier node; a dead branch sometimes dangles. The loss is one of mean,
 // sum, mse, softmax cross-entropy, a serial scalar tail, or the sum of two of them.
 // A scalar case holds one element everywhere (the emitter's ops only) so `emit-cuda` can take it.
-// Values stay in the ops' domains (kOpMeta) and bounded: no NaN or infinity by construction.
+// Unary and binary moves draw from the op table's elementwise rows, so a new one is generated too.
+// Values stay in the ops' domains (support/op_cases.h, from the op table's rows) and bounded: no NaN or infinity by construction.
 #include <algorithm>
 #include <cmath>
 
@@ -20,6 +21,8 @@
 namespace gr::fuzz {
 
 namespace {
+
+using test::op_test;
 
 using Dims = std::vector<int64_t>;
 
@@ -151,28 +154,51 @@ class Gen {
     return pos ? positive(v) : v;
   }
 
-  Val binary(const Val& a) {
-    static const char* kOps[] = {"add", "sub", "mul", "div"};
-    const std::string o = kOps[pick(4)];
-    const int pattern = static_cast<int>(pick(6));
-    const Val b = bside(a, pattern, coin(), o == "div");
-    const bool swap = o != "div" && coin(5);
-    const double bound = o == "div" ? a.bound * 4.0 : o == "mul" ? a.bound * b.bound : a.bound + b.bound;
-    return squash(op(o, swap ? std::vector<Val>{b, a} : std::vector<Val>{a, b}, json::object(), a.shape, bound), 30.0);
+  // The elementwise rows of the op table the generator draws from (table order; unary ops with a
+  // scalar attribute last), so a new elementwise op is generated with no edit here.
+  static const std::vector<const OpInfo*>& rows(OpClass cls, bool emit_only) {
+    static const auto make = [](OpClass k, bool emit) {
+      std::vector<const OpInfo*> v;
+      for (int scalar = 0; scalar < 2; ++scalar)
+        for (const OpInfo& info : kOps)
+          if (info.cls == k && (!emit || info.emit_scalar) && ((info.attrs & kAttrScalar) != 0) == (scalar != 0))
+            v.push_back(&info);
+      return v;
+    };
+    static const std::vector<const OpInfo*> lists[4] = {make(OpClass::Unary, false), make(OpClass::Unary, true),
+                                                        make(OpClass::Binary, false), make(OpClass::Binary, true)};
+    return lists[(cls == OpClass::Binary ? 2 : 0) + (emit_only ? 1 : 0)];
+  }
+  const OpInfo& pick_row(OpClass cls, bool emit_only) {
+    const auto& v = rows(cls, emit_only);
+    return *v[static_cast<size_t>(pick(static_cast<int64_t>(v.size())))];
+  }
+  // The bound of a ∘ b: a divisor kept >= 0.25 (the b-side adapter) at most quadruples |a|.
+  static double binary_bound(const OpInfo& info, const Val& a, const Val& b) {
+    if (op_test(info).fuzz_b == Dom::Positive) return a.bound * 4.0;
+    return info.op == Op::Mul ? a.bound * b.bound : a.bound + b.bound;
   }
 
-  Val unary(const Val& a) {
-    switch (pick(9)) {
-      case 0: return un("neg", a);
-      case 1: return un("relu", a);
-      case 2: return un("sigmoid", a);
-      case 3: return un("tanh", a);
-      case 4: return un("exp", squash(a, 3.0));
-      case 5: return un("log", positive(a));
-      case 6: return un("sqrt", positive(a));
-      case 7: return scal("adds", a, pick(2) ? -0.3 : 0.75);
-      default: return scal("muls", a, pick(2) ? 1.7 : -0.5);
-    }
+  Val binary(const Val& a) {
+    const OpInfo& info = pick_row(OpClass::Binary, false);
+    const OpTest m = op_test(info);
+    const std::string o(info.name);
+    const int pattern = static_cast<int>(pick(6));
+    const Val b = bside(a, pattern, coin(), m.fuzz_b == Dom::Positive);
+    const bool swap = m.fuzz_a == Dom::Any && m.fuzz_b == Dom::Any && coin(5);
+    return squash(op(o, swap ? std::vector<Val>{b, a} : std::vector<Val>{a, b}, json::object(), a.shape,
+                     binary_bound(info, a, b)),
+                  30.0);
+  }
+
+  Val unary(const Val& a, bool emit_only = false) {
+    const OpInfo& info = pick_row(OpClass::Unary, emit_only);
+    const OpTest m = op_test(info);
+    const std::string o(info.name);
+    if (info.attrs & kAttrScalar) return scal(o, a, pick(2) ? m.scalars[1] : m.scalars[0]);
+    if (m.fuzz_a == Dom::Positive) return un(o, positive(a));
+    if (m.fuzz_a == Dom::Bounded) return un(o, squash(a, 3.0));
+    return un(o, a);
   }
 
   Val move(const Val& a) {
@@ -310,18 +336,21 @@ class Gen {
       switch (pick(6)) {
         case 0:
         case 1: {
-          static const char* kOps[] = {"add", "sub", "mul", "div"};
-          const std::string o = kOps[pick(4)];
-          Val b = coin(3) ? leaf(coin(), one(), o == "div" ? 0.5 : -1, 1.5) : vals[static_cast<size_t>(pick(static_cast<int64_t>(vals.size())))];
-          if (o == "div") b = positive(b);
+          const OpInfo& info = pick_row(OpClass::Binary, true);
+          const OpTest m = op_test(info);
+          const std::string o(info.name);
+          const bool pos = m.fuzz_b == Dom::Positive;
+          Val b = coin(3) ? leaf(coin(), one(), pos ? 0.5 : -1, 1.5) : vals[static_cast<size_t>(pick(static_cast<int64_t>(vals.size())))];
+          if (pos) b = positive(b);
           const Dims s2 = cur.shape.size() == 2 || b.shape.size() == 2 ? Dims{1, 1} : Dims{1};
-          const bool swap = o != "div" && coin(4);
-          const double bound = o == "div" ? cur.bound * 4 : o == "mul" ? cur.bound * b.bound : cur.bound + b.bound;
-          cur = squash(op(o, swap ? std::vector<Val>{b, cur} : std::vector<Val>{cur, b}, json::object(), s2, bound), 30.0);
+          const bool swap = m.fuzz_a == Dom::Any && !pos && coin(4);
+          cur = squash(op(o, swap ? std::vector<Val>{b, cur} : std::vector<Val>{cur, b}, json::object(), s2,
+                          binary_bound(info, cur, b)),
+                       30.0);
           break;
         }
         case 2:
-        case 3: cur = unary(cur); break;
+        case 3: cur = unary(cur, true); break;
         case 4: {
           const std::string o = coin() ? "sum" : "mean";
           static const int kAxes[] = {0, 1, -1, -9};
@@ -410,7 +439,7 @@ json spec_json(const Graph& g, const std::string& name, const OptimizerChoice& o
 double fd_rtol(const Graph& g) {
   double r = 0;
   for (const Node& n : g.nodes)
-    if (const OpMeta* m = op_meta(n.op)) r = std::max(r, m->fd_rtol);
+    if (const std::optional<OpTest> m = op_meta(n.op)) r = std::max(r, m->graph_fd_rtol);
   return r;
 }
 

@@ -1,8 +1,8 @@
 // test_fd.cpp — central finite differences for every op of the op table.
 //
-// Each case declares its inputs (shape and domain) and tolerance in ONE table (kFdCases), the way
-// PyTorch's OpInfo keeps per-op metadata out of test bodies. The harness makes every input a
-// parameter (or a one-hot constant), builds L = Σ op(inputs) ⊙ R with a fixed random R (so lane ops
+// The cases (inputs, shapes, domains) and per-op tolerances come from the one case table,
+// support/op_cases.h (PyTorch's OpInfo is the model; elementwise rows get theirs derived). The
+// harness makes every input a parameter (or a constant where the case says so), builds L = Σ op(inputs) ⊙ R with a fixed random R (so lane ops
 // like softmax get a non-trivial gradient), and compares every element of every parameter's
 // analytic gradient with (L(x+ε) − L(x−ε)) / 2ε. A coverage check fails when an op has no case.
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <set>
 
 #include "grad/tape.h"
+#include "support/op_cases.h"
 #include "support/rng.h"
 
 using namespace gr;
@@ -20,97 +21,7 @@ using gr::test::Rng;
 
 namespace {
 
-enum class Domain {
-  Any,       // uniform in [-2, 2]
-  Positive,  // uniform in [0.5, 2.5]  (log, sqrt, divisors)
-  Kinkless,  // |x| in [0.2, 2], random sign: keeps relu away from its kink at 0
-  OneHot,    // a constant one-hot matrix (softmax cross-entropy targets)
-};
-
-struct FdInput {
-  Shape shape;
-  Domain domain = Domain::Any;
-};
-
-struct FdCase {
-  const char* name;
-  std::vector<FdInput> inputs;
-  std::function<Var(Tape&, const std::vector<Var>&)> build;
-  double rtol = 1e-6;
-  double atol = 1e-8;
-};
-
-std::vector<double> draw(Rng& rng, const FdInput& in) {
-  const int64_t n = in.shape.numel();
-  std::vector<double> v(static_cast<size_t>(n), 0.0);
-  switch (in.domain) {
-    case Domain::Any: return rng.uniform_vec(n, -2.0, 2.0);
-    case Domain::Positive: return rng.uniform_vec(n, 0.5, 2.5);
-    case Domain::Kinkless:
-      for (double& x : v) x = rng.uniform(0.2, 2.0) * (rng.next() & 1 ? 1.0 : -1.0);
-      return v;
-    case Domain::OneHot: {
-      const int64_t cols = in.shape[in.shape.rank() - 1];
-      for (int64_t r = 0; r < n / cols; ++r) v[static_cast<size_t>(r * cols + static_cast<int64_t>(rng.next() % cols))] = 1.0;
-      return v;
-    }
-  }
-  return v;
-}
-
-using B = const std::vector<Var>&;
-const int64_t kSliceStarts[] = {1, -4}, kSliceStops[] = {3, 5};
-const int64_t kReshapeTo[] = {2, -1};
-
-const std::vector<FdCase> kFdCases = {
-    {"add", {{{3, 4}}, {{3, 4}}}, [](Tape& t, B v) { return t.add(v[0], v[1]); }},
-    {"add row broadcast", {{{3, 4}}, {{4}}}, [](Tape& t, B v) { return t.add(v[0], v[1]); }},
-    {"add outer broadcast", {{{3, 1}}, {{1, 4}}}, [](Tape& t, B v) { return t.add(v[0], v[1]); }},
-    {"add scalar broadcast", {{{2, 3, 4}}, {{1}}}, [](Tape& t, B v) { return t.add(v[0], v[1]); }},
-    {"sub", {{{3, 4}}, {{3, 1}}}, [](Tape& t, B v) { return t.sub(v[0], v[1]); }},
-    {"mul", {{{3, 4}}, {{3, 4}}}, [](Tape& t, B v) { return t.mul(v[0], v[1]); }},
-    {"mul broadcast", {{{2, 3, 4}}, {{3, 1}}}, [](Tape& t, B v) { return t.mul(v[0], v[1]); }},
-    {"mul fan-out x*x", {{{5}}}, [](Tape& t, B v) { return t.mul(v[0], v[0]); }},
-    {"div", {{{3, 4}}, {{3, 4}, Domain::Positive}}, [](Tape& t, B v) { return t.div(v[0], v[1]); }},
-    {"div broadcast", {{{3, 4}}, {{4}, Domain::Positive}}, [](Tape& t, B v) { return t.div(v[0], v[1]); }},
-    {"neg", {{{3, 4}}}, [](Tape& t, B v) { return t.neg(v[0]); }},
-    {"adds", {{{3, 4}}}, [](Tape& t, B v) { return t.adds(v[0], 0.7); }},
-    {"muls", {{{3, 4}}}, [](Tape& t, B v) { return t.muls(v[0], -1.3); }},
-    {"relu", {{{3, 4}, Domain::Kinkless}}, [](Tape& t, B v) { return t.relu(v[0]); }},
-    {"sigmoid", {{{3, 4}}}, [](Tape& t, B v) { return t.sigmoid(v[0]); }},
-    {"tanh", {{{3, 4}}}, [](Tape& t, B v) { return t.tanh(v[0]); }},
-    {"exp", {{{3, 4}}}, [](Tape& t, B v) { return t.exp(v[0]); }},
-    {"log", {{{3, 4}, Domain::Positive}}, [](Tape& t, B v) { return t.log(v[0]); }},
-    {"sqrt", {{{3, 4}, Domain::Positive}}, [](Tape& t, B v) { return t.sqrt(v[0]); }},
-    {"sum", {{{3, 4}}}, [](Tape& t, B v) { return t.sum(v[0]); }},
-    {"mean", {{{3, 4}}}, [](Tape& t, B v) { return t.mean(v[0]); }},
-    {"sum axis 0", {{{3, 4}}}, [](Tape& t, B v) { return t.sum(v[0], 0); }},
-    {"sum axis 1 keepdims", {{{2, 3, 4}}}, [](Tape& t, B v) { return t.sum(v[0], 1, true); }},
-    {"mean axis -1", {{{2, 3, 4}}}, [](Tape& t, B v) { return t.mean(v[0], -1); }},
-    {"matmul", {{{3, 4}}, {{4, 5}}}, [](Tape& t, B v) { return t.matmul(v[0], v[1]); }},
-    {"bmm", {{{2, 3, 4}}, {{2, 4, 5}}}, [](Tape& t, B v) { return t.bmm(v[0], v[1]); }},
-    {"bmm broadcast batch", {{{1, 3, 4}}, {{3, 4, 2}}}, [](Tape& t, B v) { return t.bmm(v[0], v[1]); }},
-    {"transpose", {{{2, 3, 4}}}, [](Tape& t, B v) { return t.transpose(v[0]); }},
-    {"reshape", {{{3, 4}}}, [](Tape& t, B v) { return t.reshape(v[0], kReshapeTo); }},
-    {"softmax last axis", {{{3, 5}}}, [](Tape& t, B v) { return t.softmax(v[0], -1); }},
-    {"softmax middle axis", {{{2, 3, 4}}}, [](Tape& t, B v) { return t.softmax(v[0], 1); }},
-    {"log_softmax", {{{3, 5}}}, [](Tape& t, B v) { return t.log_softmax(v[0], 0); }},
-    {"softmax_cross_entropy", {{{4, 5}}, {{4, 5}, Domain::OneHot}},
-     [](Tape& t, B v) { return t.softmax_cross_entropy(v[0], v[1]); }},
-    {"softmax_cross_entropy soft targets", {{{3, 4}}, {{3, 4}, Domain::Positive}},
-     [](Tape& t, B v) { return t.softmax_cross_entropy(v[0], v[1]); }},
-    {"slice", {{{4, 5}}}, [](Tape& t, B v) { return t.slice(v[0], kSliceStarts, kSliceStops); }},
-    {"concat axis 0", {{{2, 3}}, {{1, 3}}}, [](Tape& t, B v) { return t.concat(v[0], v[1], 0); }},
-    {"concat axis -1", {{{2, 2, 3}}, {{2, 2, 1}}}, [](Tape& t, B v) { return t.concat(v[0], v[1], -1); }},
-    {"mse composite", {{{3, 4}}, {{3, 4}}}, [](Tape& t, B v) { return t.mse(v[0], v[1]); }},
-    {"fan-out composite", {{{6}}},
-     [](Tape& t, B v) {
-       const Var x = v[0];
-       const Var a = t.mul(t.tanh(x), x);
-       const Var b = t.div(t.exp(t.muls(x, 0.5)), t.adds(t.mul(x, x), 1.0));
-       return t.add(t.sub(a, b), t.sigmoid(a));
-     }},
-};
+using gr::test::OpCase;
 
 struct FdResult {
   double max_abs = 0, max_rel = 0;
@@ -118,14 +29,11 @@ struct FdResult {
 };
 
 // Builds the case on a fresh tape (inputs first, then the mark), returns the worst errors.
-FdResult run_case(const FdCase& c, uint64_t seed, std::set<Op>& seen) {
+FdResult run_case(const OpCase& c, uint64_t seed, std::set<Op>& seen) {
   Rng rng(0xFD00 + seed);
   Tape t;
-  std::vector<Var> in;
-  for (const FdInput& fi : c.inputs) {
-    const std::vector<double> vals = draw(rng, fi);
-    in.push_back(fi.domain == Domain::OneHot ? t.constant(fi.shape, vals) : t.param(fi.shape, vals));
-  }
+  const std::vector<Var> in = gr::test::make_inputs(t, rng, c);
+  const gr::test::OpTest tol = gr::test::op_test(c.op);
   const int32_t mark = t.mark();
   // Weights R: built once to the first output's shape, as a constant after the mark each time.
   std::vector<double> weights;
@@ -164,7 +72,7 @@ FdResult run_case(const FdCase& c, uint64_t seed, std::set<Op>& seen) {
       const double err = std::fabs(fd - an);
       const double scale = std::max(std::fabs(fd), std::fabs(an));
       INFO(c.name << ": input " << k << " element " << e << ": analytic " << an << " vs fd " << fd);
-      CHECK(err <= c.atol + c.rtol * scale);
+      CHECK(err <= tol.fd_atol + tol.fd_rtol * scale);
       res.max_abs = std::max(res.max_abs, err);
       if (scale > 1e-6) res.max_rel = std::max(res.max_rel, err / scale);
       ++res.checked;
@@ -176,17 +84,22 @@ FdResult run_case(const FdCase& c, uint64_t seed, std::set<Op>& seen) {
 }  // namespace
 
 TEST_CASE("finite differences agree with backward for every op", "[fd]") {
-  std::set<Op> seen;
+  INFO("ops of kOps without a finite-difference case in support/op_cases.h: " << gr::test::op_cases_missing(gr::test::kUseFd));
+  REQUIRE(gr::test::op_cases_missing(gr::test::kUseFd).empty());
+  const std::vector<const OpCase*> cases = gr::test::op_cases(gr::test::kUseFd);
+  std::set<Op> seen, about;
   double worst_abs = 0, worst_rel = 0;
   int64_t total = 0;
-  for (size_t i = 0; i < kFdCases.size(); ++i) {
-    const FdResult r = run_case(kFdCases[i], i, seen);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const FdResult r = run_case(*cases[i], i, seen);
+    about.insert(cases[i]->op);
     worst_abs = std::max(worst_abs, r.max_abs);
     worst_rel = std::max(worst_rel, r.max_rel);
     total += r.checked;
   }
-  std::printf("fd: %zu cases, %lld gradient elements, worst abs err %.3g, worst rel err %.3g\n", kFdCases.size(),
+  std::printf("fd: %zu cases, %lld gradient elements, worst abs err %.3g, worst rel err %.3g\n", cases.size(),
               static_cast<long long>(total), worst_abs, worst_rel);
+  std::printf("fd ops: %s\n", gr::test::op_list(about).c_str());
   for (const OpInfo& info : kOps) {
     INFO("op without a finite-difference case: " << info.name);
     CHECK(seen.count(info.op) == 1);

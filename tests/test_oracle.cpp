@@ -1,8 +1,10 @@
 // test_oracle.cpp — an outside oracle: the tape against PyTorch (float64 autograd).
 //
 // One graph goes through every op of the op table (checked here against kOps, so a new op fails
-// this test until the graph covers it). Its nodes are written generically, straight from the tape
-// (op, inputs, attributes, shapes, and the exact bits of every param and const), to a temp
+// this test until the graph covers it): a hand-built network plus one branch per case of the case
+// table (support/op_cases.h, where elementwise rows get their cases derived). Its nodes are written generically, straight from the tape
+// (op, inputs, attributes, shapes, the exact bits of every param and const, and each elementwise
+// node's `torch` expression from its op-table row), to a temp
 // directory as a small "program"; tests/oracle/torch_oracle.py interprets that program in torch
 // float64 with autograd and writes back the loss, every parameter gradient and every node's value
 // as exact bits. The tape's exp/log are its own (faithful, < 1 ulp) and torch sums in its own
@@ -32,12 +34,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "grad/op_table.h"
 #include "grad/tape.h"
+#include "support/op_cases.h"
 #include "support/skip.h"
 #include "support/temp_dir.h"
 
@@ -91,6 +95,7 @@ struct Graph {
   Var loss;
   Var mutate;  // the node the "wrong answer" variants of the oracle tamper with
   std::vector<Var> params;
+  std::vector<std::pair<std::string, Op>> cases;  // the case-table branches (name, op)
 };
 
 std::vector<double> random_values(SplitMix64& rng, int64_t n, double lo, double hi) {
@@ -159,6 +164,21 @@ void build_graph(Graph& g) {
 
   g.loss = t.add(t.add(t.add(ce, nll), t.add(mse, tb)), tk);
   g.mutate = th;
+
+  // Every case of the case table (support/op_cases.h) the oracle takes, as one more branch each:
+  // loss += 2^-10 · mean(y · y) over the case's output y (small, so the tampered variants below still
+  // move the loss beyond kLossTol). Elementwise rows reach torch through their row's
+  // `torch` expression, so a new elementwise op is checked here with no edit.
+  gr::test::Rng crng(0x0AC1E);
+  for (const gr::test::OpCase* c : gr::test::op_cases(gr::test::kUseOracle)) {
+    const std::vector<Var> in = gr::test::make_inputs(t, crng, *c);
+    for (size_t k = 0; k < in.size(); ++k)
+      if (t.node(in[k]).op == Op::Param && std::find(g.params.begin(), g.params.end(), in[k]) == g.params.end())
+        g.params.push_back(in[k]);
+    const Var y = c->build(t, in);
+    g.cases.emplace_back(c->name, c->op);
+    g.loss = t.add(g.loss, t.muls(t.mean(t.mul(y, y)), 0x1p-10));  // 2^-10: the hand graph still dominates
+  }
 }
 
 // ---- the exchange ----------------------------------------------------------------------------------
@@ -173,6 +193,9 @@ std::string program_text(const Graph& g) {
     for (int64_t dim : n.shape.dims()) o << ' ' << dim;
     for (int d = 0; d < n.shape.rank(); ++d) o << ' ' << n.starts[d];
     o << '\n';
+    // An elementwise node carries its row's torch expression (over a, b and s): torch_oracle.py
+    // evaluates it, so the oracle needs no edit for a new elementwise op.
+    if (gr::op_info(n.op).elementwise()) o << "expr " << id << ' ' << gr::op_info(n.op).torch << '\n';
     if (n.op == Op::Param || n.op == Op::Const) {
       const auto vals = t.value(Var{id}).values();
       o << "vals " << id << ' ' << vals.size();
@@ -372,7 +395,11 @@ void check_coverage(Graph& g) {
   for (const gr::OpInfo& info : gr::kOps) {
     INFO("op '" << info.name << "' is not in the oracle graph");
     CHECK(seen[static_cast<size_t>(info.op)]);
+    INFO("elementwise op '" << info.name << "' has no torch expression in kernels/gr_op_table.h");
+    CHECK((!info.elementwise() || !info.torch.empty()));
   }
+  INFO("ops of kOps without an oracle case in support/op_cases.h: " << gr::test::op_cases_missing(gr::test::kUseOracle));
+  CHECK(gr::test::op_cases_missing(gr::test::kUseOracle).empty());
   for (const Var p : g.params) {
     INFO(node_label(t, p.id) << " got no gradient");
     CHECK(t.node(p).touched);
@@ -413,8 +440,11 @@ TEST_CASE("tape agrees with a PyTorch float64 oracle on every op", "[oracle]") {
 
   const Comparison c = compare(g, r);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("%s\noracle: %d nodes, %zu params, loss %.17g; %.2f s\n", c.summary().c_str(), g.tape.size(),
-              g.params.size(), g.tape.scalar(g.loss), secs);
+  std::printf("%s\noracle: %d nodes, %zu params, %zu case-table branches, loss %.17g; %.2f s\n", c.summary().c_str(),
+              g.tape.size(), g.params.size(), g.cases.size(), g.tape.scalar(g.loss), secs);
+  std::set<Op> ops;
+  for (int32_t id = 0; id < g.tape.size(); ++id) ops.insert(g.tape.node(id).op);
+  std::printf("oracle ops: %s\n", gr::test::op_list(ops).c_str());
   if (!c.pass()) dir.keep = true;  // leave program.txt / result.txt for diagnosis
   INFO(c.summary());
   CHECK(c.problem.empty());

@@ -5,7 +5,9 @@ Usage: /usr/bin/python3 tests/oracle/torch_oracle.py DIR [--variants]
 
 Reads DIR/program.txt, written by tests/test_oracle.cpp straight from the tape's nodes, and
 interprets it as a PyTorch float64 autograd graph: every gradrun op maps to its torch
-equivalent, so every op of the op table is covered without duplicating the graph here.
+equivalent, so every op of the op table is covered without duplicating the graph here. An
+elementwise node carries its op-table row's `torch` expression (kernels/gr_op_table.h) over the
+tensors a, b and the float s, evaluated here as it is; the other ops are mapped by hand below.
 Writes DIR/result.txt (the loss, every parameter's gradient and every node's value, each as the
 hex of the 64-bit pattern). With --variants it also writes two deliberately wrong answers that the
 C++ side must reject (so the oracle cannot pass vacuously):
@@ -18,6 +20,7 @@ program.txt (one record per line, hex = 16 hex digits of an IEEE binary64 bit pa
   mutate ID
   node ID OP A B AXIS KEEPDIMS SCALARHEX RANK DIMS... STARTS...
   vals ID COUNT HEX...          (after a param/const node: its values, row-major)
+  expr ID TEXT...               (after an elementwise node: its row's torch expression)
   end
 AXIS is -2147483648 for "all axes"; A/B are -1 when absent. Node ids are 0..N-1 in order.
 
@@ -76,6 +79,11 @@ def parse(path):
                 die("malformed node record: " + ln)
             nodes.append(dict(id=nid, op=op, a=a, b=b, axis=axis, keepdims=bool(keep), scalar=scalar,
                               shape=dims, starts=starts))
+        elif k == "expr":
+            nid = int(t[1])
+            if nid != len(nodes) - 1:
+                die("expr record for node %d does not follow it" % nid)
+            nodes[nid]["expr"] = ln.split(None, 2)[2] if len(t) > 2 else ""
         elif k == "vals":
             nid, cnt = int(t[1]), int(t[2])
             hx = t[3:]
@@ -122,32 +130,10 @@ def run(nodes, vals, loss_id, mutate=None, mode=None):
             if op == "param":
                 y.requires_grad_(True)
                 params[n["id"]] = y
-        elif op == "add":
-            y = a + b
-        elif op == "sub":
-            y = a - b
-        elif op == "mul":
-            y = a * b
-        elif op == "div":
-            y = a / b
-        elif op == "neg":
-            y = -a
-        elif op == "adds":
-            y = a + n["scalar"]
-        elif op == "muls":
-            y = a * n["scalar"]
-        elif op == "relu":
-            y = torch.relu(a)
-        elif op == "sigmoid":
-            y = torch.sigmoid(a)
-        elif op == "tanh":
-            y = torch.tanh(a)
-        elif op == "exp":
-            y = torch.exp(a)
-        elif op == "log":
-            y = torch.log(a)
-        elif op == "sqrt":
-            y = torch.sqrt(a)
+        elif "expr" in n:  # an elementwise row: its torch expression over a, b and s
+            if not n["expr"]:
+                die("node %d (%s): the op table row has no torch expression" % (n["id"], op))
+            y = eval(n["expr"], {"__builtins__": {}, "torch": torch}, {"a": a, "b": b, "s": n["scalar"]})
         elif op in ("sum", "mean"):
             f = torch.sum if op == "sum" else torch.mean
             if ax == ALL_AXES:

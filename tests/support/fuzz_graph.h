@@ -2,72 +2,35 @@
 // as the parts of a spec (leaves with explicit values, nodes in order, the loss), so every case —
 // a single seed, a bundle of many seeds, a shrunk failure — is written as an ordinary spec file that
 // `gradrun check FILE --replay` runs. Per-op test metadata (input domain, finite-difference
-// tolerance) lives in one table, kOpMeta, with a coverage check against the op table.
+// tolerance) comes from the one case table (support/op_cases.h).
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "grad/op_table.h"
+#include "support/op_cases.h"
 
 namespace gr::fuzz {
 
 using json = nlohmann::ordered_json;
 
-// What an op's inputs must satisfy. The generator wraps an input that may violate it with an
-// adapter made of other ops (Positive: adds(sigmoid(x), 0.25) or exp(muls(tanh(x), 0.5)) — at
-// least 0.25; Bounded: tanh(x) when |x| may exceed 4).
-enum class Domain { Any, Positive, Bounded };
-
-struct OpMeta {
-  std::string_view name;  // the spec name ("mse" is the composite)
-  Domain a, b;            // a-side and b-side input domains
-  double fd_rtol;         // finite-difference gate of a graph: the largest over its ops (atol kFdAtol)
-};
+// Per-op test metadata — the input adapters (Dom::Positive: the generator wraps the input as
+// adds(sigmoid(x), 0.25) or exp(muls(tanh(x), 0.5)), at least 0.25; Dom::Bounded: tanh(x) when |x| may
+// exceed 3) and the finite-difference tolerance — comes from the one case table, support/op_cases.h
+// (test::OpTest), derived from the op table's rows; every spec op (the table's and "mse") has one.
+using test::Dom;
+using test::OpTest;
 
 inline constexpr double kFdEps = 1e-6, kFdAtol = 1e-6;
 
-inline constexpr OpMeta kOpMeta[] = {
-    {"param", Domain::Any, Domain::Any, 1e-5},
-    {"const", Domain::Any, Domain::Any, 1e-5},
-    {"add", Domain::Any, Domain::Any, 1e-5},
-    {"sub", Domain::Any, Domain::Any, 1e-5},
-    {"mul", Domain::Any, Domain::Any, 1e-5},
-    {"div", Domain::Any, Domain::Positive, 1e-4},  // denominators ≥ 0.25
-    {"neg", Domain::Any, Domain::Any, 1e-5},
-    {"adds", Domain::Any, Domain::Any, 1e-5},
-    {"muls", Domain::Any, Domain::Any, 1e-5},
-    {"relu", Domain::Any, Domain::Any, 1e-4},  // a kink: an input within eps of 0 would need more
-    {"sigmoid", Domain::Any, Domain::Any, 1e-5},
-    {"tanh", Domain::Any, Domain::Any, 1e-5},
-    {"exp", Domain::Bounded, Domain::Any, 1e-5},
-    {"log", Domain::Positive, Domain::Any, 1e-4},
-    {"sqrt", Domain::Positive, Domain::Any, 1e-4},
-    {"sum", Domain::Any, Domain::Any, 1e-5},
-    {"mean", Domain::Any, Domain::Any, 1e-5},
-    {"matmul", Domain::Any, Domain::Any, 1e-5},
-    {"bmm", Domain::Any, Domain::Any, 1e-5},
-    {"transpose", Domain::Any, Domain::Any, 1e-5},
-    {"reshape", Domain::Any, Domain::Any, 1e-5},
-    {"slice", Domain::Any, Domain::Any, 1e-5},
-    {"concat", Domain::Any, Domain::Any, 1e-5},
-    {"softmax", Domain::Any, Domain::Any, 1e-5},
-    {"log_softmax", Domain::Any, Domain::Any, 1e-5},
-    {"softmax_cross_entropy", Domain::Any, Domain::Any, 1e-5},
-    {"mse", Domain::Any, Domain::Any, 1e-5},
-};
-
-// Every op of ops.def has a row (checked at startup by the fuzzer; a new op fails until it has one).
-inline const OpMeta* op_meta(std::string_view name) {
-  for (const OpMeta& m : kOpMeta)
-    if (m.name == name) return &m;
-  return nullptr;
-}
+inline std::optional<OpTest> op_meta(std::string_view name) { return test::spec_op_test(name); }
 
 struct Leaf {
   std::string name;
