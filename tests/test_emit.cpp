@@ -1,4 +1,4 @@
-// test_emit.cpp — the scalar CUDA-C emitter (lib/emit, DESIGN §7): the emitted gradient function
+// test_emit.cpp — the scalar CUDA-C emitter (lib/emit, docs/emit.md): the emitted gradient function
 // reproduces the tape bit for bit (special values, the linreg example over its whole data set;
 // every supported op in test_emit_ops.cpp), compiles with NVRTC without FMA (when NVRTC is present) and warning-free on the
 // host, matches the golden sources byte for byte, and refuses what it cannot emit, naming the node.
