@@ -83,6 +83,8 @@ int main(int argc, char** argv) {
   cli::add_grad(app);
   cli::add_inspect(app);
   cli::add_emit(app);
+  cli::add_predict(app);
+  cli::add_evaluate(app);
   auto fail = [](const char* what, int code) {
     std::fprintf(stderr, "gradrun: error: %s\n", cli::printable_line(what).c_str());
     return code;

@@ -33,7 +33,9 @@ Tensor one_hot(const Tensor& labels, int64_t k, const std::string& file, const s
   return out;
 }
 
-DataTable read_bound(const Spec& spec) {
+}  // namespace
+
+DataTable read_inputs(const Spec& spec) {
   const DataSpec& d = *spec.data;
   DataTable t;
   if (d.source == DataSpec::Source::Csv) {
@@ -94,6 +96,8 @@ DataTable read_bound(const Spec& spec) {
   return t;
 }
 
+namespace {
+
 DataTable take_rows(const DataTable& all, const std::vector<int64_t>& rows) {
   DataTable t;
   t.names = all.names;
@@ -109,7 +113,7 @@ DataTable take_rows(const DataTable& all, const std::vector<int64_t>& rows) {
   return t;
 }
 
-void standardize(Tensor& train, Tensor* val) {
+void standardize(Tensor& train, Tensor* val, std::vector<double>& means, std::vector<double>& stds) {
   const int64_t rows = train.shape()[0], cols = train.numel() / rows;
   for (int64_t c = 0; c < cols; ++c) {
     double sum = 0.0;
@@ -119,6 +123,8 @@ void standardize(Tensor& train, Tensor* val) {
     for (int64_t r = 0; r < rows; ++r) sq = sq + (train[r * cols + c] - mean) * (train[r * cols + c] - mean);
     double sd = std::sqrt(sq / static_cast<double>(rows));
     if (sd == 0.0) sd = 1.0;
+    means.push_back(mean);
+    stds.push_back(sd);
     for (int64_t r = 0; r < rows; ++r) train[r * cols + c] = (train[r * cols + c] - mean) / sd;
     if (val) {
       const int64_t vrows = val->shape()[0];
@@ -145,7 +151,7 @@ void gather_rows(const Tensor& src, std::span<const int64_t> rows, double* dst) 
 Datasets load_datasets(const Spec& spec) {
   Datasets out;
   if (!spec.data) return out;
-  const DataTable all = read_bound(spec);
+  const DataTable all = read_inputs(spec);
   const int64_t n_val = static_cast<int64_t>(std::floor(spec.data->validation * static_cast<double>(all.rows)));
   if (spec.data->validation > 0 && (n_val == 0 || n_val == all.rows))
     throw InputError(spec.path, "/data/validation",
@@ -157,9 +163,11 @@ Datasets load_datasets(const Spec& spec) {
   std::sort(train.begin(), train.end());
   out.train = take_rows(all, train);
   out.validation = take_rows(all, val);
+  out.mean.resize(spec.data->inputs.size());
+  out.std.resize(spec.data->inputs.size());
   for (size_t i = 0; i < spec.data->inputs.size(); ++i)
     if (spec.data->inputs[i].standardize)
-      standardize(out.train.tensors[i], out.validation.rows ? &out.validation.tensors[i] : nullptr);
+      standardize(out.train.tensors[i], out.validation.rows ? &out.validation.tensors[i] : nullptr, out.mean[i], out.std[i]);
   return out;
 }
 

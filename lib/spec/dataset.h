@@ -24,10 +24,17 @@ struct DataTable {
 
 struct Datasets {
   DataTable train, validation;
+  // Per input (spec order): the standardization statistics of the training rows, one per column;
+  // both empty when the input is not standardized (saved with the weights: train/preprocess.h).
+  std::vector<std::vector<double>> mean, std;
 };
 
 // Reads the data files and applies bindings, split and standardization.
 Datasets load_datasets(const Spec& spec);
+
+// Reads the spec's data files and applies the bindings (columns/tensors, one-hot) to every row:
+// no split, no standardization. Errors are located like load_datasets'.
+DataTable read_inputs(const Spec& spec);
 
 // The order in which epoch `epoch` (0-based) visits n training rows: a permutation from the
 // spec's seed when train.shuffle is on, ascending otherwise (random.h documents the generator).

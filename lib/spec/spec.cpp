@@ -291,7 +291,7 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   const JsonAt root(doc, "", path);
   if (!root.is_object()) root.fail("a spec is a JSON object, got " + root.type_name());
   root.only_keys({"gradrun", "name", "description", "seed", "data", "params", "consts", "graph", "loss", "optimizer",
-                  "train", "metrics", "device", "output", "emit"});
+                  "train", "metrics", "device", "output", "emit", "predict"});
   Spec s;
   s.path = path;
   s.dir = std::filesystem::path(path).parent_path().string();
@@ -443,6 +443,15 @@ Spec parse_spec(const std::string& text, const std::string& path) {
     if (!parse_device_kind(kind, s.device.kind))
       d.at("kind").fail("unknown device \"" + kind + "\" (known: cpu, host, cuda, auto)");
     if (!parse_dtype(dtype, s.device.dtype)) d.at("dtype").fail("unknown dtype \"" + dtype + "\" (known: f64, f32)");
+  }
+  if (root.has("predict")) {
+    const JsonAt pr = root.at("predict");
+    pr.only_keys({"output", "transform"});
+    s.predict.output = pr.at("output").str();
+    if (!names.count(s.predict.output)) pr.at("output").fail("unknown name \"" + s.predict.output + "\"");
+    s.predict.transform = pr.has("transform") ? pr.at("transform").str() : "none";
+    if (s.predict.transform != "softmax" && s.predict.transform != "sigmoid" && s.predict.transform != "none")
+      pr.at("transform").fail("unknown transform \"" + s.predict.transform + "\" (known: softmax, sigmoid, none)");
   }
   s.output_dir = "runs/" + s.name;
   if (root.has("output")) {

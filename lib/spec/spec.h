@@ -142,6 +142,14 @@ struct EmitSpec {
   std::string signature = "dataset", function = "grad";
 };
 
+// "predict": what `gradrun predict` outputs. output empty: the first input of the loss node, with
+// softmax when the loss is softmax_cross_entropy (resolved by train/predict.h).
+struct PredictSpec {
+  std::string output;
+  std::string transform;  // "softmax" | "sigmoid" | "none"; empty: the default above
+  std::string pointer = "/predict";
+};
+
 struct Spec {
   std::string path, dir, sha256, text;  // where it came from; dir resolves relative data paths
   std::string name;
@@ -158,6 +166,7 @@ struct Spec {
   DeviceSpec device;
   std::string output_dir;
   EmitSpec emit;
+  PredictSpec predict;
 };
 
 // Throws IoError (unreadable file) or InputError (everything else).

@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "tensor/parallel.h"
 #include "train/device_runner.h"
+#include "train/preprocess.h"
 
 namespace gr {
 
@@ -65,6 +66,8 @@ class Progress {
   Clock::time_point last_{};
 };
 
+}  // namespace
+
 // Index of the largest element (the first on ties), of row r of a [rows, cols] block.
 int64_t argmax_row(const double* x, int64_t cols) {
   int64_t best = 0;
@@ -103,6 +106,8 @@ std::pair<double, double> evaluate(Model& model, const DataTable& table) {
   return {loss_sum / rows_seen, p.metric_logits >= 0 ? correct / rows_seen : kNaN};
 }
 
+namespace {
+
 void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, bool finished) {
   write_file_atomic(o.out_dir + "/loss.csv", render_loss_csv(r.log));
   write_file_atomic(o.out_dir + "/metrics.csv", render_metrics_csv(r.log));
@@ -112,8 +117,10 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, bo
   write_file_atomic(o.out_dir + "/loss.svg", render_loss_svg(plot));
   if (!finished) return;
   const std::string steps = std::to_string(r.steps);
+  const std::string prep = to_json(make_preprocessing(model.spec(), model.data()));
   write_safetensors(o.out_dir + "/weights.safetensors", model.param_views(),
-                    {{"spec", model.spec().path},
+                    {{kPreprocessingKey, prep},
+                     {"spec", model.spec().path},
                      {"spec_sha256", model.spec().sha256},
                      {"steps", steps},
                      {"device", to_string(o.device)},
@@ -141,6 +148,7 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, bo
       {"final_val_loss", number(last ? last->val_loss : kNaN)},
       {"final_val_accuracy", number(last ? last->val_accuracy : kNaN)},
       {"weights_sha256", r.weights_sha256},
+      {"preprocessing", nlohmann::ordered_json::parse(prep)},
   };
   write_file_atomic(o.out_dir + "/run.json", run.dump(2) + "\n");
 }

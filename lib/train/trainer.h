@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "device/backend.h"
 #include "spec/spec.h"
@@ -42,6 +43,14 @@ struct TrainResult {
 // backend: the device's backend when the caller has it open already (device auto probed it); null:
 // opened here for options.device.
 TrainResult train(Model& model, const TrainOptions& options, std::unique_ptr<device::Backend> backend = nullptr);
+
+// Validation of `table` with the model's current parameters: mean loss over batches of the
+// training batch size (and the remainder when the graph accepts its size), weighted by rows, and
+// accuracy over the same rows (NaN without an accuracy metric; both NaN for no rows). Training's
+// val_loss/val_accuracy and `gradrun evaluate` are this function.
+std::pair<double, double> evaluate(Model& model, const DataTable& table);
+// Index of the largest of x[0..cols) (the first on ties): accuracy's class of a row.
+int64_t argmax_row(const double* x, int64_t cols);
 
 class DivergedError : public Error {
  public:

@@ -1,0 +1,79 @@
+// gradrun evaluate SPEC --weights RUN_DIR|FILE [--data FILE] [--json FILE] — loss and metrics of
+// trained weights, computed by the trainer's own validation function (train/trainer.h evaluate),
+// so on the run's validation rows they equal the last line of its metrics.csv bit for bit.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "io/atomic_file.h"
+#include "train/predict.h"
+#include "train/run_files.h"
+#include "train/trainer.h"
+
+namespace gr::cli {
+
+namespace {
+
+struct EvaluateFlags {
+  int threads = 1;
+  std::string spec, weights, data, json;
+  bool quiet = false;
+};
+
+void run_evaluate(const EvaluateFlags& f) {
+  apply_threads(f.threads);
+  const Spec spec = load_spec(f.spec);
+  const TrainedWeights w = read_trained(spec, f.weights);
+  std::unique_ptr<Model> model;
+  DataTable table;
+  const DataTable* rows = &table;
+  if (f.data.empty()) {  // the run's validation rows, split and standardized exactly as training did
+    model = std::make_unique<Model>(spec, load_datasets(spec));
+    const Datasets& d = model->data();
+    for (size_t i = 0; i < spec.data->inputs.size(); ++i) {
+      const InputPrep& ip = *w.prep.find(spec.data->inputs[i].name);
+      if (d.mean[i] != ip.mean || d.std[i] != ip.std)
+        throw InputError(spec.path, spec.data->inputs[i].pointer,
+                         "the data's training-row statistics differ from those saved in " + w.path +
+                             " (the data file changed since training); pass --data");
+    }
+    if (d.validation.rows == 0) throw InputError(spec.path, "/data/validation", "the spec has no validation rows; pass --data FILE");
+    rows = &d.validation;
+  } else {
+    model = std::make_unique<Model>(spec, shape_only_data(spec, w.prep));
+    table = read_data_file(spec, w.prep, f.data, std::vector<bool>(spec.data->inputs.size(), true));
+  }
+  model->load_params(w.file, w.path);
+  const auto [loss, accuracy] = evaluate(*model, *rows);
+  const std::string source = f.data.empty() ? "validation" : f.data;
+  if (!f.json.empty()) {
+    nlohmann::ordered_json j = {{"spec", spec.path}, {"weights", w.path}, {"data", source}, {"rows", rows->rows},
+                                {"loss", std::isfinite(loss) ? nlohmann::ordered_json(loss) : nlohmann::ordered_json(nullptr)}};
+    if (spec.metrics.accuracy)
+      j["accuracy"] = std::isfinite(accuracy) ? nlohmann::ordered_json(accuracy) : nlohmann::ordered_json(nullptr);
+    write_file_atomic(f.json, j.dump(2) + "\n");
+  }
+  if (!f.quiet) {
+    std::printf("%-10s %s (%lld rows)\n", "data", source.c_str(), static_cast<long long>(rows->rows));
+    std::printf("%-10s %s\n", "loss", format_double(loss).c_str());
+    if (spec.metrics.accuracy) std::printf("%-10s %s\n", "accuracy", format_double(accuracy).c_str());
+  }
+}
+
+}  // namespace
+
+void add_evaluate(CLI::App& app) {
+  auto f = std::make_shared<EvaluateFlags>();
+  CLI::App* c = app.add_subcommand("evaluate", "Loss and metrics of trained weights on the validation rows or a data file");
+  c->add_option("spec", f->spec, "The spec the weights were trained from")->required();
+  c->add_option("--weights", f->weights, "A run folder or its weights.safetensors")->required();
+  c->add_option("--data", f->data, "Data with labels (.csv, .npy, .npz, .safetensors); default: the run's validation rows");
+  c->add_option("--json", f->json, "Also write the numbers to this JSON file");
+  c->add_flag("--quiet,-q", f->quiet, "Print only errors");
+  add_threads_option(c, f->threads);
+  c->callback([f] { run_evaluate(*f); });
+}
+
+}  // namespace gr::cli

@@ -1,0 +1,56 @@
+// gradrun predict SPEC --weights RUN_DIR|FILE --data FILE — a trained model's outputs on new data
+// (lib/train/predict.h), written atomically; nothing is written on an error.
+#include <cstdio>
+#include <memory>
+
+#include "cli.h"
+#include "io/atomic_file.h"
+#include "train/predict.h"
+
+namespace gr::cli {
+
+namespace {
+
+struct PredictFlags {
+  int threads = 1;
+  std::string spec, weights, data, out = "predictions.csv", device = "cpu";
+  int64_t batch = 0;
+  bool quiet = false;
+};
+
+void run_predict(const PredictFlags& f) {
+  apply_threads(f.threads);
+  if (f.device != "cpu")
+    throw UsageError("predict --device " + f.device +
+                     ": the device engines replay training episodes only; predict runs on the CPU tape (--device cpu)");
+  const Spec spec = load_spec(f.spec);
+  const TrainedWeights w = read_trained(spec, f.weights);
+  Model model(spec, shape_only_data(spec, w.prep));
+  model.load_params(w.file, w.path);
+  const PredictTarget target = predict_target(model.program());
+  const DataTable table = read_data_file(spec, w.prep, f.data, inputs_needed(model.program(), target.node));
+  const Predictions p = predict_rows(model, target, table, f.batch > 0 ? f.batch : model.program().batch);
+  write_file_atomic(f.out, render_predictions(p, target, f.out));
+  if (!f.quiet)
+    std::printf("predicted %lld rows of %s (%s) into %s\n", static_cast<long long>(p.rows), target.name.c_str(),
+                target.transform.c_str(), f.out.c_str());
+}
+
+}  // namespace
+
+void add_predict(CLI::App& app) {
+  auto f = std::make_shared<PredictFlags>();
+  CLI::App* c = app.add_subcommand("predict", "Run a trained model's forward graph on a data file and write its predictions");
+  c->add_option("spec", f->spec, "The spec the weights were trained from")->required();
+  c->add_option("--weights", f->weights, "A run folder or its weights.safetensors")->required();
+  c->add_option("--data", f->data, "Data to predict on: .csv, .npy, .npz or .safetensors, bound like the spec's data")->required();
+  c->add_option("--out", f->out, "Output file: .csv (default predictions.csv), .npy or .safetensors");
+  c->add_option("--device", f->device, "cpu (the CPU tape; host and cuda are refused for now)")
+      ->check(CLI::IsMember({"cpu", "host", "cuda"}));
+  c->add_option("--batch", f->batch, "Rows per recorded batch (default: the spec's batch_size)")->check(CLI::Range(1, 100000000));
+  c->add_flag("--quiet,-q", f->quiet, "Print only errors");
+  add_threads_option(c, f->threads);
+  c->callback([f] { run_predict(*f); });
+}
+
+}  // namespace gr::cli

@@ -1,0 +1,228 @@
+#include "train/predict.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "io/errors.h"
+#include "train/trainer.h"
+
+namespace gr {
+
+namespace {
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+std::string shortest(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string shape_str(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+Tensor zeros(int64_t rows, const std::vector<int64_t>& row_shape) {
+  std::vector<int64_t> dims{rows};
+  dims.insert(dims.end(), row_shape.begin(), row_shape.end());
+  return Tensor(Shape(std::span<const int64_t>(dims)));
+}
+
+}  // namespace
+
+PredictTarget predict_target(const Program& p) {
+  const Spec& spec = *p.spec;
+  PredictTarget t;
+  if (!spec.predict.output.empty()) {
+    t.name = spec.predict.output;
+    t.transform = spec.predict.transform;
+  } else {
+    const NodeSpec& loss = *p.nodes[static_cast<size_t>(p.loss)].spec;
+    t.name = loss.inputs.empty() ? "" : loss.inputs[0];
+    t.transform = loss.kind == NodeSpec::Kind::Op && loss.op == Op::SoftmaxCrossEntropy ? "softmax" : "none";
+  }
+  const auto it = p.names.find(t.name);
+  if (it == p.names.end() || it->second.kind != Ref::Kind::Node)
+    throw InputError(spec.path, spec.predict.output.empty() ? spec.loss_pointer : spec.predict.pointer + "/output",
+                     "the prediction \"" + t.name + "\" is not a graph node; declare \"predict\": {\"output\": NODE}");
+  t.node = it->second.index;
+  const Shape& shape = p.nodes[static_cast<size_t>(t.node)].shape;
+  if (shape.rank() < 1 || shape[0] != p.batch)
+    throw InputError(spec.path, p.nodes[static_cast<size_t>(t.node)].spec->pointer,
+                     "the prediction \"" + t.name + "\" has shape " + shape.str() + ", not one row per data row");
+  t.classifier = t.transform == "softmax" || (spec.metrics.accuracy && spec.metrics.logits == t.name);
+  return t;
+}
+
+std::vector<bool> inputs_needed(const Program& p, int node) {
+  std::vector<bool> needed(p.input_names.size(), false), seen(p.nodes.size(), false);
+  std::vector<int> stack{node};
+  while (!stack.empty()) {
+    const int n = stack.back();
+    stack.pop_back();
+    if (seen[static_cast<size_t>(n)]) continue;
+    seen[static_cast<size_t>(n)] = true;
+    for (const Ref& r : p.nodes[static_cast<size_t>(n)].inputs) {
+      if (r.kind == Ref::Kind::Node) stack.push_back(r.index);
+      if (r.kind == Ref::Kind::Input) needed[static_cast<size_t>(r.index)] = true;
+    }
+  }
+  return needed;
+}
+
+TrainedWeights read_trained(const Spec& spec, const std::string& weights_or_run_dir) {
+  TrainedWeights w;
+  w.path = weights_path(weights_or_run_dir);
+  w.prep = read_preprocessing(weights_or_run_dir);
+  w.file = read_safetensors(w.path);
+  if (w.prep.spec_sha256 != spec.sha256)
+    throw InputError(w.path, "__metadata__/spec_sha256",
+                     "these weights were trained from a different spec (sha256 " + w.prep.spec_sha256.substr(0, 12) +
+                         "…, " + spec.path + " is " + spec.sha256.substr(0, 12) + "…)");
+  if (!spec.data) throw InputError(spec.path, "/data", "the spec has no data inputs to predict from");
+  for (const InputSpec& in : spec.data->inputs)
+    if (!w.prep.find(in.name)) throw InputError(w.path, "__metadata__", "no saved preprocessing for input \"" + in.name + "\"");
+  return w;
+}
+
+Datasets shape_only_data(const Spec& spec, const Preprocessing& prep) {
+  Datasets d;
+  for (const InputSpec& in : spec.data->inputs) {
+    d.train.names.push_back(in.name);
+    d.train.tensors.push_back(zeros(spec.train.batch_size, prep.find(in.name)->row_shape));
+  }
+  d.train.rows = spec.train.batch_size;
+  return d;
+}
+
+DataTable read_data_file(const Spec& spec, const Preprocessing& prep, const std::string& file, const std::vector<bool>& needed) {
+  Spec s = spec;
+  DataSpec& d = *s.data;
+  const std::string ext = std::filesystem::path(file).extension().string();
+  d.files.clear();
+  std::vector<InputSpec> wanted;
+  for (size_t i = 0; i < d.inputs.size(); ++i) {
+    if (!needed[i]) continue;
+    InputSpec in = d.inputs[i];
+    if (in.tensor.empty()) in.tensor = in.name;  // trained on CSV, given tensors: named like the input
+    if (ext == ".csv" && in.columns.empty())
+      throw InputError(file, in.name, "input \"" + in.name + "\" was trained from tensor \"" + in.tensor + "\", not CSV columns");
+    wanted.push_back(in);
+  }
+  if (wanted.empty()) throw InputError(spec.path, "/data/inputs", "the prediction depends on no data input");
+  if (ext == ".csv") d.source = DataSpec::Source::Csv, d.files[""] = file;
+  else if (ext == ".npz") d.source = DataSpec::Source::Npz, d.files[""] = file;
+  else if (ext == ".safetensors") d.source = DataSpec::Source::Safetensors, d.files[""] = file;
+  else if (ext == ".npy") {
+    if (wanted.size() != 1)
+      throw InputError(file, "", "a .npy file holds one tensor, but " + std::to_string(wanted.size()) + " inputs are needed; use .npz");
+    d.source = DataSpec::Source::Npy, d.files[wanted[0].tensor] = file;
+  } else {
+    throw InputError(file, "", "unknown data format \"" + ext + "\" (known: .csv, .npy, .npz, .safetensors)");
+  }
+  d.inputs = wanted;
+  const DataTable raw = read_inputs(s);
+  DataTable t;
+  t.rows = raw.rows;
+  size_t k = 0;
+  for (size_t i = 0; i < spec.data->inputs.size(); ++i) {
+    const InputSpec& in = spec.data->inputs[i];
+    const InputPrep& ip = *prep.find(in.name);
+    t.names.push_back(in.name);
+    if (!needed[i]) {
+      t.tensors.push_back(zeros(t.rows, ip.row_shape));
+      continue;
+    }
+    Tensor x = raw.tensors[k++];
+    const auto dims = x.shape().dims();
+    const std::vector<int64_t> row(dims.begin() + 1, dims.end());
+    if (row != ip.row_shape)
+      throw InputError(file, ext == ".csv" ? in.name : wanted[k - 1].tensor,
+                       "input \"" + in.name + "\" has rows of shape " + shape_str(row) + ", the model was trained on " +
+                           shape_str(ip.row_shape));
+    if (!ip.mean.empty()) {
+      const int64_t cols = x.numel() / t.rows;
+      if (static_cast<int64_t>(ip.mean.size()) != cols)
+        throw InputError(file, in.name, "the saved statistics have " + std::to_string(ip.mean.size()) + " columns, the data " +
+                                            std::to_string(cols));
+      for (int64_t r = 0; r < t.rows; ++r)  // the expression of dataset.cpp's standardize
+        for (int64_t c = 0; c < cols; ++c) x[r * cols + c] = (x[r * cols + c] - ip.mean[static_cast<size_t>(c)]) / ip.std[static_cast<size_t>(c)];
+    }
+    t.tensors.push_back(std::move(x));
+  }
+  return t;
+}
+
+Predictions predict_rows(Model& model, const PredictTarget& target, const DataTable& table, int64_t batch) {
+  Predictions out;
+  out.rows = table.rows;
+  std::vector<int64_t> rows;
+  for (int64_t start = 0; start < table.rows; start += batch) {
+    const int64_t end = std::min(table.rows, start + batch);
+    rows.clear();
+    for (int64_t r = start; r < end; ++r) rows.push_back(r);
+    const std::vector<Var>& nodes = model.record(table, rows);
+    if (nodes.empty())
+      throw InputError(model.spec().path, "/train/batch_size",
+                       "the graph does not accept a batch of " + std::to_string(rows.size()) + " rows; use --batch " +
+                           std::to_string(model.program().batch));
+    const ConstTensorView v = model.tape().value(nodes[static_cast<size_t>(target.node)]);
+    const int64_t n = static_cast<int64_t>(rows.size()), w = v.shape.numel() / n;
+    out.width = w;
+    for (int64_t r = 0; r < n; ++r) {
+      const double* x = v.data + r * w;
+      if (target.classifier) out.classes.push_back(argmax_row(x, w));
+      if (target.transform == "softmax") {
+        double m = x[0], sum = 0.0;
+        for (int64_t j = 1; j < w; ++j) m = std::max(m, x[j]);
+        for (int64_t j = 0; j < w; ++j) sum = sum + std::exp(x[j] - m);
+        for (int64_t j = 0; j < w; ++j) out.values.push_back(std::exp(x[j] - m) / sum);
+      } else if (target.transform == "sigmoid") {
+        for (int64_t j = 0; j < w; ++j) out.values.push_back(1.0 / (1.0 + std::exp(-x[j])));
+      } else {
+        for (int64_t j = 0; j < w; ++j) out.values.push_back(x[j]);
+      }
+    }
+    model.reset();
+  }
+  return out;
+}
+
+std::string render_predictions(const Predictions& p, const PredictTarget& target, const std::string& path) {
+  if (ends_with(path, ".safetensors")) {
+    std::vector<double> classes(p.classes.begin(), p.classes.end());
+    StTensorList list{{target.name, ConstTensorView{Shape{p.rows, p.width}, p.values.data()}}};
+    if (target.classifier) list.emplace_back("class", ConstTensorView{Shape{p.rows}, classes.data()});
+    return encode_safetensors(list, {{"transform", target.transform}}, StDtype::F64);
+  }
+  if (ends_with(path, ".npy")) {
+    std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (" + std::to_string(p.rows) + ", " +
+                         std::to_string(p.width) + "), }";
+    while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+    header += '\n';
+    std::string out("\x93NUMPY\x01\x00", 8);
+    out += static_cast<char>(header.size() & 0xff);
+    out += static_cast<char>(header.size() >> 8);
+    out += header;
+    out.append(reinterpret_cast<const char*>(p.values.data()), p.values.size() * sizeof(double));
+    return out;
+  }
+  std::string s;
+  for (int64_t j = 0; j < p.width; ++j) s += (j ? "," : "") + target.name + "_" + std::to_string(j);
+  s += target.classifier ? ",class\n" : "\n";
+  for (int64_t r = 0; r < p.rows; ++r) {
+    for (int64_t j = 0; j < p.width; ++j) s += (j ? "," : "") + shortest(p.values[static_cast<size_t>(r * p.width + j)]);
+    if (target.classifier) s += "," + std::to_string(p.classes[static_cast<size_t>(r)]);
+    s += '\n';
+  }
+  return s;
+}
+
+}  // namespace gr

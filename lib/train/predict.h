@@ -1,0 +1,62 @@
+// predict.h — a trained model applied to new data (`gradrun predict` and `gradrun evaluate`).
+//
+// The weights file carries the preprocessing of training (train/preprocess.h); new data is read
+// with the spec's bindings and transformed with those SAVED statistics (never recomputed). The
+// model is resolved against an all-zero table of the training batch size and the saved row
+// shapes, so its program is the one training ran. Rows are recorded in batches on the tape (the
+// last one partial); every kernel splits work over output rows only, so a row's result does not
+// depend on how the rows are batched.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "spec/dataset.h"
+#include "spec/program.h"
+#include "train/model.h"
+#include "train/preprocess.h"
+
+namespace gr {
+
+// What predict outputs: the spec's "predict", else the first input of the loss node (softmax for
+// softmax_cross_entropy). classifier: softmax, or the node the accuracy metric reads.
+struct PredictTarget {
+  int node = -1;
+  std::string name, transform;  // transform: softmax | sigmoid | none
+  bool classifier = false;
+};
+PredictTarget predict_target(const Program& program);
+// Per program input: does the node depend on it (inputs that only feed the loss do not).
+std::vector<bool> inputs_needed(const Program& program, int node);
+
+// A run folder or weights file checked against the spec: its spec_sha256 must be the spec's.
+struct TrainedWeights {
+  std::string path;
+  SafetensorsFile file;
+  Preprocessing prep;
+};
+TrainedWeights read_trained(const Spec& spec, const std::string& weights_or_run_dir);
+
+// Zero rows shaped like the training data (batch_size rows, the saved row shapes): Model's
+// constructor resolves the training program from it.
+Datasets shape_only_data(const Spec& spec, const Preprocessing& prep);
+
+// Reads `file` (.csv, .npy, .npz, .safetensors) with the spec's bindings for the needed inputs,
+// checks every row shape against the saved one and applies the saved one-hot and standardization;
+// inputs not needed become zeros. InputError (located) on a missing column/tensor or a wrong width.
+DataTable read_data_file(const Spec& spec, const Preprocessing& prep, const std::string& file, const std::vector<bool>& needed);
+
+struct Predictions {
+  int64_t rows = 0, width = 0;
+  std::vector<double> values;    // [rows, width], after the transform
+  std::vector<int64_t> classes;  // argmax of the untransformed row (classifiers only)
+};
+// Throws InputError when a batch size does not fit the graph.
+Predictions predict_rows(Model& model, const PredictTarget& target, const DataTable& table, int64_t batch);
+
+// CSV (NAME_j columns, then class), .npy ([rows, width] f8) or .safetensors (NAME, class) by the
+// extension of `path`; numbers in shortest round-trip form.
+std::string render_predictions(const Predictions& p, const PredictTarget& target, const std::string& path);
+
+}  // namespace gr

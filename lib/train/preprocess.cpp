@@ -1,0 +1,153 @@
+#include "train/preprocess.h"
+
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "io/errors.h"
+#include "io/safetensors.h"
+#include "spec/dataset.h"
+#include "spec/json_reader.h"
+#include "spec/spec.h"
+
+namespace gr {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const char* source_word(DataSpec::Source s) {
+  switch (s) {
+    case DataSpec::Source::Csv: return "csv";
+    case DataSpec::Source::Safetensors: return "safetensors";
+    case DataSpec::Source::Npy: return "npy";
+    case DataSpec::Source::Npz: return "npz";
+  }
+  return "?";
+}
+
+template <class T>
+Json array_of(const std::vector<T>& v) {
+  Json a = Json::array();
+  for (const T& x : v) a.push_back(x);
+  return a;
+}
+
+std::vector<std::string> strings_at(const JsonAt& a) {
+  if (!a.json().is_array()) a.fail("expected an array of strings");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < a.json().size(); ++i) out.push_back(a.at(i).str());
+  return out;
+}
+
+// Doubles: nlohmann writes the shortest form that reads back to the same double (Grisu2 with a
+// round-trip guarantee) and reads with strtod, so every value survives exactly.
+std::vector<double> numbers_at(const JsonAt& a) {
+  if (!a.json().is_array()) a.fail("expected an array of numbers");
+  std::vector<double> out;
+  for (size_t i = 0; i < a.json().size(); ++i) {
+    const JsonAt x = a.at(i);
+    if (!x.is_number()) x.fail("expected a number");
+    out.push_back(x.json().get<double>());
+  }
+  return out;
+}
+
+}  // namespace
+
+const InputPrep* Preprocessing::find(const std::string& name) const {
+  for (const InputPrep& in : inputs)
+    if (in.name == name) return &in;
+  return nullptr;
+}
+
+Preprocessing make_preprocessing(const Spec& spec, const Datasets& data) {
+  Preprocessing p;
+  p.spec_sha256 = spec.sha256;
+  if (!spec.data) return p;
+  for (size_t i = 0; i < spec.data->inputs.size(); ++i) {
+    const InputSpec& in = spec.data->inputs[i];
+    InputPrep ip;
+    ip.name = in.name;
+    ip.source_kind = source_word(spec.data->source);
+    if (spec.data->source == DataSpec::Source::Csv) ip.columns = in.columns;
+    else ip.tensor = in.tensor;
+    if (i < data.mean.size()) ip.mean = data.mean[i], ip.std = data.std[i];
+    for (int64_t k = 0; k < in.one_hot; ++k) ip.one_hot_classes.push_back(std::to_string(k));
+    ip.dtype = "f64";
+    if (i < data.train.tensors.size()) {
+      const auto dims = data.train.tensors[i].shape().dims();
+      ip.row_shape.assign(dims.begin() + 1, dims.end());
+    }
+    p.inputs.push_back(std::move(ip));
+  }
+  return p;
+}
+
+std::string to_json(const Preprocessing& p) {
+  Json inputs = Json::array();
+  for (const InputPrep& in : p.inputs)
+    inputs.push_back(Json{{"name", in.name},
+                          {"source_kind", in.source_kind},
+                          {"columns", array_of(in.columns)},
+                          {"tensor", in.tensor},
+                          {"mean", array_of(in.mean)},
+                          {"std", array_of(in.std)},
+                          {"one_hot_classes", array_of(in.one_hot_classes)},
+                          {"dtype", in.dtype},
+                          {"row_shape", array_of(in.row_shape)}});
+  return Json{{"spec_sha256", p.spec_sha256}, {"inputs", inputs}}.dump();
+}
+
+Preprocessing preprocessing_from_json(const std::string& text) {
+  const std::string file = "preprocessing";
+  Json doc;
+  try {
+    doc = Json::parse(text);
+  } catch (const Json::exception& e) {
+    throw InputError(file, "", std::string("malformed JSON: ") + e.what());
+  }
+  const JsonAt root(doc, "", file);
+  Preprocessing p;
+  p.spec_sha256 = root.at("spec_sha256").str();
+  const JsonAt inputs = root.at("inputs");
+  if (!inputs.json().is_array()) inputs.fail("expected an array");
+  for (size_t i = 0; i < inputs.json().size(); ++i) {
+    const JsonAt j = inputs.at(i);
+    InputPrep in;
+    in.name = j.at("name").str();
+    in.source_kind = j.at("source_kind").str();
+    in.columns = strings_at(j.at("columns"));
+    in.tensor = j.at("tensor").str();
+    in.mean = numbers_at(j.at("mean"));
+    in.std = numbers_at(j.at("std"));
+    if (in.mean.size() != in.std.size()) j.at("std").fail("mean and std differ in length");
+    in.one_hot_classes = strings_at(j.at("one_hot_classes"));
+    in.dtype = j.at("dtype").str();
+    if (j.has("row_shape")) in.row_shape = j.at("row_shape").integers(1, std::numeric_limits<int64_t>::max());
+    p.inputs.push_back(std::move(in));
+  }
+  return p;
+}
+
+std::string weights_path(const std::string& weights_or_run_dir) {
+  if (std::filesystem::is_directory(weights_or_run_dir)) return weights_or_run_dir + "/weights.safetensors";
+  return weights_or_run_dir;
+}
+
+Preprocessing read_preprocessing(const std::string& weights_or_run_dir) {
+  const std::string path = weights_path(weights_or_run_dir);
+  const SafetensorsFile f = read_safetensors(path);
+  const auto it = f.metadata.find(kPreprocessingKey);
+  if (it == f.metadata.end())
+    throw InputError(path, "__metadata__",
+                     std::string("no \"") + kPreprocessingKey + "\" entry: these weights were written before gradrun saved "
+                     "the preprocessing; train again");
+  try {
+    return preprocessing_from_json(it->second);
+  } catch (const InputError& e) {
+    throw InputError(path, std::string("__metadata__/") + kPreprocessingKey + e.place(), e.what());
+  }
+}
+
+}  // namespace gr
