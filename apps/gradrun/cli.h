@@ -49,6 +49,7 @@ void add_train(CLI::App& app);
 void add_check(CLI::App& app);
 void add_grad(CLI::App& app);
 void add_inspect(CLI::App& app);
+void add_export(CLI::App& app);
 void add_emit(CLI::App& app);
 void add_predict(CLI::App& app);
 void add_evaluate(CLI::App& app);

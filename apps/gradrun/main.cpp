@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
   cli::add_check(app);
   cli::add_grad(app);
   cli::add_inspect(app);
+  cli::add_export(app);
   cli::add_emit(app);
   cli::add_predict(app);
   cli::add_evaluate(app);

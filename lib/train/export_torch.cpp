@@ -1,0 +1,387 @@
+#include "train/export_torch.h"
+
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "io/atomic_file.h"
+#include "io/errors.h"
+
+namespace gr {
+
+namespace {
+
+// A double as a Python float literal that reads back to the same bits.
+std::string py_num(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string s = buf;
+  if (s == "inf") return "float('inf')";
+  if (s == "-inf") return "float('-inf')";
+  if (s == "nan" || s == "-nan") return "float('nan')";
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string py_ints(std::span<const int64_t> v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// A Python string literal (names from the spec only ever appear in comments and strings).
+std::string py_str(const std::string& s) {
+  std::string out = "'";
+  for (unsigned char c : s) {
+    if (c == '\\' || c == '\'') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c >= 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "'";
+}
+
+// Comments carry spec names: keep them printable and on one line.
+std::string comment_safe(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) out += (c < 0x20 || c >= 0x7f) ? '?' : static_cast<char>(c);
+  return out;
+}
+
+bool plain_identifier(const std::string& s) {
+  static const std::set<std::string> reserved = {
+      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
+      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal",
+      "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
+      // nn.Module attributes an attribute of ours must not shadow
+      "forward", "training", "to", "cpu", "cuda", "double", "float", "half", "eval", "train", "apply", "state_dict",
+      "load_state_dict", "parameters", "buffers", "children", "modules", "named_parameters", "named_buffers",
+      "register_buffer", "register_parameter", "add_module", "type", "zero_grad", "requires_grad_", "dump_patches",
+      "call_super_init", "input_names", "self", "torch", "nn"};
+  if (s.empty() || s[0] == '_' || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (unsigned char c : s)
+    if (!(std::isalnum(c) || c == '_')) return false;
+  return !reserved.contains(s);
+}
+
+std::string sanitize(const std::string& s) {
+  std::string out = "p_";
+  for (unsigned char c : s) out += (std::isalnum(c) && c < 0x80) ? static_cast<char>(c) : '_';
+  return out;
+}
+
+// Attribute names, unique within the module.
+class Names {
+ public:
+  std::string take(const std::string& wanted) {
+    std::string name = wanted;
+    for (int k = 2; used_.contains(name); ++k) name = wanted + "_" + std::to_string(k);
+    used_.insert(name);
+    return name;
+  }
+
+ private:
+  std::set<std::string> used_;
+};
+
+// The row's torch expression with its operands a, b, s substituted (whole identifiers not after '.').
+std::string substitute(std::string_view expr, const std::string& a, const std::string& b, const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < expr.size();) {
+    const char c = expr[i];
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      size_t j = i;
+      while (j < expr.size() && (std::isalnum(static_cast<unsigned char>(expr[j])) || expr[j] == '_')) ++j;
+      const std::string_view word = expr.substr(i, j - i);
+      const bool attr = i > 0 && expr[i - 1] == '.';
+      if (!attr && word == "a") out += a;
+      else if (!attr && word == "b") out += b;
+      else if (!attr && word == "s") out += "(" + s + ")";
+      else out += word;
+      i = j;
+    } else {
+      out += c;
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::string slice_expr(const std::string& a, const NodeSpec& n) {
+  std::string s = a + "[";
+  for (size_t d = 0; d < n.starts.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(n.starts[d]) + ":" + std::to_string(n.stops[d]);
+  return s + "]";
+}
+
+struct Emitter {
+  const Program& p;
+  const SafetensorsFile& weights;
+  std::vector<std::string> node_var, param_ref, const_ref, input_var;
+  std::vector<bool> needed_node, needed_input, needed_param, needed_const;
+  std::ostringstream init, fwd;
+  TorchExport out;
+  Names names;
+
+  const Tensor& weight(int index) const {
+    const ProgramParam& pp = p.params[static_cast<size_t>(index)];
+    const Tensor* t = weights.find(pp.name);
+    if (!t) throw InputError(p.spec->path, pp.pointer, "the weights hold no parameter \"" + pp.name + "\"");
+    if (t->shape().dims().size() != pp.shape.dims().size() || t->numel() != pp.shape.numel() ||
+        !std::equal(t->shape().dims().begin(), t->shape().dims().end(), pp.shape.dims().begin()))
+      throw InputError(p.spec->path, pp.pointer,
+                       "parameter \"" + pp.name + "\" is " + pp.shape.str() + " in the spec but " + t->shape().str() +
+                           " in the weights");
+    return *t;
+  }
+
+  std::string ref(const Ref& r) const {
+    switch (r.kind) {
+      case Ref::Kind::Input: return input_var[static_cast<size_t>(r.index)];
+      case Ref::Kind::Param: return param_ref[static_cast<size_t>(r.index)];
+      case Ref::Kind::Const: return const_ref[static_cast<size_t>(r.index)];
+      case Ref::Kind::Node: return node_var[static_cast<size_t>(r.index)];
+    }
+    return "?";
+  }
+
+  void mark(int output) {
+    needed_node.assign(p.nodes.size(), false);
+    needed_input.assign(p.input_names.size(), false);
+    needed_param.assign(p.params.size(), false);
+    needed_const.assign(p.spec->consts.size(), false);
+    needed_node[static_cast<size_t>(output)] = true;
+    for (int i = output; i >= 0; --i) {
+      const ProgramNode& pn = p.nodes[static_cast<size_t>(i)];
+      if (!needed_node[static_cast<size_t>(i)]) continue;
+      if (pn.weight >= 0) needed_param[static_cast<size_t>(pn.weight)] = needed_param[static_cast<size_t>(pn.bias)] = true;
+      for (const Ref& r : pn.inputs) {
+        const auto k = static_cast<size_t>(r.index);
+        switch (r.kind) {
+          case Ref::Kind::Input: needed_input[k] = true; break;
+          case Ref::Kind::Param: needed_param[k] = true; break;
+          case Ref::Kind::Const: needed_const[k] = true; break;
+          case Ref::Kind::Node: needed_node[k] = true; break;
+        }
+      }
+    }
+  }
+
+  // A buffer: registered with literal values in __init__ and written to the state_dict.
+  void buffer(const std::string& attr, const Tensor& t) {
+    init << "        self.register_buffer(" << py_str(attr) << ", torch.tensor([";
+    for (int64_t i = 0; i < t.numel(); ++i) init << (i ? ", " : "") << py_num(t[i]);
+    init << "], dtype=torch.float64).reshape(" << py_ints(t.shape().dims()) << "))\n";
+    out.state.push_back({attr, t});
+  }
+
+  void leaves(const Preprocessing& prep) {
+    param_ref.assign(p.params.size(), "");
+    for (size_t i = 0; i < p.params.size(); ++i) {
+      const ProgramParam& pp = p.params[i];
+      if (!needed_param[i]) continue;
+      bool dense = false;
+      for (const ProgramNode& pn : p.nodes) dense = dense || pn.weight == static_cast<int>(i) || pn.bias == static_cast<int>(i);
+      if (dense) continue;
+      const std::string attr = names.take(plain_identifier(pp.name) ? pp.name : sanitize(pp.name));
+      init << "        self." << attr << " = nn.Parameter(torch.zeros(" << py_ints(pp.shape.dims())
+           << ", dtype=torch.float64))  # " << comment_safe(pp.name) << "\n";
+      param_ref[i] = "self." + attr;
+      out.state.push_back({attr, weight(static_cast<int>(i))});
+    }
+    for (size_t i = 0; i < p.nodes.size(); ++i) {
+      const ProgramNode& pn = p.nodes[i];
+      if (!needed_node[i] || pn.weight < 0) continue;
+      const NodeSpec& n = *pn.spec;
+      const std::string attr = names.take(plain_identifier(n.id) ? n.id : sanitize(n.id));
+      const Tensor& w = weight(pn.weight);  // [in, units]
+      const int64_t in = w.shape()[0], units = w.shape()[1];
+      init << "        self." << attr << " = nn.Linear(" << in << ", " << units
+           << ", dtype=torch.float64)  # dense layer " << comment_safe(n.id) << "\n";
+      Tensor wt(Shape{units, in});
+      for (int64_t r = 0; r < in; ++r)
+        for (int64_t c = 0; c < units; ++c) wt[c * in + r] = w[r * units + c];
+      out.state.push_back({attr + ".weight", std::move(wt)});
+      out.state.push_back({attr + ".bias", weight(pn.bias)});
+      param_ref[static_cast<size_t>(pn.weight)] = "self." + attr;
+    }
+    const_ref.assign(p.spec->consts.size(), "");
+    for (size_t i = 0; i < p.spec->consts.size(); ++i) {
+      if (!needed_const[i]) continue;
+      const ConstSpec& c = p.spec->consts[i];
+      const std::string attr = names.take(sanitize(c.name).replace(0, 2, "c_"));
+      buffer(attr, Tensor(Shape(std::span<const int64_t>(c.shape)), c.values));
+      const_ref[i] = "self." + attr;
+    }
+    input_var.assign(p.input_names.size(), "");
+    for (size_t i = 0; i < p.input_names.size(); ++i) {
+      if (!needed_input[i]) continue;
+      const std::string& name = p.input_names[i];
+      const InputPrep* ip = prep.find(name);
+      if (!ip)
+        throw InputError(p.spec->path, "/data/inputs/" + name, "the saved preprocessing has no input \"" + name + "\"");
+      const std::string arg = names.take(plain_identifier(name) ? name : sanitize(name));
+      out.input_names.push_back(name);
+      input_var[i] = arg;
+      fwd << "        " << arg << " = torch.as_tensor(" << arg << ", dtype=torch.float64)\n";
+      if (!ip->one_hot_classes.empty())
+        fwd << "        " << arg << " = torch.nn.functional.one_hot(" << arg << ".reshape(-1).long(), "
+            << ip->one_hot_classes.size() << ").to(torch.float64)\n";
+      if (ip->mean.empty()) continue;
+      std::vector<int64_t> row(p.input_shapes[i].dims().begin() + 1, p.input_shapes[i].dims().end());
+      if (row.empty()) row.push_back(1);
+      const Shape rs{std::span<const int64_t>(row)};
+      if (static_cast<int64_t>(ip->mean.size()) != rs.numel() || ip->std.size() != ip->mean.size())
+        throw InputError(p.spec->path, "/data/inputs/" + name,
+                         "the saved standardization has " + std::to_string(ip->mean.size()) + " columns; the input's row " +
+                             rs.str() + " needs " + std::to_string(rs.numel()));
+      const std::string m = names.take(arg + "_mean"), s = names.take(arg + "_std");
+      buffer(m, Tensor(rs, ip->mean));
+      buffer(s, Tensor(rs, ip->std));
+      fwd << "        " << arg << " = (" << arg << " - self." << m << ") / self." << s << "\n";
+    }
+  }
+
+  std::string expr(const ProgramNode& pn) const {
+    const NodeSpec& n = *pn.spec;
+    const std::string a = pn.inputs.empty() ? "" : ref(pn.inputs[0]);
+    const std::string b = pn.inputs.size() > 1 ? ref(pn.inputs[1]) : "";
+    const auto refuse = [&](const std::string& why) -> std::string {
+      throw InputError(p.spec->path, n.pointer, "export torch: node \"" + n.id + "\" " + why);
+    };
+    switch (n.kind) {
+      case NodeSpec::Kind::Mse: return refuse("(mse) is a loss; the exported module computes the prediction only");
+      case NodeSpec::Kind::Dense: {
+        const std::string z = param_ref[static_cast<size_t>(pn.weight)] + "(" + a + ")";
+        if (n.activation == "relu") return "torch.relu(" + z + ")";
+        if (n.activation == "tanh") return "torch.tanh(" + z + ")";
+        if (n.activation == "sigmoid") return "torch.sigmoid(" + z + ")";
+        if (n.activation == "none") return z;
+        return refuse("has activation \"" + n.activation + "\", which the export does not know");
+      }
+      case NodeSpec::Kind::Op: break;
+    }
+    const std::string axis = n.axis ? std::to_string(*n.axis) : "-1";
+    const std::string keep = n.keepdims ? "True" : "False";
+    switch (n.op) {
+      case Op::Param:
+      case Op::Const: return refuse("is a leaf op, never a graph node");
+#define GR_EXPORT_EW(E, name, arity, cls, ...) GR_OP_IF_UNARY_##cls(case Op::E:) GR_OP_IF_BINARY_##cls(case Op::E:)
+        GR_OP_TABLE(GR_EXPORT_EW)
+#undef GR_EXPORT_EW
+        {
+          const std::string_view t = op_info(n.op).torch;
+          if (t.empty()) return refuse("(" + std::string(op_name(n.op)) + ") has no torch expression in the op table");
+          return substitute(t, a, b, py_num(n.scalar));  // a, b: plain names
+        }
+      case Op::Sum:
+        return n.axis ? "torch.sum(" + a + ", dim=" + axis + ", keepdim=" + keep + ")" : "torch.sum(" + a + ").reshape(1)";
+      case Op::Mean:
+        return n.axis ? "torch.mean(" + a + ", dim=" + axis + ", keepdim=" + keep + ")" : "torch.mean(" + a + ").reshape(1)";
+      case Op::Matmul:
+      case Op::Bmm: return "torch.matmul(" + a + ", " + b + ")";
+      case Op::Transpose: return a + ".transpose(-2, -1)";
+      case Op::Reshape: return a + ".reshape(" + py_ints(n.shape) + ")";
+      case Op::Slice: return slice_expr(a, n);
+      case Op::Concat: return "torch.cat((" + a + ", " + b + "), dim=" + axis + ")";
+      case Op::Softmax: return "torch.softmax(" + a + ", dim=" + axis + ")";
+      case Op::LogSoftmax: return "torch.log_softmax(" + a + ", dim=" + axis + ")";
+      case Op::SoftmaxCrossEntropy:
+        return refuse("(softmax_cross_entropy) is a loss; the exported module computes the prediction only");
+    }
+    return refuse("has an op the export does not know");
+  }
+};
+
+}  // namespace
+
+TorchExport export_torch(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep, int output,
+                         const std::string& transform) {
+  const Spec& spec = *program.spec;
+  if (output < 0 || output >= static_cast<int>(program.nodes.size()))
+    throw InputError(spec.path, spec.loss_pointer, "no prediction node to export");
+  Emitter e{program, weights, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  e.mark(output);
+  e.leaves(prep);
+  e.node_var.assign(program.nodes.size(), "");
+  for (size_t i = 0; i < program.nodes.size(); ++i) {
+    if (!e.needed_node[i]) continue;
+    const ProgramNode& pn = program.nodes[i];
+    e.node_var[i] = e.names.take("t" + std::to_string(i));
+    const std::string what = pn.spec->kind == NodeSpec::Kind::Dense ? std::string("dense")
+                             : pn.spec->kind == NodeSpec::Kind::Mse ? std::string("mse")
+                                                                     : std::string(op_name(pn.spec->op));
+    e.fwd << "        " << e.node_var[i] << " = " << e.expr(pn) << "  # " << comment_safe(pn.spec->id) << " (" << what
+          << ")\n";
+  }
+  const std::string y = e.node_var[static_cast<size_t>(output)];
+  if (transform == "softmax") e.fwd << "        return torch.softmax(" << y << ", dim=-1)\n";
+  else if (transform == "sigmoid") e.fwd << "        return torch.sigmoid(" << y << ")\n";
+  else if (transform == "none" || transform.empty()) e.fwd << "        return " << y << "\n";
+  else throw InputError(spec.path, "/predict/transform", "unknown transform \"" + transform + "\"");
+
+  std::ostringstream py;
+  py << "# model.py — written by `gradrun export --format torch` from the spec " << comment_safe(spec.name) << " ("
+     << comment_safe(spec.path) << ", sha256 " << spec.sha256 << ").\n"
+     << "# Load: m = Model(); m.load_state_dict(load_safetensors('state_dict.safetensors'))\n"
+     << "#   (or safetensors.torch.load_file); Model.from_dir(DIR) does both.\n"
+     << "# forward(" << [&] {
+          std::string s;
+          for (size_t i = 0; i < e.out.input_names.size(); ++i) s += (i ? ", " : "") + comment_safe(e.out.input_names[i]);
+          return s;
+        }()
+     << "): the raw inputs, as read from the data file, in the spec's input order; returns the prediction ("
+     << comment_safe(program.nodes[static_cast<size_t>(output)].spec->id) << ", transform "
+     << (transform.empty() ? "none" : transform) << ").\n"
+     << "import json\nimport os\nimport struct\n\nimport torch\nfrom torch import nn\n\n\n"
+     << "def load_safetensors(path):\n"
+     << "    \"\"\"A safetensors file of F64 tensors (what gradrun writes) as a dict of float64 tensors.\"\"\"\n"
+     << "    with open(path, 'rb') as f:\n"
+     << "        data = f.read()\n"
+     << "    (n,) = struct.unpack('<Q', data[:8])\n"
+     << "    header = json.loads(data[8:8 + n].decode('utf-8'))\n"
+     << "    out = {}\n"
+     << "    for name, t in header.items():\n"
+     << "        if name == '__metadata__':\n"
+     << "            continue\n"
+     << "        if t['dtype'] != 'F64':\n"
+     << "            raise ValueError(name + ': dtype ' + t['dtype'] + ', expected F64')\n"
+     << "        b, e = t['data_offsets']\n"
+     << "        raw = bytearray(data[8 + n + b:8 + n + e])\n"
+     << "        out[name] = torch.frombuffer(raw, dtype=torch.float64).reshape(t['shape']).clone()\n"
+     << "    return out\n\n\n"
+     << "class Model(nn.Module):\n"
+     << "    input_names = [";
+  for (size_t i = 0; i < e.out.input_names.size(); ++i) py << (i ? ", " : "") << py_str(e.out.input_names[i]);
+  py << "]\n\n    @classmethod\n    def from_dir(cls, path):\n"
+     << "        m = cls()\n"
+     << "        m.load_state_dict(load_safetensors(os.path.join(path, 'state_dict.safetensors')))\n"
+     << "        return m.eval()\n"
+     << "\n    def __init__(self):\n        super().__init__()\n" << e.init.str() << "\n    def forward(self";
+  for (size_t i = 0; i < program.input_names.size(); ++i)
+    if (e.needed_input[i]) py << ", " << e.input_var[i];
+  py << "):\n" << e.fwd.str();
+  e.out.model_py = py.str();
+  return std::move(e.out);
+}
+
+void write_torch_export(const TorchExport& e, const std::string& dir, const std::string& spec_sha256) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw IoError(dir, "cannot create the directory: " + ec.message());
+  StTensorList list;
+  for (const NamedTensor& t : e.state) list.emplace_back(t.name, t.tensor.view());
+  write_safetensors((std::filesystem::path(dir) / "state_dict.safetensors").string(), list,
+                    {{"format", "pt"}, {"spec_sha256", spec_sha256}}, StDtype::F64);
+  write_file_atomic((std::filesystem::path(dir) / "model.py").string(), e.model_py);
+}
+
+}  // namespace gr

@@ -1,0 +1,40 @@
+// export_torch.h — a trained spec as a self-contained PyTorch module (docs/use-a-model.md, Export).
+//
+// export_torch() translates the part of the forward graph that the prediction depends on into
+// Python source for an nn.Module computing in float64, and gathers its state_dict:
+//   - spec parameters → nn.Parameter attributes named as in the spec (sanitized when the name is not
+//     a plain Python identifier: "p_" + the name with other characters as '_');
+//   - dense layers → nn.Linear submodules named after the node ("h.weight" [units, in] = the
+//     transposed W [in, units], "h.bias");
+//   - consts → buffers "c_<name>"; preprocessing → buffers "<input>_mean" / "<input>_std" in the
+//     input's row shape (literal values in model.py as well, so the module alone preprocesses).
+// forward(*raw_inputs) takes the spec's inputs that the prediction reads, in the spec's input order,
+// as read from the data file (one-hot inputs as class labels), applies the saved preprocessing
+// ((x − mean) / std), runs the graph and returns the prediction after its transform.
+// A node the export cannot express (a loss inside the prediction's graph) is refused with an
+// InputError at that node's pointer.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "spec/program.h"
+#include "train/preprocess.h"
+
+namespace gr {
+
+struct TorchExport {
+  std::string model_py;                  // the module file
+  std::vector<NamedTensor> state;        // the state_dict, PyTorch names and layouts
+  std::vector<std::string> input_names;  // forward()'s arguments, in order
+};
+
+// `output`: the prediction node (index into program.nodes); `transform`: "softmax" | "sigmoid" |
+// "none". `weights` holds every parameter of the program by its gradrun name.
+TorchExport export_torch(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep,
+                         int output, const std::string& transform);
+
+// Writes DIR/model.py and DIR/state_dict.safetensors (creating DIR).
+void write_torch_export(const TorchExport& e, const std::string& dir, const std::string& spec_sha256);
+
+}  // namespace gr
