@@ -164,6 +164,87 @@ def check_example(gradrun, tmp, name, failures, has_predict):
             failures.append("%s: torch vs gradrun predict max abs diff %.3g > %g" % (name, pdiff, TOL))
 
 
+# Every op the export maps, in one prediction graph (elementwise rows through the op table's torch
+# column, reductions with and without an axis, movement ops, bmm with a broadcast batch of 1, a
+# const, a one-hot input read by the prediction). Reshape and slice shapes are literal, as in the
+# spec, so torch runs on batches of the spec's batch size, like `predict --batch`.
+OPS_GRAPH = [
+    {"id": "n1", "op": "matmul", "inputs": ["x", "W"]}, {"id": "n2", "op": "add", "inputs": ["n1", "v"]},
+    {"id": "n3", "op": "tanh", "inputs": ["n2"]}, {"id": "n4", "op": "sigmoid", "inputs": ["n3"]},
+    {"id": "n5", "op": "mul", "inputs": ["n4", "k"]}, {"id": "n6", "op": "sub", "inputs": ["n5", "n3"]},
+    {"id": "n7", "op": "neg", "inputs": ["n6"]}, {"id": "n8", "op": "adds", "inputs": ["n7"], "scalar": -0.5},
+    {"id": "n9", "op": "muls", "inputs": ["n8"], "scalar": 2.0}, {"id": "n10", "op": "relu", "inputs": ["n9"]},
+    {"id": "n11", "op": "exp", "inputs": ["n3"]}, {"id": "n12", "op": "log", "inputs": ["n11"]},
+    {"id": "n13", "op": "sqrt", "inputs": ["n11"]}, {"id": "n14", "op": "div", "inputs": ["n12", "n13"]},
+    {"id": "n15", "op": "add", "inputs": ["n14", "n10"]},
+    {"id": "r", "op": "reshape", "inputs": ["n15"], "shape": [-1, 2, 2]},
+    {"id": "tr", "op": "transpose", "inputs": ["r"]}, {"id": "bm", "op": "bmm", "inputs": ["tr", "U"]},
+    {"id": "bk", "op": "reshape", "inputs": ["bm"], "shape": [-1, 4]},
+    {"id": "sm", "op": "softmax", "inputs": ["bk"]}, {"id": "ls", "op": "log_softmax", "inputs": ["bk"], "axis": 1},
+    {"id": "cc", "op": "concat", "inputs": ["sm", "ls"], "axis": 1},
+    {"id": "cx", "op": "concat", "inputs": ["cc", "c"], "axis": -1},
+    {"id": "sl", "op": "slice", "inputs": ["cx"], "starts": [0, 1], "stops": [8, -1]},
+    {"id": "su", "op": "sum", "inputs": ["sl"], "axis": 1, "keepdims": True},
+    {"id": "me", "op": "mean", "inputs": ["sl"], "axis": -1, "keepdims": True},
+    {"id": "m2", "op": "mean", "inputs": ["sl"], "axis": 1}, {"id": "m3", "op": "reshape", "inputs": ["m2"], "shape": [-1, 1]},
+    {"id": "p1", "op": "add", "inputs": ["su", "me"]}, {"id": "p2", "op": "add", "inputs": ["p1", "m3"]},
+    {"id": "d", "layer": "dense", "inputs": ["p2"], "units": 1, "activation": "sigmoid"},
+    {"id": "q", "op": "sum", "inputs": ["n3"]}, {"id": "q2", "op": "muls", "inputs": ["q"], "scalar": 0.01},
+    {"id": "pred", "op": "add", "inputs": ["d", "q2"]},
+    {"id": "loss", "op": "mse", "inputs": ["pred", "y"]},
+]
+
+
+def check_ops(gradrun, tmp, failures, has_predict):
+    d = os.path.join(tmp, "ops")
+    os.makedirs(d)
+    rng = np.random.default_rng(7)
+    n, batch = 40, 8
+    data_csv = os.path.join(d, "ops.csv")
+    with open(data_csv, "w") as f:
+        f.write("a0,a1,a2,a3,lab,t\n")
+        for _ in range(n):
+            f.write("%r,%r,%r,%r,%d,%r\n" % (*rng.normal(size=4) * 3 + 1, rng.integers(0, 3), rng.normal()))
+    spec = {"gradrun": 1, "name": "ops", "seed": 5,
+            "data": {"csv": data_csv, "inputs": {"x": {"columns": ["a0", "a1", "a2", "a3"], "standardize": True},
+                                                 "c": {"column": "lab", "one_hot": 3}, "y": {"column": "t"}}},
+            "params": {"W": {"shape": [4, 4], "init": "xavier_uniform"}, "v": {"shape": [4], "init": "zeros"},
+                       "U": {"shape": [1, 2, 2], "init": "xavier_uniform"}},
+            "consts": {"k": {"shape": [4], "values": [0.5, -1.0, 2.0, 0.25]}},
+            "graph": OPS_GRAPH, "loss": "loss", "optimizer": {"kind": "adam", "lr": 0.01},
+            "train": {"epochs": 1, "batch_size": batch, "shuffle": False}}
+    spec_path = os.path.join(d, "ops.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    r = run([gradrun, "train", spec_path, "--quiet", "--out", os.path.join(d, "run")])
+    if r.returncode != 0:
+        return failures.append("ops: train exited %d: %s" % (r.returncode, r.stderr.strip()))
+    out = os.path.join(d, "exp")
+    r = run([gradrun, "export", spec_path, "--weights", os.path.join(d, "run"), "--format", "torch", "--out", out])
+    if r.returncode != 0:
+        return failures.append("ops: export exited %d: %s" % (r.returncode, r.stderr.strip()))
+    model = load_module(os.path.join(out, "model.py")).Model.from_dir(out)
+    cols = read_csv(data_csv)
+    raw = {"x": np.stack([cols[c] for c in ("a0", "a1", "a2", "a3")], axis=1), "c": cols["lab"].reshape(-1, 1)}
+    with torch.no_grad():
+        got = np.concatenate([model(*[torch.from_numpy(raw[i][s:s + batch]) for i in model.input_names]).numpy()
+                              for s in range(0, n, batch)])
+    if not has_predict:
+        return print("note ops: no gradrun predict to compare with (exported and ran)")
+    pred_csv = os.path.join(d, "pred.csv")
+    r = run([gradrun, "predict", spec_path, "--weights", os.path.join(d, "run"), "--data", data_csv, "--out", pred_csv,
+             "--batch", str(batch)])
+    if r.returncode != 0:
+        return failures.append("ops: predict exited %d: %s" % (r.returncode, r.stderr.strip()))
+    want = read_csv(pred_csv)["pred_0"].reshape(-1, 1)
+    diff = float(np.max(np.abs(got - want))) if got.shape == want.shape else float("inf")
+    print("%s ops       torch vs gradrun predict (every mapped op): max abs diff %.3g" % ("ok  " if diff <= TOL else "FAIL",
+                                                                                       diff))
+    if diff > TOL:
+        failures.append("ops: torch vs gradrun predict max abs diff %.3g > %g (shapes %s, %s)" % (diff, TOL, got.shape,
+                                                                                               want.shape))
+
+
 def check_refusals(gradrun, tmp, failures):
     d = os.path.join(tmp, "refuse")
     with open(os.path.join(ROOT, "specs", "iris.json")) as f:
@@ -206,6 +287,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("iris", "digits", "diabetes"):
             check_example(gradrun, tmp, name, failures, has_predict)
+        check_ops(gradrun, tmp, failures, has_predict)
         check_refusals(gradrun, tmp, failures)
     for f in failures:
         print("FAIL " + f)
