@@ -8,7 +8,8 @@ export, load DIR/model.py and DIR/state_dict.safetensors into the installed torc
 load_state_dict (strict), run forward on every row of the data set's raw CSV and compare with a
 NumPy re-implementation of the forward pass on gradrun's weights.safetensors and the preprocessing
 saved in its metadata, to 1e-12 absolute (float64) — and with `gradrun predict` on the same CSV
-when that command exists. Also: a prediction that is a loss node is refused naming the node (exit
+when that command exists. A synthetic spec whose prediction uses every op the export maps is
+matched against `gradrun predict` the same way. Also: a prediction that is a loss node is refused naming the node (exit
 2, nothing written), and weights from another spec are refused (exit 2).
 
 Without torch or numpy the test exits 77 (ctest: Skipped), or 1 when GR_REQUIRE_TORCH=1.
