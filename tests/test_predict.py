@@ -5,8 +5,8 @@ usage: test_predict.py GRADRUN   (run from the repository root)
 
 - evaluate on the run's validation rows equals the last line of metrics.csv bit for bit;
 - predict on the training CSV reproduces the accuracy evaluate reports on the same file;
-- predict gives the same bytes for batch sizes 30 (the spec's), 7 (a partial last batch) and 150,
-  and for the same rows given as CSV or as a .npy tensor;
+- predict gives the same bytes for several batch sizes (with a partial last batch), on the CPU tape
+  and on the device replay engine (--device host), and for the same rows as CSV or as a .npy tensor;
 - a CSV missing a column, a tensor of the wrong width, weights of another spec and a bad
   "predict" key exit 2 with one located line and write nothing.
 """
@@ -95,8 +95,11 @@ def classifier_checks(spec_path, run_dir, label_column, batches):
         check(abs(sum(float(v) for v in row.split(",")[:-1]) - 1) < 1e-12, f"softmax row does not sum to 1: {row}")
     for b in batches[1:]:
         check(open(outs[b]).read() == text, f"{spec_path}: predict --batch {b} differs from --batch {batches[0]}")
+    host = os.path.join(tmp, "pred_host.csv")  # the device replay engine on the host backend, last batch padded
+    run("predict", spec_path, "--weights", run_dir, "--data", csv, "--out", host, "--device", "host", "-q")
+    check(os.path.exists(host) and open(host).read() == text, f"{spec_path}: predict --device host differs from the CPU tape")
     print(f"{spec_path}: evaluate == metrics.csv (loss {e['loss']!r}, accuracy {e['accuracy']!r}); "
-          f"predict accuracy {acc!r} == evaluate on {len(labels)} rows; batches {batches} identical")
+          f"predict accuracy {acc!r} == evaluate on {len(labels)} rows; batches {batches} and --device host identical")
     return text
 
 

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "io/atomic_file.h"
+#include "train/device_runner.h"
 #include "train/predict.h"
 
 namespace gr::cli {
@@ -20,16 +21,23 @@ struct PredictFlags {
 
 void run_predict(const PredictFlags& f) {
   apply_threads(f.threads);
-  if (f.device != "cpu")
-    throw UsageError("predict --device " + f.device +
-                     ": the device engines replay training episodes only; predict runs on the CPU tape (--device cpu)");
   const Spec spec = load_spec(f.spec);
+  const DeviceChoice d = choose_device(spec, f.device, "f64", false, true);
   const TrainedWeights w = read_trained(spec, f.weights);
   Model model(spec, shape_only_data(spec, w.prep));
   model.load_params(w.file, w.path);
   const PredictTarget target = predict_target(model.program());
   const DataTable table = read_data_file(spec, w.prep, f.data, inputs_needed(model.program(), target.node));
-  const Predictions p = predict_rows(model, target, table, f.batch > 0 ? f.batch : model.program().batch);
+  Predictions p;
+  if (d.kind == DeviceKind::Cpu) {
+    p = predict_rows(model, target, table, f.batch > 0 ? f.batch : model.program().batch);
+  } else {  // one static batch shape on a device: the spec's
+    if (f.batch > 0 && f.batch != model.program().batch)
+      throw UsageError("--batch " + std::to_string(f.batch) + " with --device " + f.device + ": a device program runs the spec's batch size (" +
+                       std::to_string(model.program().batch) + ")");
+    std::string why;
+    p = predict_rows_device(model, target, table, open_backend(d.kind, &why));
+  }
   write_file_atomic(f.out, render_predictions(p, target, f.out));
   if (!f.quiet)
     std::printf("predicted %lld rows of %s (%s) into %s\n", static_cast<long long>(p.rows), target.name.c_str(),
@@ -45,7 +53,7 @@ void add_predict(CLI::App& app) {
   c->add_option("--weights", f->weights, "A run folder or its weights.safetensors")->required();
   c->add_option("--data", f->data, "Data to predict on: .csv, .npy, .npz or .safetensors, bound like the spec's data")->required();
   c->add_option("--out", f->out, "Output file: .csv (default predictions.csv), .npy or .safetensors");
-  c->add_option("--device", f->device, "cpu (the CPU tape; host and cuda are refused for now)")
+  c->add_option("--device", f->device, "cpu (the CPU tape, default) | host | cuda (the device replay engine, f64: the same bytes)")
       ->check(CLI::IsMember({"cpu", "host", "cuda"}));
   c->add_option("--batch", f->batch, "Rows per recorded batch (default: the spec's batch_size)")->check(CLI::Range(1, 100000000));
   c->add_flag("--quiet,-q", f->quiet, "Print only errors");

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "io/errors.h"
+#include "train/device_runner.h"
 #include "train/trainer.h"
 
 namespace gr {
@@ -33,6 +34,20 @@ Tensor zeros(int64_t rows, const std::vector<int64_t>& row_shape) {
   std::vector<int64_t> dims{rows};
   dims.insert(dims.end(), row_shape.begin(), row_shape.end());
   return Tensor(Shape(std::span<const int64_t>(dims)));
+}
+
+// The prediction's transform of one row x[0..w), appended to out.
+void apply_transform(const std::string& transform, const double* x, int64_t w, std::vector<double>& out) {
+  if (transform == "softmax") {
+    double m = x[0], sum = 0.0;
+    for (int64_t j = 1; j < w; ++j) m = std::max(m, x[j]);
+    for (int64_t j = 0; j < w; ++j) sum = sum + std::exp(x[j] - m);
+    for (int64_t j = 0; j < w; ++j) out.push_back(std::exp(x[j] - m) / sum);
+  } else if (transform == "sigmoid") {
+    for (int64_t j = 0; j < w; ++j) out.push_back(1.0 / (1.0 + std::exp(-x[j])));
+  } else {
+    for (int64_t j = 0; j < w; ++j) out.push_back(x[j]);
+  }
 }
 
 }  // namespace
@@ -179,20 +194,41 @@ Predictions predict_rows(Model& model, const PredictTarget& target, const DataTa
     for (int64_t r = 0; r < n; ++r) {
       const double* x = v.data + r * w;
       if (target.classifier) out.classes.push_back(argmax_row(x, w));
-      if (target.transform == "softmax") {
-        double m = x[0], sum = 0.0;
-        for (int64_t j = 1; j < w; ++j) m = std::max(m, x[j]);
-        for (int64_t j = 0; j < w; ++j) sum = sum + std::exp(x[j] - m);
-        for (int64_t j = 0; j < w; ++j) out.values.push_back(std::exp(x[j] - m) / sum);
-      } else if (target.transform == "sigmoid") {
-        for (int64_t j = 0; j < w; ++j) out.values.push_back(1.0 / (1.0 + std::exp(-x[j])));
-      } else {
-        for (int64_t j = 0; j < w; ++j) out.values.push_back(x[j]);
-      }
+      apply_transform(target.transform, x, w, out.values);
     }
     model.reset();
   }
   return out;
+}
+
+Predictions predict_rows_device(Model& model, const PredictTarget& target, const DataTable& table,
+                                std::unique_ptr<device::Backend> backend) {
+  Optimizer opt = model.make_optimizer();  // the runner captures a training episode; only its forward runs
+  DeviceRunner runner(model, opt, std::move(backend), DType::F64);
+  const int64_t batch = model.program().batch;
+  std::vector<int64_t> rows(static_cast<size_t>(batch));
+  for (int64_t i = 0; i < batch; ++i) rows[static_cast<size_t>(i)] = 0;
+  const Var out = model.record(model.data().train, rows)[static_cast<size_t>(target.node)];  // the captured episode's ids
+  model.reset();
+  Predictions p;
+  p.rows = table.rows;
+  std::vector<double> buf;
+  for (int64_t start = 0; start < table.rows; start += batch) {
+    const int64_t n = std::min(batch, table.rows - start);
+    for (int64_t i = 0; i < batch; ++i) rows[static_cast<size_t>(i)] = start + (i < n ? i : 0);
+    runner.upload_batch(table, rows);
+    runner.episode().forward();
+    buf.resize(static_cast<size_t>(model.program().nodes[static_cast<size_t>(target.node)].shape.numel()));
+    runner.episode().value(out, buf);
+    const int64_t w = static_cast<int64_t>(buf.size()) / batch;
+    p.width = w;
+    for (int64_t r = 0; r < n; ++r) {
+      const double* x = buf.data() + r * w;
+      if (target.classifier) p.classes.push_back(argmax_row(x, w));
+      apply_transform(target.transform, x, w, p.values);
+    }
+  }
+  return p;
 }
 
 std::string render_predictions(const Predictions& p, const PredictTarget& target, const std::string& path) {

@@ -8,9 +8,11 @@
 // depend on how the rows are batched.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "device/backend.h"
 #include "io/safetensors.h"
 #include "spec/dataset.h"
 #include "spec/program.h"
@@ -54,6 +56,13 @@ struct Predictions {
 };
 // Throws InputError when a batch size does not fit the graph.
 Predictions predict_rows(Model& model, const PredictTarget& target, const DataTable& table, int64_t batch);
+
+// The same on the device replay engine (f64, per-node launches): the forward half of the training
+// episode replayed per batch of the spec's batch size, the last batch padded with copies of its
+// first row (rows are independent, so the padding changes no kept row). Same bytes as the tape.
+// `backend`: an open Host or Cuda backend. The model must hold the trained weights already.
+Predictions predict_rows_device(Model& model, const PredictTarget& target, const DataTable& table,
+                                std::unique_ptr<device::Backend> backend);
 
 // CSV (NAME_j columns, then class), .npy ([rows, width] f8) or .safetensors (NAME, class) by the
 // extension of `path`; numbers in shortest round-trip form.
