@@ -1,0 +1,373 @@
+#include "train/export_onnx.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <set>
+
+#include "io/atomic_file.h"
+#include "io/errors.h"
+#include "train/onnx_writer.h"
+
+namespace gr {
+
+namespace {
+
+using onnx::attr_int;
+using onnx::attr_ints;
+using onnx::NodeProto;
+
+// Value names, unique within the graph (ONNX values are single-assignment).
+class Names {
+ public:
+  std::string take(const std::string& wanted) {
+    std::string name = wanted;
+    for (int k = 2; used_.contains(name); ++k) name = wanted + "_" + std::to_string(k);
+    used_.insert(name);
+    return name;
+  }
+
+ private:
+  std::set<std::string> used_;
+};
+
+std::vector<int64_t> dims_of(const Shape& s) { return {s.dims().begin(), s.dims().end()}; }
+
+struct Builder {
+  const Program& p;
+  const SafetensorsFile& weights;
+  onnx::ModelProto model;
+  Names names;
+  std::vector<std::string> node_val, param_val, const_val, input_val;
+  std::vector<bool> needed_node, needed_input, needed_param, needed_const;
+  bool symbolic = true;
+  int counter = 0;
+
+  onnx::GraphProto& g() { return model.graph; }
+
+  [[noreturn]] void refuse(const NodeSpec& n, const std::string& why) const {
+    throw InputError(p.spec->path, n.pointer, "export onnx: node \"" + n.id + "\" " + why);
+  }
+
+  const Tensor& weight(int index) const {
+    const ProgramParam& pp = p.params[static_cast<size_t>(index)];
+    const Tensor* t = weights.find(pp.name);
+    if (!t) throw InputError(p.spec->path, pp.pointer, "the weights hold no parameter \"" + pp.name + "\"");
+    if (t->shape().dims().size() != pp.shape.dims().size() || t->numel() != pp.shape.numel() ||
+        !std::equal(t->shape().dims().begin(), t->shape().dims().end(), pp.shape.dims().begin()))
+      throw InputError(p.spec->path, pp.pointer,
+                       "parameter \"" + pp.name + "\" is " + pp.shape.str() + " in the spec but " + t->shape().str() +
+                           " in the weights");
+    return *t;
+  }
+
+  Shape shape_of(const Ref& r) const {
+    const auto k = static_cast<size_t>(r.index);
+    switch (r.kind) {
+      case Ref::Kind::Input: return p.input_shapes[k];
+      case Ref::Kind::Param: return p.params[k].shape;
+      case Ref::Kind::Const: return Shape(std::span<const int64_t>(p.spec->consts[k].shape));
+      case Ref::Kind::Node: return p.nodes[k].shape;
+    }
+    return Shape{1};
+  }
+
+  std::string ref(const Ref& r) const {
+    const auto k = static_cast<size_t>(r.index);
+    switch (r.kind) {
+      case Ref::Kind::Input: return input_val[k];
+      case Ref::Kind::Param: return param_val[k];
+      case Ref::Kind::Const: return const_val[k];
+      case Ref::Kind::Node: return node_val[k];
+    }
+    return "?";
+  }
+
+  std::string initializer_f(const std::string& wanted, std::vector<int64_t> dims, std::span<const double> v) {
+    const std::string name = names.take(wanted);
+    g().initializers.push_back(onnx::float_tensor(name, std::move(dims), v));
+    return name;
+  }
+  std::string initializer_i(const std::string& wanted, std::vector<int64_t> dims, std::span<const int64_t> v) {
+    const std::string name = names.take(wanted);
+    g().initializers.push_back(onnx::int64_tensor(name, std::move(dims), v));
+    return name;
+  }
+
+  // Appends a node; returns its (single) output's name.
+  std::string emit(const std::string& op, std::vector<std::string> in, const std::string& out_wanted,
+                   std::vector<onnx::AttributeProto> attrs = {}) {
+    const std::string out = names.take(out_wanted);
+    NodeProto n;
+    n.op_type = op;
+    n.name = op + "_" + std::to_string(counter++);
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    n.attributes = std::move(attrs);
+    g().nodes.push_back(std::move(n));
+    return out;
+  }
+
+  void mark(int output) {
+    needed_node.assign(p.nodes.size(), false);
+    needed_input.assign(p.input_names.size(), false);
+    needed_param.assign(p.params.size(), false);
+    needed_const.assign(p.spec->consts.size(), false);
+    needed_node[static_cast<size_t>(output)] = true;
+    for (int i = output; i >= 0; --i) {
+      const ProgramNode& pn = p.nodes[static_cast<size_t>(i)];
+      if (!needed_node[static_cast<size_t>(i)]) continue;
+      if (pn.weight >= 0) needed_param[static_cast<size_t>(pn.weight)] = needed_param[static_cast<size_t>(pn.bias)] = true;
+      for (const Ref& r : pn.inputs) {
+        const auto k = static_cast<size_t>(r.index);
+        switch (r.kind) {
+          case Ref::Kind::Input: needed_input[k] = true; break;
+          case Ref::Kind::Param: needed_param[k] = true; break;
+          case Ref::Kind::Const: needed_const[k] = true; break;
+          case Ref::Kind::Node: needed_node[k] = true; break;
+        }
+      }
+    }
+  }
+
+  // Does node pn keep rows independent, with the batch as dimension 0 (so "batch" can be symbolic)?
+  bool row_wise(const ProgramNode& pn) const {
+    const NodeSpec& n = *pn.spec;
+    if (n.kind != NodeSpec::Kind::Op) return true;  // dense (mse is refused anyway)
+    const Shape in = pn.inputs.empty() ? Shape{1} : shape_of(pn.inputs[0]);
+    const auto axis0 = [&](const Shape& s) { return s.normalize_axis(n.axis.value_or(-1)) == 0; };
+    switch (n.op) {
+      case Op::Param:
+      case Op::Const:
+      case Op::SoftmaxCrossEntropy: return true;
+#define GR_ONNX_ROWWISE(E, name, arity, cls, ...) GR_OP_IF_UNARY_##cls(case Op::E:) GR_OP_IF_BINARY_##cls(case Op::E:)
+        GR_OP_TABLE(GR_ONNX_ROWWISE)
+#undef GR_ONNX_ROWWISE
+      case Op::Matmul:
+      case Op::Bmm: return true;
+      case Op::Sum:
+      case Op::Mean: return n.axis.has_value() && !axis0(in);
+      case Op::Softmax:
+      case Op::LogSoftmax:
+      case Op::Concat: return !axis0(in);
+      case Op::Transpose: return in.rank() > 2;
+      case Op::Reshape: return !n.shape.empty() && n.shape[0] == -1 && in[0] == p.batch && pn.shape[0] == p.batch;
+      case Op::Slice: return !n.starts.empty() && n.starts[0] == 0 && n.stops[0] >= in[0];
+    }
+    return false;
+  }
+
+  void leaves(const Preprocessing& prep) {
+    param_val.assign(p.params.size(), "");
+    for (size_t i = 0; i < p.params.size(); ++i) {
+      if (!needed_param[i]) continue;
+      const Tensor& t = weight(static_cast<int>(i));
+      param_val[i] = initializer_f(p.params[i].name, dims_of(p.params[i].shape), t.values());
+    }
+    const_val.assign(p.spec->consts.size(), "");
+    for (size_t i = 0; i < p.spec->consts.size(); ++i) {
+      if (!needed_const[i]) continue;
+      const ConstSpec& c = p.spec->consts[i];
+      const_val[i] = initializer_f(c.name, c.shape, c.values);
+    }
+    input_val.assign(p.input_names.size(), "");
+    for (size_t i = 0; i < p.input_names.size(); ++i) {
+      if (!needed_input[i]) continue;
+      const std::string& name = p.input_names[i];
+      const InputPrep* ip = prep.find(name);
+      if (!ip)
+        throw InputError(p.spec->path, "/data/inputs/" + name, "the saved preprocessing has no input \"" + name + "\"");
+      const Shape& s = p.input_shapes[i];
+      onnx::ValueInfoProto vi;
+      vi.name = names.take(name);
+      const onnx::Dim batch_dim = symbolic ? onnx::Dim{-1, "batch"} : onnx::Dim{s[0], ""};
+      vi.dims.push_back(batch_dim);
+      std::string v = vi.name;
+      if (!ip->one_hot_classes.empty()) {
+        vi.dims.push_back({1, ""});  // class labels, one per row
+        const auto k = static_cast<int64_t>(ip->one_hot_classes.size());
+        std::vector<double> classes(static_cast<size_t>(k));
+        for (int64_t c = 0; c < k; ++c) classes[static_cast<size_t>(c)] = static_cast<double>(c);
+        const std::string cls = initializer_f(name + "_classes", {k}, classes);
+        const std::string eq = emit("Equal", {v, cls}, name + "_is_class");  // [batch, 1] vs [k] → [batch, k]
+        v = emit("Cast", {eq}, name + "_one_hot", {attr_int("to", static_cast<int64_t>(onnx::DataType::Float))});
+      } else {
+        for (int d = 1; d < s.rank(); ++d) vi.dims.push_back({s[d], ""});
+      }
+      g().inputs.push_back(vi);
+      if (!ip->mean.empty()) {
+        std::vector<int64_t> row(s.dims().begin() + 1, s.dims().end());
+        if (row.empty()) row.push_back(1);
+        const Shape rs{std::span<const int64_t>(row)};
+        if (static_cast<int64_t>(ip->mean.size()) != rs.numel() || ip->std.size() != ip->mean.size())
+          throw InputError(p.spec->path, "/data/inputs/" + name,
+                           "the saved standardization has " + std::to_string(ip->mean.size()) +
+                               " columns; the input's row " + rs.str() + " needs " + std::to_string(rs.numel()));
+        const std::string m = initializer_f(name + "_mean", row, ip->mean);
+        const std::string sd = initializer_f(name + "_std", row, ip->std);
+        v = emit("Div", {emit("Sub", {v, m}, name + "_centered"), sd}, name + "_standardized");
+      }
+      input_val[i] = v;
+    }
+  }
+
+  std::string scalar(double v) { return initializer_f("scalar", {}, std::span<const double>(&v, 1)); }
+  std::string ints(const std::string& wanted, std::vector<int64_t> v) {
+    return initializer_i(wanted, {static_cast<int64_t>(v.size())}, v);
+  }
+
+  // The node's value; `out` is the wanted name of its result.
+  std::string node(const ProgramNode& pn, const std::string& out) {
+    const NodeSpec& n = *pn.spec;
+    const std::string a = pn.inputs.empty() ? "" : ref(pn.inputs[0]);
+    const std::string b = pn.inputs.size() > 1 ? ref(pn.inputs[1]) : "";
+    switch (n.kind) {
+      case NodeSpec::Kind::Mse: refuse(n, "(mse) is a loss; the exported model computes the prediction only");
+      case NodeSpec::Kind::Dense: {
+        const std::string act = n.activation;
+        if (act != "relu" && act != "tanh" && act != "sigmoid" && act != "none")
+          refuse(n, "has activation \"" + act + "\", which the export does not know");
+        const std::string mm = emit("MatMul", {a, param_val[static_cast<size_t>(pn.weight)]}, out + "_matmul");
+        const std::string z =
+            emit("Add", {mm, param_val[static_cast<size_t>(pn.bias)]}, act == "none" ? out : out + "_linear");
+        if (act == "relu") return emit("Relu", {z}, out);
+        if (act == "tanh") return emit("Tanh", {z}, out);
+        if (act == "sigmoid") return emit("Sigmoid", {z}, out);
+        return z;
+      }
+      case NodeSpec::Kind::Op: break;
+    }
+    const int64_t axis = n.axis.value_or(-1);
+    switch (n.op) {
+      case Op::Param:
+      case Op::Const: refuse(n, "is a leaf op, never a graph node");
+      case Op::Add: return emit("Add", {a, b}, out);
+      case Op::Sub: return emit("Sub", {a, b}, out);
+      case Op::Mul: return emit("Mul", {a, b}, out);
+      case Op::Div: return emit("Div", {a, b}, out);
+      case Op::Neg: return emit("Neg", {a}, out);
+      case Op::AddScalar: return emit("Add", {a, scalar(n.scalar)}, out);
+      case Op::MulScalar: return emit("Mul", {a, scalar(n.scalar)}, out);
+      case Op::Relu: return emit("Relu", {a}, out);
+      case Op::Sigmoid: return emit("Sigmoid", {a}, out);
+      case Op::Tanh: return emit("Tanh", {a}, out);
+      case Op::Exp: return emit("Exp", {a}, out);
+      case Op::Log: return emit("Log", {a}, out);
+      case Op::Sqrt: return emit("Sqrt", {a}, out);
+      case Op::Sum:
+        if (n.axis)  // opset 13: ReduceSum takes its axes as an input
+          return emit("ReduceSum", {a, ints("axes", {axis})}, out, {attr_int("keepdims", n.keepdims ? 1 : 0)});
+        return emit("Reshape", {emit("ReduceSum", {a}, out + "_all", {attr_int("keepdims", 0)}), ints("shape", {1})}, out);
+      case Op::Mean:
+        if (n.axis) return emit("ReduceMean", {a}, out, {attr_ints("axes", {axis}), attr_int("keepdims", n.keepdims ? 1 : 0)});
+        return emit("Reshape", {emit("ReduceMean", {a}, out + "_all", {attr_int("keepdims", 0)}), ints("shape", {1})},
+                    out);
+      case Op::Matmul:
+      case Op::Bmm: return emit("MatMul", {a, b}, out);
+      case Op::Transpose: {
+        const int rank = shape_of(pn.inputs[0]).rank();
+        if (rank < 2) refuse(n, "transposes a tensor of rank " + std::to_string(rank));
+        std::vector<int64_t> perm(static_cast<size_t>(rank));
+        for (int d = 0; d < rank; ++d) perm[static_cast<size_t>(d)] = d;
+        std::swap(perm[static_cast<size_t>(rank - 2)], perm[static_cast<size_t>(rank - 1)]);
+        return emit("Transpose", {a}, out, {attr_ints("perm", perm)});
+      }
+      case Op::Reshape: return emit("Reshape", {a, ints("shape", n.shape)}, out);
+      case Op::Slice: {
+        std::vector<int64_t> axes(n.starts.size()), ends = n.stops;
+        for (size_t d = 0; d < axes.size(); ++d) axes[d] = static_cast<int64_t>(d);
+        // A slice keeping every row runs on any batch size.
+        if (symbolic && !ends.empty() && n.starts[0] == 0 && ends[0] >= shape_of(pn.inputs[0])[0])
+          ends[0] = std::numeric_limits<int64_t>::max();
+        return emit("Slice", {a, ints("starts", n.starts), ints("ends", ends), ints("axes", axes)}, out);
+      }
+      case Op::Concat: return emit("Concat", {a, b}, out, {attr_int("axis", axis)});
+      case Op::Softmax: return emit("Softmax", {a}, out, {attr_int("axis", axis)});
+      case Op::LogSoftmax: return emit("LogSoftmax", {a}, out, {attr_int("axis", axis)});
+      case Op::SoftmaxCrossEntropy:
+        refuse(n, "(softmax_cross_entropy) is a loss; the exported model computes the prediction only");
+    }
+    refuse(n, "has an op the export does not know");
+  }
+};
+
+}  // namespace
+
+OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep, int output,
+                       const std::string& transform) {
+  const Spec& spec = *program.spec;
+  if (output < 0 || output >= static_cast<int>(program.nodes.size()))
+    throw InputError(spec.path, spec.loss_pointer, "no prediction node to export");
+  if (transform != "softmax" && transform != "sigmoid" && transform != "none" && !transform.empty())
+    throw InputError(spec.path, "/predict/transform", "unknown transform \"" + transform + "\"");
+  Builder b{program, weights, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, true, 0};
+  b.mark(output);
+  const ProgramNode& out_node = program.nodes[static_cast<size_t>(output)];
+  for (size_t i = 0; i < program.nodes.size(); ++i)
+    if (b.needed_node[i] && !b.row_wise(program.nodes[i])) b.symbolic = false;
+  if (transform == "softmax" && out_node.shape.rank() < 2) b.symbolic = false;
+  if (out_node.shape.rank() == 0 || out_node.shape[0] != program.batch) b.symbolic = false;
+  // The graph output is named after the prediction node: reserve that name first.
+  const std::string out_name = b.names.take(out_node.spec->id);
+  b.leaves(prep);
+  b.node_val.assign(program.nodes.size(), "");
+  const bool transformed = transform == "softmax" || transform == "sigmoid";
+  for (size_t i = 0; i < program.nodes.size(); ++i) {
+    if (!b.needed_node[i]) continue;
+    const ProgramNode& pn = program.nodes[i];
+    if (static_cast<int>(i) == output && !transformed) {
+      // The output value must carry the reserved name: build under a temporary name, then Identity.
+      b.node_val[i] = b.node(pn, pn.spec->id + "_value");
+      NodeProto id;
+      id.op_type = "Identity";
+      id.name = "Identity_" + std::to_string(b.counter++);
+      id.inputs = {b.node_val[i]};
+      id.outputs = {out_name};
+      b.g().nodes.push_back(std::move(id));
+    } else {
+      b.node_val[i] = b.node(pn, pn.spec->id);
+    }
+  }
+  if (transformed) {
+    NodeProto t;
+    t.op_type = transform == "softmax" ? "Softmax" : "Sigmoid";
+    t.name = t.op_type + "_" + std::to_string(b.counter++);
+    t.inputs = {b.node_val[static_cast<size_t>(output)]};
+    t.outputs = {out_name};
+    if (transform == "softmax") t.attributes.push_back(attr_int("axis", -1));
+    b.g().nodes.push_back(std::move(t));
+  }
+  onnx::ValueInfoProto vo;
+  vo.name = out_name;
+  for (int d = 0; d < out_node.shape.rank(); ++d)
+    vo.dims.push_back(d == 0 && b.symbolic ? onnx::Dim{-1, "batch"} : onnx::Dim{out_node.shape[d], ""});
+  b.g().outputs.push_back(vo);
+  b.g().name = spec.name.empty() ? "gradrun" : spec.name;
+  b.g().doc = "the forward graph of " + spec.path + " with its preprocessing; output " + out_name + " (transform " +
+              (transform.empty() ? "none" : transform) + ")";
+  b.model.producer_version = "0.1.0";
+  b.model.metadata = {{"spec_sha256", spec.sha256}, {"prediction", out_name},
+                      {"transform", transform.empty() ? "none" : transform}};
+
+  OnnxExport e;
+  e.bytes = onnx::serialize(b.model);
+  for (const onnx::ValueInfoProto& v : b.g().inputs) e.input_names.push_back(v.name);
+  e.output_name = out_name;
+  e.symbolic_batch = b.symbolic;
+  e.batch = program.batch;
+  e.nodes = b.g().nodes.size();
+  e.initializers = b.g().initializers.size();
+  return e;
+}
+
+void write_onnx_export(const OnnxExport& e, const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    if (ec) throw IoError(parent.string(), "cannot create the directory: " + ec.message());
+  }
+  write_file_atomic(path, e.bytes);
+}
+
+}  // namespace gr

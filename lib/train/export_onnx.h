@@ -1,0 +1,51 @@
+// export_onnx.h — a trained spec as an ONNX model (opset 13, float32), written with the project's
+// own protobuf writer (train/onnx_writer.h). docs/use-a-model.md, Export.
+//
+// export_onnx() translates the part of the forward graph that the prediction depends on:
+//   - graph inputs: the spec's inputs that the prediction reads, in the spec's input order, RAW as
+//     read from the data file (float32; one-hot inputs as class labels [batch, 1]), followed by the
+//     saved preprocessing as nodes: one-hot (Equal against the class indices, Cast), then
+//     Sub "<input>_mean" / Div "<input>_std" initializers in the input's row shape;
+//   - spec parameters and consts → float32 initializers named as in the spec;
+//   - dense layers → MatMul(x, <id>.W [in, units]) + Add <id>.b, then the activation;
+//   - elementwise rows of the op table → Add/Sub/Mul/Div/Neg/Relu/Sigmoid/Tanh/Exp/Log/Sqrt (adds,
+//     muls: Add/Mul with a scalar initializer); sum/mean → ReduceSum (axes as an input) / ReduceMean
+//     (axes attribute), a full reduction reshaped to [1]; matmul, bmm → MatMul; transpose →
+//     Transpose swapping the last two axes; reshape → Reshape (the spec's literal shape); slice →
+//     Slice; concat → Concat; softmax, log_softmax → Softmax / LogSoftmax (axis);
+//   - the prediction's transform → Softmax(axis -1) / Sigmoid; the graph output is named after the
+//     prediction node.
+// The batch dimension is symbolic ("batch") unless a node of the graph mixes or reshapes rows
+// (a reduction, softmax or concat over axis 0, a full sum/mean, a transpose of a 2-D tensor, a
+// reshape or slice that changes the row count): then it is the spec's batch size, and data runs in
+// batches of that size, as `predict --batch` does.
+// A node the export cannot express (a loss inside the prediction's graph) is refused with an
+// InputError at that node's pointer.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "spec/program.h"
+#include "train/preprocess.h"
+
+namespace gr {
+
+struct OnnxExport {
+  std::string bytes;                     // the .onnx file
+  std::vector<std::string> input_names;  // the graph's inputs, in order
+  std::string output_name;
+  bool symbolic_batch = true;  // false: every input's first dimension is fixed to `batch`
+  int64_t batch = 0;
+  size_t nodes = 0, initializers = 0;
+};
+
+// `output`: the prediction node (index into program.nodes); `transform`: "softmax" | "sigmoid" |
+// "none". `weights` holds every parameter of the program by its gradrun name.
+OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep, int output,
+                       const std::string& transform);
+
+// Writes PATH atomically (creating its directory).
+void write_onnx_export(const OnnxExport& e, const std::string& path);
+
+}  // namespace gr
