@@ -1,10 +1,13 @@
 // gradrun train SPEC — train a spec on the CPU tape and write the run folder.
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
 #include "cli.h"
 #include "io/atomic_file.h"
+#include "train/run_state.h"
 #include "train/trainer.h"
 
 namespace gr::cli {
@@ -14,29 +17,37 @@ namespace {
 struct TrainFlags {
   int threads = 1;
   std::string spec, out, device, dtype, init, resume, expect;
-  bool fuse = false, quiet = false;
+  bool fuse = false, quiet = false, force = false;
   Overrides overrides;
 };
 
-// Compares a run's loss.csv text with a golden file; prints the first differing step.
-void compare_expected(const std::string& golden_path, const std::string& got_text) {
-  const std::string want_text = read_file(golden_path);
-  auto lines = [](const std::string& s) {
-    std::vector<std::string> out;
-    size_t start = 0;
-    while (start < s.size()) {
-      size_t end = s.find('\n', start);
-      if (end == std::string::npos) end = s.size();
-      std::string line = s.substr(start, end - start);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (!line.empty()) out.push_back(line);
-      start = end + 1;
-    }
-    return out;
-  };
-  const std::vector<std::string> want = lines(want_text), got = lines(got_text);
+// The non-empty lines of a text (CR LF too).
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t end = s.find('\n', start);
+    if (end == std::string::npos) end = s.size();
+    std::string line = s.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) out.push_back(line);
+    start = end + 1;
+  }
+  return out;
+}
+
+// The golden loss.csv's rows after its header (training compares each step as it goes).
+std::vector<std::string> read_expected(const std::string& golden_path) {
+  std::vector<std::string> want = lines(read_file(golden_path));
   if (want.empty() || want[0] != "step,epoch,loss")
     throw InputError(golden_path, "line 1", "not a loss log (expected the header step,epoch,loss)");
+  want.erase(want.begin());
+  return want;
+}
+
+// Compares a finished run's loss.csv text with a golden file; prints the first differing step.
+void compare_expected(const std::string& golden_path, const std::string& got_text) {
+  std::vector<std::string> want = lines(read_file(golden_path)), got = lines(got_text);
   for (size_t i = 1; i < std::min(want.size(), got.size()); ++i)
     if (want[i] != got[i]) {
       std::fprintf(stderr, "gradrun: expect: the loss log differs from %s at step %zu (line %zu):\n  expected %s\n  got      %s\n",
@@ -55,28 +66,51 @@ void run_train(const TrainFlags& f) {
   Spec spec = load_with_overrides(f.spec, f.overrides);
   DeviceChoice d = choose_device(spec, f.device, f.dtype, f.fuse, f.quiet);
   if (!f.init.empty() && !f.resume.empty()) throw UsageError("--init and --resume cannot be combined");
-  if (!f.expect.empty()) read_file(f.expect);  // a missing golden file fails now, not after training
+  std::vector<std::string> expect;
+  if (!f.expect.empty()) expect = read_expected(f.expect);  // a missing or bad golden file fails now, not after training
   Model model(spec, load_datasets(spec));
   TrainOptions o;
-  o.out_dir = f.out.empty() ? spec.output_dir : f.out;
-  o.epochs = spec.train.epochs;
+  std::string resume_run = f.resume;  // the run folder (also when given as its checkpoint/)
+  while (resume_run.size() > 1 && resume_run.back() == '/') resume_run.pop_back();
+  if (std::filesystem::path(resume_run).filename() == "checkpoint") resume_run = std::filesystem::path(resume_run).parent_path().string();
+  o.out_dir = !f.out.empty() ? f.out : !f.resume.empty() ? resume_run : spec.output_dir;
+  // A resume without --epochs continues to the checkpoint's target.
+  o.epochs = f.resume.empty() || f.overrides.epochs ? spec.train.epochs : 0;
+  o.force = f.force;
+  o.expect = expect;
   o.init_file = f.init;
   o.resume_dir = f.resume;
   o.quiet = f.quiet;
   o.device = d.kind;
   o.dtype = d.dtype;
   o.fuse = d.fuse;
-  const TrainResult r = train(model, o, std::move(d.backend));
+  TrainResult r;
+  try {
+    r = train(model, o, std::move(d.backend));
+  } catch (const ExpectMismatch& e) {  // stopped at the first differing step: exit 1, no success line
+    if (e.expected.empty())
+      std::fprintf(stderr, "gradrun: expect: %s has %zu steps, this run goes on:\n  got      %s\n", f.expect.c_str(), expect.size(),
+                   e.got.c_str());
+    else
+      std::fprintf(stderr, "gradrun: expect: the loss log differs from %s at step %lld (line %lld):\n  expected %s\n  got      %s\n",
+                   f.expect.c_str(), static_cast<long long>(e.step), static_cast<long long>(e.step + 1), e.expected.c_str(),
+                   e.got.c_str());
+    throw CheckFailed{};
+  } catch (const InterruptedError& e) {  // exit 130, as a shell reports a SIGINT
+    std::fflush(stdout);
+    std::fprintf(stderr, "gradrun: %s\n", e.what());
+    std::exit(130);
+  }
+  if (!f.expect.empty()) compare_expected(f.expect, render_loss_csv(r.log));  // a shorter run: before the success line
   if (!f.quiet) {
     const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();
-    std::printf("trained %s: %lld steps in %.2fs (%.1f us/step), final loss %.6g", spec.name.c_str(),
-                static_cast<long long>(r.steps), r.seconds,
-                r.steps ? 1e6 * r.seconds / static_cast<double>(r.steps) : 0.0,
-                r.log.step_loss.empty() ? 0.0 : r.log.step_loss.back());
+    std::printf("trained %s: %lld steps", spec.name.c_str(), static_cast<long long>(r.steps));
+    if (r.steps_run != r.steps) std::printf(" (%lld in this run)", static_cast<long long>(r.steps_run));
+    std::printf(" in %.2fs (%.1f us/step), final loss %.6g", r.seconds,
+                r.steps_run ? 1e6 * r.seconds / static_cast<double>(r.steps_run) : 0.0, last ? last->train_loss : 0.0);
     if (last && last->val_accuracy == last->val_accuracy) std::printf(", val accuracy %.4f", last->val_accuracy);
     std::printf("\n  outputs in %s\n", o.out_dir.c_str());
   }
-  if (!f.expect.empty()) compare_expected(f.expect, render_loss_csv(r.log));
 }
 
 }  // namespace
@@ -93,7 +127,9 @@ void add_train(CLI::App& app) {
   c->add_option("--epochs", f->overrides.epochs, "Total epochs (overrides train.epochs)")->check(CLI::Range(1, 100000000));
   c->add_option("--seed", f->overrides.seed, "Seed for init, split and shuffling (overrides the spec's seed)");
   c->add_option("--init", f->init, "Start from the parameters in this safetensors file (names as in the spec)");
-  c->add_option("--resume", f->resume, "Continue the run in this folder from its checkpoint/ up to --epochs");
+  c->add_option("--resume", f->resume,
+                "Continue the run in this folder (in place, unless --out) from its checkpoint/ up to its target, or --epochs");
+  c->add_flag("--force", f->force, "Replace a different run's files in the output folder (else exit 2)");
   c->add_option("--expect", f->expect, "Compare the loss log with this golden loss.csv; exit 1 at the first difference");
   c->add_flag("--quiet,-q", f->quiet, "Print only errors");
   add_threads_option(c, f->threads);

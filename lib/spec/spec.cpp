@@ -363,6 +363,7 @@ Spec parse_spec(const std::string& text, const std::string& path) {
         std::string known;
         for (const std::string& k : names) known += (known.empty() ? "" : ", ") + k;
         at.fail("unknown name \"" + n.inputs[i] + "\" (known: " + known + ")");
+    if (t.has("diverge_factor")) s.train.diverge_factor = t.at("diverge_factor").positive();
       }
     define(n.id, j.at("id"));
     if (n.kind == NodeSpec::Kind::Dense) {
@@ -410,7 +411,7 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   }
   if (root.has("train")) {
     const JsonAt t = root.at("train");
-    t.only_keys({"epochs", "batch_size", "shuffle", "drop_last"});
+    t.only_keys({"epochs", "batch_size", "shuffle", "drop_last", "diverge_factor"});
     if (t.has("epochs")) s.train.epochs = t.at("epochs").integer(1, 100000000);
     if (t.has("batch_size")) s.train.batch_size = t.at("batch_size").integer(1, kMaxElems);
     if (t.has("shuffle")) s.train.shuffle = t.at("shuffle").boolean();

@@ -78,6 +78,7 @@ struct OptimizerSpec {
 struct TrainSpec {
   int64_t epochs = 1, batch_size = 32;
   bool shuffle = true, drop_last = true;
+  double diverge_factor = 1e4;  // stop when an epoch's mean train loss exceeds this × the first's
 };
 
 struct MetricsSpec {

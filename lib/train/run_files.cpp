@@ -1,5 +1,6 @@
 #include "train/run_files.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include "io/errors.h"
 #include "io/safetensors.h"
 #include "tensor/sha256.h"
+#include "train/run_state.h"
 
 namespace gr {
 
@@ -26,13 +28,22 @@ std::string render_loss_csv(const RunLog& log) {
   return s;
 }
 
+// The shortest text that reads back as the same double (std::to_chars), e.g. 0.99, not 0.98999999999999999.
+std::string format_shortest(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[40];
+  const auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
 std::string render_metrics_csv(const RunLog& log) {
   std::string s = "epoch,train_loss,val_loss,val_accuracy,seconds\n";
   char secs[32];
   for (const EpochRecord& e : log.epochs) {
     std::snprintf(secs, sizeof secs, "%.3f", e.seconds);
-    s += std::to_string(e.epoch) + "," + format_double(e.train_loss) + "," + format_double(e.val_loss) + "," +
-         format_double(e.val_accuracy) + "," + secs + "\n";
+    s += std::to_string(e.epoch) + "," + format_shortest(e.train_loss) + "," + format_shortest(e.val_loss) + "," +
+         format_shortest(e.val_accuracy) + "," + secs + "\n";
   }
   return s;
 }
@@ -43,7 +54,8 @@ std::string weights_digest(const Model& model) {
   return h.hex();
 }
 
-void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt, const RunLog& log, int64_t epoch) {
+void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt, const RunLog& log, int64_t epoch,
+                      int64_t step_in_epoch, int64_t target_epochs, const std::string& identity) {
   std::filesystem::create_directories(dir);
   std::vector<std::pair<std::string, ConstTensorView>> tensors;
   for (const auto& [name, view] : model.param_views()) tensors.emplace_back("param/" + name, view);
@@ -70,12 +82,15 @@ void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt
                                                    {"spec_sha256", model.spec().sha256},
                                                    {"seed", std::to_string(model.spec().seed)},
                                                    {"epoch", std::to_string(epoch)},
+                                                   {"step_in_epoch", std::to_string(step_in_epoch)},
+                                                   {"target_epochs", std::to_string(target_epochs)},
+                                                   {"run_identity", identity},
                                                    {"step", std::to_string(steps)},
                                                    {"adam_t", std::to_string(opt.t())}};
   write_safetensors(dir + "/state.safetensors", tensors, meta, StDtype::F64);
 }
 
-Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt) {
+Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const std::string& identity) {
   const std::string path = dir + "/state.safetensors";
   if (!std::filesystem::exists(path)) throw IoError(path, "no checkpoint here (expected a run folder with checkpoint/)");
   const SafetensorsFile f = read_safetensors(path);
@@ -92,16 +107,30 @@ Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt)
     }
   };
   if (meta("format") != "gradrun-checkpoint-1") throw InputError(path, "__metadata__", "not a gradrun checkpoint");
-  if (meta("spec_sha256") != model.spec().sha256)
-    throw InputError(path, "__metadata__", "this checkpoint was made by a different spec (sha256 " + meta("spec_sha256").substr(0, 12) +
-                                               "…, this spec " + model.spec().sha256.substr(0, 12) + "…)");
   if (meta("seed") != std::to_string(model.spec().seed))
-    throw InputError(path, "__metadata__", "this checkpoint was made with seed " + meta("seed") + ", not " +
+    throw InputError(path, "__metadata__", "this checkpoint belongs to a different spec or --seed: it was made with seed " + meta("seed") + ", not " +
                                                std::to_string(model.spec().seed));
+  const std::string run_dir = std::filesystem::path(dir).parent_path().string();
+  if (f.metadata.count("run_identity")) {
+    std::string pointer;
+    const std::string why = identity_difference(meta("run_identity"), identity, &pointer);
+    if (!why.empty())
+      throw InputError(model.spec().path, pointer,
+                       "differs from the run in " + run_dir + " (" + why +
+                           "), which changes its finished steps, so it cannot be resumed; to start a new run from its weights, "
+                           "train with --init " + run_dir + "/weights.safetensors and another --out");
+  } else if (meta("spec_sha256") != model.spec().sha256) {  // a checkpoint from before run_identity: the spec text
+    throw InputError(path, "__metadata__", "this checkpoint was made by a different spec text (sha256 " + meta("spec_sha256").substr(0, 12) +
+                                               "…, this spec " + model.spec().sha256.substr(0, 12) +
+                                               "…) and predates field-wise resume checks; resume with the exact spec file it was trained with, "
+                                               "or start from its weights with --init " + run_dir + "/weights.safetensors");
+  }
   Checkpoint c;
   c.epoch = integer("epoch");
   c.step = integer("step");
   c.adam_t = integer("adam_t");
+  if (f.metadata.count("step_in_epoch")) c.step_in_epoch = integer("step_in_epoch");
+  if (f.metadata.count("target_epochs")) c.target_epochs = integer("target_epochs");
   model.load_params(f, path, "param/");
   if (opt.kind() == OptimizerKind::Adam) {
     for (size_t i = 0; i < opt.count(); ++i) {

@@ -23,7 +23,10 @@ struct RunLog {
 };
 
 // "%.17g": 17 significant digits round-trip every double exactly.
+// loss.csv keeps it: the golden loss logs (tests/golden, compared as text by --expect) are in it.
 std::string format_double(double v);
+// Shortest round-trip form (std::to_chars): metrics.csv.
+std::string format_shortest(double v);
 
 std::string render_loss_csv(const RunLog& log);
 std::string render_metrics_csv(const RunLog& log);
@@ -32,15 +35,22 @@ std::string weights_digest(const Model& model);
 
 struct Checkpoint {
   int64_t epoch = 0, step = 0, adam_t = 0;
+  int64_t step_in_epoch = 0;  // > 0: interrupted inside epoch `epoch` + 1 after this many steps
+  int64_t target_epochs = 0;  // the run's total epochs (0: a checkpoint from before it was stored)
   std::vector<double> loss_history;
   std::vector<int64_t> loss_epochs;
   std::vector<EpochRecord> epochs;
 };
 
 // checkpoint/state.safetensors: param/<name>, adam_m/<name>, adam_v/<name>, loss_history,
-// loss_epochs, epoch_metrics; metadata: format, spec_sha256, seed, epoch, step, adam_t. One file, one rename.
-void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt, const RunLog& log, int64_t epoch);
-// Restores parameters, Adam state and the loss log; checks the checkpoint belongs to this spec and seed.
-Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt);
+// loss_epochs, epoch_metrics; metadata: format, spec_sha256 (the spec file's text), run_identity
+// (train/run_state.h), seed, epoch (complete epochs), step_in_epoch, target_epochs, step, adam_t.
+// One file, one rename.
+void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt, const RunLog& log, int64_t epoch,
+                      int64_t step_in_epoch, int64_t target_epochs, const std::string& identity);
+// Restores parameters, Adam state and the loss log; checks the checkpoint belongs to this run: the
+// same identity (a changed field is named, InputError at its pointer in the spec), or for a checkpoint
+// without one the same spec text, and the same seed.
+Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const std::string& identity);
 
 }  // namespace gr

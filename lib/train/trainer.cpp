@@ -17,6 +17,8 @@
 #include "tensor/parallel.h"
 #include "train/device_runner.h"
 #include "train/preprocess.h"
+#include "train/run_state.h"
+#include "tensor/sha256.h"
 
 namespace gr {
 
@@ -108,43 +110,31 @@ std::pair<double, double> evaluate(Model& model, const DataTable& table) {
 
 namespace {
 
-void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, bool finished) {
-  write_file_atomic(o.out_dir + "/loss.csv", render_loss_csv(r.log));
-  write_file_atomic(o.out_dir + "/metrics.csv", render_metrics_csv(r.log));
-  LossPlot plot{model.spec().name, r.log.step_loss, {}};
-  for (const EpochRecord& e : r.log.epochs)
-    if (!std::isnan(e.val_loss)) plot.validation.emplace_back(static_cast<double>(e.last_step), e.val_loss);
-  write_file_atomic(o.out_dir + "/loss.svg", render_loss_svg(plot));
-  if (!finished) return;
-  const std::string steps = std::to_string(r.steps);
-  const std::string prep = to_json(make_preprocessing(model.spec(), model.data()));
-  write_safetensors(o.out_dir + "/weights.safetensors", model.param_views(),
-                    {{kPreprocessingKey, prep},
-                     {"spec", model.spec().path},
-                     {"spec_sha256", model.spec().sha256},
-                     {"steps", steps},
-                     {"device", to_string(o.device)},
-                     {"dtype", to_string(o.dtype)}},
-                    StDtype::F64);
+void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, const std::string& run_sha256) {
   const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
+  const std::string prep = to_json(make_preprocessing(model.spec(), model.data()));
   nlohmann::ordered_json run = nlohmann::ordered_json::object();
   run = {
       {"gradrun", 1},
+      {"status", r.status},
       {"spec", model.spec().path},
       {"spec_sha256", model.spec().sha256},
+      {"run_sha256", run_sha256},
       {"name", model.spec().name},
       {"seed", model.spec().seed},
+      {"overrides", model.spec().overrides},  // --set PATH=VALUE items, applied to the spec's text
       {"device", to_string(o.device)},
       {"dtype", to_string(o.dtype)},
       {"fused", r.fused},
       {"threads", num_threads()},
       {"epochs", last ? last->epoch : 0},
+      {"target_epochs", r.target_epochs},
       {"episodes", r.steps},
       {"resumed_from", o.resume_dir.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.resume_dir)},
       {"wall_seconds", r.seconds},
-      {"seconds_per_episode", r.steps ? r.seconds / static_cast<double>(r.steps) : 0.0},
-      {"final_loss", number(r.log.step_loss.empty() ? kNaN : r.log.step_loss.back())},
+      {"seconds_per_episode", r.steps_run ? r.seconds / static_cast<double>(r.steps_run) : 0.0},
+      {"final_loss", number(last ? last->train_loss : kNaN)},
       {"final_val_loss", number(last ? last->val_loss : kNaN)},
       {"final_val_accuracy", number(last ? last->val_accuracy : kNaN)},
       {"weights_sha256", r.weights_sha256},
@@ -153,42 +143,94 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, bo
   write_file_atomic(o.out_dir + "/run.json", run.dump(2) + "\n");
 }
 
+// The logs so far and run.json; the weights too when the run finished.
+void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, const std::string& run_sha256) {
+  write_file_atomic(o.out_dir + "/loss.csv", render_loss_csv(r.log));
+  write_file_atomic(o.out_dir + "/metrics.csv", render_metrics_csv(r.log));
+  LossPlot plot{model.spec().name, r.log.step_loss, {}};
+  for (const EpochRecord& e : r.log.epochs)
+    if (!std::isnan(e.val_loss)) plot.validation.emplace_back(static_cast<double>(e.last_step), e.val_loss);
+  write_file_atomic(o.out_dir + "/loss.svg", render_loss_svg(plot));
+  if (r.status == "complete") {
+    const std::string steps = std::to_string(r.steps);
+    const std::string prep = to_json(make_preprocessing(model.spec(), model.data()));
+    write_safetensors(o.out_dir + "/weights.safetensors", model.param_views(),
+                      {{kPreprocessingKey, prep},
+                       {"spec", model.spec().path},
+                       {"spec_sha256", model.spec().sha256},
+                       {"steps", steps},
+                       {"device", to_string(o.device)},
+                       {"dtype", to_string(o.dtype)}},
+                      StDtype::F64);
+  }
+  write_run_json(model, o, r, run_sha256);
+}
+
+// What to try when a run diverges: the optimizer's settings, one line.
+std::string divergence_advice(const Spec& spec) {
+  const OptimizerSpec& opt = spec.optimizer;
+  std::string s = "try a lower optimizer.lr than " + format_double(opt.lr) + " (e.g. " + format_double(opt.lr / 10) + ")";
+  s += opt.clip > 0 ? ", a smaller optimizer.clip than " + format_double(opt.clip) : std::string(", or gradient clipping (optimizer.clip, e.g. 1)");
+  return s;
+}
+
 }  // namespace
 
 TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::Backend> backend) {
   const Spec& spec = model.spec();
   const Program& p = model.program();
   const DataTable& train_rows = model.data().train;
+  namespace fs = std::filesystem;
   std::error_code ec;
-  std::filesystem::create_directories(o.out_dir, ec);
-  if (ec || !std::filesystem::is_directory(o.out_dir))
+  fs::create_directories(o.out_dir, ec);
+  if (ec || !fs::is_directory(o.out_dir))
     throw IoError(o.out_dir, "cannot create the output folder: " + (ec ? ec.message() : std::string("not a folder")));
   const std::string probe = o.out_dir + "/.gradrun-write-test";
   write_file_atomic(probe, "");  // fail now, not after training, when the folder is not writable
-  std::filesystem::remove(probe, ec);
+  fs::remove(probe, ec);
+  const std::string identity = run_identity(model);
+  const std::string run_sha = sha256_hex(identity);
 
   Optimizer opt = model.make_optimizer();
   TrainResult r;
-  int64_t first_epoch = 0;
+  r.target_epochs = o.epochs > 0 ? o.epochs : spec.train.epochs;
+  int64_t first_epoch = 0, first_step = 0;
   std::string resumed_from;
   if (!o.resume_dir.empty()) {
     std::string dir = o.resume_dir;
-    if (std::filesystem::exists(dir + "/checkpoint/state.safetensors")) dir += "/checkpoint";
+    if (fs::exists(dir + "/checkpoint/state.safetensors")) dir += "/checkpoint";
     resumed_from = dir;
-    const Checkpoint c = read_checkpoint(dir, model, opt);
+    const std::string run_dir = fs::path(dir).parent_path().string();
+    const Checkpoint c = read_checkpoint(dir, model, opt, identity);
     first_epoch = c.epoch;
+    first_step = c.step_in_epoch;
+    if (o.epochs <= 0) r.target_epochs = c.target_epochs > 0 ? c.target_epochs : spec.train.epochs;
+    if (r.target_epochs < c.epoch + (c.step_in_epoch > 0 ? 1 : 0))
+      throw InputError(run_dir, "",
+                       "the run here has done " + std::to_string(c.epoch) + " epochs" +
+                           (c.step_in_epoch > 0 ? " and " + std::to_string(c.step_in_epoch) + " steps of the next" : "") +
+                           "; --epochs " + std::to_string(r.target_epochs) + " is fewer (give --epochs " +
+                           std::to_string(c.epoch + (c.step_in_epoch > 0 ? 1 : 0)) + " or more)");
+    if (first_step > 0 && o.device != DeviceKind::Cpu)
+      throw InputError(dir, "__metadata__",
+                       "this checkpoint stopped inside an epoch (step " + std::to_string(first_step) +
+                           "); resume it on the CPU tape (--device cpu), which continues from that step");
     r.log.step_loss = c.loss_history;
     r.log.step_epoch = c.loss_epochs;
     r.log.epochs = c.epochs;
     r.steps = c.step;
-    const std::string init = std::filesystem::path(dir).parent_path().string() + "/init.safetensors";
-    if (std::filesystem::exists(init) && !std::filesystem::equivalent(init, o.out_dir + "/init.safetensors", ec))
-      write_file_atomic(o.out_dir + "/init.safetensors", read_file(init));
+    if (!fs::equivalent(run_dir, o.out_dir, ec)) {  // in place, the folder is this run's (its weights stay until replaced)
+      claim_run_folder(o.out_dir, run_sha, spec, o.force);
+      const std::string init = run_dir + "/init.safetensors";
+      if (fs::exists(init)) write_file_atomic(o.out_dir + "/init.safetensors", read_file(init));
+    }
   } else {
-    if (!o.init_file.empty()) model.load_params(read_safetensors(o.init_file), o.init_file);
+    if (!o.init_file.empty()) model.load_params(read_safetensors(o.init_file), o.init_file);  // bad input: the folder stays
+    claim_run_folder(o.out_dir, run_sha, spec, o.force);
     write_safetensors(o.out_dir + "/init.safetensors", model.param_views(),
                       {{"spec", spec.path}, {"spec_sha256", spec.sha256}, {"steps", "0"}}, StDtype::F64);
   }
+  const int64_t target = r.target_epochs;
 
   std::unique_ptr<DeviceRunner> device;  // null: the CPU tape
   if (o.device != DeviceKind::Cpu) {
@@ -211,79 +253,152 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
                        "the last batch of " + std::to_string(rows.size()) + " rows does not fit the graph; set drop_last to true");
     model.reset();
   }
+  // Every validation row counts: a last partial validation batch the graph's fixed shapes cannot
+  // take is refused now, rather than silently left out of val_loss and val_accuracy.
+  const DataTable& val_rows = model.data().validation;
+  if (spec.data && val_rows.rows > 0 && val_rows.rows % batch != 0) {
+    std::vector<int64_t> rows(static_cast<size_t>(val_rows.rows % batch));
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+    if (model.record(val_rows, rows).empty())
+      throw InputError(spec.path, "/train/batch_size",
+                       "the validation split's last batch of " + std::to_string(rows.size()) + " of its " +
+                           std::to_string(val_rows.rows) + " rows does not fit the graph's fixed shapes (batch " +
+                           std::to_string(batch) + "), so those rows would not be evaluated; choose a batch_size that divides " +
+                           std::to_string(val_rows.rows) + " (or change data.validation), or make the graph's shapes follow the batch");
+    model.reset();
+  }
 
-  Progress progress(o.quiet, o.epochs, steps_per_epoch);
+  InterruptGuard interrupts;
+  write_run_json(model, o, r, run_sha);  // status running
+  Progress progress(o.quiet, target, steps_per_epoch);
   const auto t0 = Clock::now();
   const double resumed_seconds = r.log.epochs.empty() ? 0.0 : r.log.epochs.back().seconds;
   std::vector<int64_t> order, rows;
   const std::string ckpt_dir = o.out_dir + "/checkpoint";
   auto last_checkpoint = Clock::now();
   int64_t checkpoint_epoch = first_epoch;  // the last good checkpoint: the resumed one until we write ours
-  std::string checkpoint_where = first_epoch > 0 ? resumed_from : ckpt_dir;
+  std::string checkpoint_where = first_epoch > 0 || first_step > 0 ? resumed_from : ckpt_dir;
+  auto stop = [&](const std::string& status) {
+    r.seconds = seconds_since(t0);
+    r.status = status;
+    write_outputs(model, o, r, run_sha);
+  };
   // Logs a step's loss; false when it is not finite (the run stops there).
   auto record_step = [&](double value, int64_t epoch) {
     r.log.step_loss.push_back(value);
     r.log.step_epoch.push_back(epoch + 1);
     ++r.steps;
+    ++r.steps_run;
+    if (!o.expect.empty()) {
+      const size_t k = r.log.step_loss.size();
+      const std::string row = std::to_string(k) + "," + std::to_string(epoch + 1) + "," + format_double(value);
+      if (k > o.expect.size() || o.expect[k - 1] != row) {
+        stop("failed");
+        throw ExpectMismatch(static_cast<int64_t>(k), k > o.expect.size() ? std::string() : o.expect[k - 1], row);
+      }
+    }
     return std::isfinite(value);
   };
+  auto kept = [&] {
+    return checkpoint_epoch > 0 ? "the last good checkpoint (epoch " + std::to_string(checkpoint_epoch) + ") is in " + checkpoint_where
+                                : std::string("no checkpoint was written yet");
+  };
   auto diverged = [&](int64_t epoch) {
-    r.seconds = seconds_since(t0);
-    write_outputs(model, o, r, false);
+    stop("diverged");
     throw DivergedError(spec.path + ": training diverged: the loss is " + format_double(r.log.step_loss.back()) +
                         " at step " + std::to_string(r.steps) + " (epoch " + std::to_string(epoch + 1) + "); " +
-                        (checkpoint_epoch > 0 ? "the last good checkpoint (epoch " + std::to_string(checkpoint_epoch) +
-                                                    ") is in " + checkpoint_where
-                                              : std::string("no checkpoint was written yet")));
+                        divergence_advice(spec) + "; " + kept());
   };
-  for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
-    order = epoch_order(spec, n, epoch);
-    double epoch_sum = 0.0;
-    for (int64_t s = 0; s < steps_per_epoch; ++s) {
-      rows.clear();
-      for (int64_t i = s * batch; i < std::min(n, (s + 1) * batch); ++i) rows.push_back(order[static_cast<size_t>(i)]);
-      if (device) {  // forward, backward and the optimizer step replayed as one episode; the loss stays there
-        device->step(rows, s);
-        progress.step(epoch + 1, s + 1, kNaN);
-        continue;
-      }
-      const std::vector<Var>& nodes = model.record(train_rows, rows);
-      const Var loss = nodes[static_cast<size_t>(p.loss)];
-      const double value = model.tape().scalar(loss);
-      if (!model.tape().backward(loss)) throw Error("backward failed: " + model.tape().error());
-      if (!record_step(value, epoch)) {
+  auto interrupted = [&](int64_t epoch, int64_t step_in_epoch) {
+    write_checkpoint(ckpt_dir, model, opt, r.log, epoch, step_in_epoch, target, identity);
+    stop("interrupted");
+    throw InterruptedError("interrupted at step " + std::to_string(r.steps) + " (epoch " +
+                           std::to_string(epoch + (step_in_epoch > 0 ? 1 : 0)) + " of " + std::to_string(target) +
+                           "), checkpoint written; continue with: gradrun train " + spec.path + " --resume " + o.out_dir);
+  };
+  try {
+    for (int64_t epoch = first_epoch; epoch < target; ++epoch) {
+      order = epoch_order(spec, n, epoch);
+      double epoch_sum = 0.0;
+      const int64_t s0 = epoch == first_epoch ? first_step : 0;
+      for (size_t i = 0; s0 > 0 && i < r.log.step_loss.size(); ++i)  // the interrupted epoch's steps so far, in order
+        if (r.log.step_epoch[i] == epoch + 1) epoch_sum = epoch_sum + r.log.step_loss[i];
+      const size_t epoch_begin = r.log.step_loss.size() - static_cast<size_t>(s0);
+      for (int64_t s = s0; s < steps_per_epoch; ++s) {
+        rows.clear();
+        for (int64_t i = s * batch; i < std::min(n, (s + 1) * batch); ++i) rows.push_back(order[static_cast<size_t>(i)]);
+        if (device) {  // forward, backward and the optimizer step replayed as one episode; the loss stays there
+          device->step(rows, s);
+          progress.step(epoch + 1, s + 1, kNaN);
+          continue;
+        }
+        const std::vector<Var>& nodes = model.record(train_rows, rows);
+        const Var loss = nodes[static_cast<size_t>(p.loss)];
+        const double value = model.tape().scalar(loss);
+        if (!model.tape().backward(loss)) throw Error("backward failed: " + model.tape().error());
+        if (!record_step(value, epoch)) {
+          model.reset();
+          diverged(epoch);
+        }
+        opt.step(model.tape());
         model.reset();
-        diverged(epoch);
-      }
-      opt.step(model.tape());
-      model.reset();
-      epoch_sum = epoch_sum + value;
-      progress.step(epoch + 1, s + 1, value);
-    }
-    if (device) {  // one download per epoch
-      for (double value : device->epoch_losses(steps_per_epoch)) {
-        if (!record_step(value, epoch)) diverged(epoch);
         epoch_sum = epoch_sum + value;
+        progress.step(epoch + 1, s + 1, value);
+        if (InterruptGuard::requested() && s + 1 < steps_per_epoch) interrupted(epoch, s + 1);
+      }
+      if (device) {  // one download per epoch
+        for (double value : device->epoch_losses(steps_per_epoch)) {
+          if (!record_step(value, epoch)) diverged(epoch);
+          epoch_sum = epoch_sum + value;
+        }
+      }
+      const double mean = epoch_sum / static_cast<double>(steps_per_epoch);
+      // Divergence: the epoch's mean train loss against the first epoch's (in epoch 1, the first step's).
+      const double ref = r.log.epochs.empty() ? (r.log.step_loss.empty() ? kNaN : r.log.step_loss.front()) : r.log.epochs.front().train_loss;
+      if (!r.log.step_loss.empty() && std::isfinite(ref) && ref > 0 && mean > spec.train.diverge_factor * ref) {
+        size_t worst = epoch_begin;
+        while (worst + 1 < r.log.step_loss.size() && !(r.log.step_loss[worst] > spec.train.diverge_factor * ref)) ++worst;
+        if (device) device->sync(opt);
+        stop("diverged");
+        throw DivergedError(spec.path + ": training diverged: epoch " + std::to_string(epoch + 1) + "'s mean train loss " +
+                            format_double(mean) + " is above train.diverge_factor " + format_double(spec.train.diverge_factor) +
+                            " x " + (r.log.epochs.empty() ? "the first step's loss " : "epoch 1's ") + format_double(ref) +
+                            " (first at step " + std::to_string(worst + 1) + ", loss " + format_double(r.log.step_loss[worst]) +
+                            "); " + divergence_advice(spec) + "; " + kept());
+      }
+      if (device) device->sync(opt);  // parameters to the tape (validation, files), optimizer state to opt
+      const auto [val_loss, val_acc] = evaluate(model, model.data().validation);
+      EpochRecord e{epoch + 1, mean, val_loss, val_acc, resumed_seconds + seconds_since(t0), r.steps};
+      r.log.epochs.push_back(e);
+      // A checkpoint after the last epoch, and on the way at most every kCheckpointSeconds (tiny
+      // epochs would otherwise spend their time writing checkpoints).
+      if (epoch + 1 == target || seconds_since(last_checkpoint) >= kCheckpointSeconds) {
+        write_checkpoint(ckpt_dir, model, opt, r.log, epoch + 1, 0, target, identity);
+        last_checkpoint = Clock::now();
+        checkpoint_epoch = epoch + 1;
+        checkpoint_where = ckpt_dir;
+      }
+      progress.epoch(e);
+      if (InterruptGuard::requested() && epoch + 1 < target) interrupted(epoch + 1, 0);
+    }
+    r.seconds = seconds_since(t0);
+    r.weights_sha256 = weights_digest(model);
+    r.status = "complete";
+    write_outputs(model, o, r, run_sha);
+  } catch (const InterruptedError&) {
+    throw;
+  } catch (const DivergedError&) {
+    throw;
+  } catch (...) {
+    if (r.status == "running") {
+      r.status = "failed";
+      try {
+        write_run_json(model, o, r, run_sha);
+      } catch (...) {  // the original error is the one to report
       }
     }
-    if (device) device->sync(opt);  // parameters to the tape (validation, files), optimizer state to opt
-    const auto [val_loss, val_acc] = evaluate(model, model.data().validation);
-    EpochRecord e{epoch + 1, epoch_sum / static_cast<double>(steps_per_epoch), val_loss, val_acc,
-                  resumed_seconds + seconds_since(t0), r.steps};
-    r.log.epochs.push_back(e);
-    // A checkpoint after the last epoch, and on the way at most every kCheckpointSeconds (tiny
-    // epochs would otherwise spend their time writing checkpoints).
-    if (epoch + 1 == o.epochs || seconds_since(last_checkpoint) >= kCheckpointSeconds) {
-      write_checkpoint(ckpt_dir, model, opt, r.log, epoch + 1);
-      last_checkpoint = Clock::now();
-      checkpoint_epoch = epoch + 1;
-      checkpoint_where = ckpt_dir;
-    }
-    progress.epoch(e);
+    throw;
   }
-  r.seconds = seconds_since(t0);
-  r.weights_sha256 = weights_digest(model);
-  write_outputs(model, o, r, true);
   return r;
 }
 

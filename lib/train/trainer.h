@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "device/backend.h"
 #include "spec/spec.h"
@@ -21,10 +22,14 @@ namespace gr {
 
 struct TrainOptions {
   std::string out_dir;
-  int64_t epochs = 1;       // total epochs of the run (a resumed run continues up to this)
+  int64_t epochs = 1;       // total epochs of the run (a resumed run continues up to this; 0: the checkpoint's target)
   std::string init_file;    // --init: start from these parameters
   std::string resume_dir;   // --resume: a previous run folder (or its checkpoint/)
   bool quiet = false;
+  bool force = false;       // --force: replace a different run's files in out_dir
+  // --expect: the golden loss.csv's rows after its header; the run stops (ExpectMismatch, status
+  // failed, the logs written) at the first step whose row differs or that the golden log lacks.
+  std::vector<std::string> expect;
   DeviceKind device = DeviceKind::Cpu;  // Cpu (the tape) | Host | Cuda (Auto is resolved by the caller)
   DType dtype = DType::F64;
   FuseMode fuse = FuseMode::Off;  // device runs only
@@ -32,14 +37,20 @@ struct TrainOptions {
 
 struct TrainResult {
   RunLog log;
-  int64_t steps = 0;
+  int64_t steps = 0;        // all steps of the run, resumed ones included
+  int64_t steps_run = 0;    // the steps this process ran (what `seconds` timed)
   double seconds = 0.0;
+  int64_t target_epochs = 0;
+  std::string status = "running";  // run.json: running | complete | interrupted | diverged | failed
   std::string weights_sha256;
   bool fused = false;  // the device ran generated megakernels
 };
 
-// Throws InputError / IoError for bad input and unwritable outputs; a diverged run (NaN/inf loss)
-// throws DivergedError after writing the logs, keeping the last good checkpoint.
+// Throws InputError / IoError for bad input and unwritable outputs; a diverged run (NaN/inf loss, or
+// an epoch's mean train loss above train.diverge_factor × the first epoch's — for epoch 1, × the
+// first step's) throws DivergedError after writing the logs, keeping the last good checkpoint. A
+// SIGINT/SIGTERM (run_state.h) finishes the step, writes a checkpoint and the logs and throws
+// InterruptedError. run.json's status says which (running while training; failed on other errors).
 // backend: the device's backend when the caller has it open already (device auto probed it); null:
 // opened here for options.device.
 TrainResult train(Model& model, const TrainOptions& options, std::unique_ptr<device::Backend> backend = nullptr);
@@ -55,6 +66,14 @@ int64_t argmax_row(const double* x, int64_t cols);
 class DivergedError : public Error {
  public:
   using Error::Error;
+};
+
+class ExpectMismatch : public Error {
+ public:
+  ExpectMismatch(int64_t at, std::string want, std::string row)
+      : Error("the loss log differs at step " + std::to_string(at)), step(at), expected(std::move(want)), got(std::move(row)) {}
+  int64_t step;
+  std::string expected, got;  // expected is empty when the golden log ends before this step
 };
 
 }  // namespace gr

@@ -1,0 +1,147 @@
+#include "train/run_state.h"
+
+#include <algorithm>
+#include <csignal>
+#include <vector>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "io/atomic_file.h"
+#include "tensor/sha256.h"
+
+namespace gr {
+
+namespace {
+
+volatile std::sig_atomic_t g_signals = 0;
+struct sigaction g_old_int, g_old_term;
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_signals != 0) {  // the second one: stop now (the default action), files are renamed whole
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+    raise(sig);  // delivered when the handler returns (the signal is blocked inside it)
+    return;
+  }
+  g_signals = 1;
+}
+
+// The gradrun files of a run folder (docs/cli.md, train).
+constexpr const char* kRunFiles[] = {"run.json", "loss.csv", "metrics.csv", "loss.svg", "weights.safetensors",
+                                     "init.safetensors", "checkpoint"};
+
+// Keys sorted at every level, so key order does not count (ordered_json: GCC 12 warns falsely
+// inside nlohmann::ordered_json's sorted-map parser).
+nlohmann::ordered_json sorted(const nlohmann::ordered_json& j) {
+  if (j.is_array()) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& v : j) out.push_back(sorted(v));
+    return out;
+  }
+  if (!j.is_object()) return j;
+  std::vector<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  std::sort(keys.begin(), keys.end());
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const std::string& k : keys) out[k] = sorted(j.at(k));
+  return out;
+}
+
+}  // namespace
+
+InterruptGuard::InterruptGuard() {
+  g_signals = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, &g_old_int);
+  sigaction(SIGTERM, &sa, &g_old_term);
+}
+
+InterruptGuard::~InterruptGuard() {
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+}
+
+bool InterruptGuard::requested() { return g_signals != 0; }
+
+std::string run_identity(const Model& model) {
+  const Spec& spec = model.spec();
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(spec.text);  // whitespace does not count; sorted() below: key order neither
+  for (const char* k : {"name", "output", "device", "metrics", "predict", "description"}) j.erase(k);
+  if (j.contains("data") && j["data"].is_object())  // where the files lie does not count, their rows do (data_sha256)
+    for (const char* k : {"csv", "safetensors", "npy", "npz"})
+      if (j["data"].contains(k)) j["data"][k] = "file";
+  j["seed"] = spec.seed;
+  const OptimizerSpec& o = spec.optimizer;
+  nlohmann::ordered_json& opt = j["optimizer"] = nlohmann::ordered_json::object();
+  opt["kind"] = o.kind;
+  opt["lr"] = o.lr;
+  opt["clip"] = o.clip;
+  opt["l2"] = o.l2_default;
+  for (const auto& [name, l2] : o.l2) opt["l2_params"][name] = l2;
+  opt["beta1"] = o.beta1;
+  opt["beta2"] = o.beta2;
+  opt["eps"] = o.eps;
+  nlohmann::ordered_json& train = j["train"] = nlohmann::ordered_json::object();
+  train["batch_size"] = spec.train.batch_size;
+  train["shuffle"] = spec.train.shuffle;
+  train["drop_last"] = spec.train.drop_last;
+  Sha256 h;
+  for (const DataTable* t : {&model.data().train, &model.data().validation})
+    for (const Tensor& x : t->tensors) h.update(x.data(), static_cast<size_t>(x.numel()) * sizeof(double));
+  j["data_sha256"] = h.hex();
+  return sorted(j).dump();
+}
+
+std::string identity_difference(const std::string& before, const std::string& now, std::string* pointer) {
+  nlohmann::ordered_json a, b;
+  try {
+    a = nlohmann::ordered_json::parse(before);
+    b = nlohmann::ordered_json::parse(now);
+  } catch (const nlohmann::ordered_json::exception&) {
+    if (pointer) *pointer = "";
+    return before == now ? "" : "the checkpoint's run identity is unreadable";
+  }
+  const nlohmann::ordered_json patch = nlohmann::ordered_json::diff(a, b);
+  if (patch.empty()) return "";
+  const std::string path = patch[0].value("path", "");
+  if (pointer) *pointer = path;
+  if (path == "/data_sha256") return "the data rows changed (their sha256 differs)";
+  const nlohmann::ordered_json::json_pointer p(path);
+  const std::string was = a.contains(p) ? a.at(p).dump() : "absent";
+  const std::string is = b.contains(p) ? b.at(p).dump() : "absent";
+  return "was " + was + ", now " + is;
+}
+
+void claim_run_folder(const std::string& dir, const std::string& run_sha256, const Spec& spec, bool force) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  bool any = false;
+  for (const char* f : kRunFiles) any = any || fs::exists(fs::path(dir) / f, ec);
+  if (!any) return;
+  bool same = false;
+  std::string who = "files of an earlier gradrun run without a run.json";
+  if (fs::exists(fs::path(dir) / "run.json", ec)) {
+    try {
+      const nlohmann::ordered_json run = nlohmann::ordered_json::parse(read_file(dir + "/run.json"));
+      if (run.contains("run_sha256")) same = run["run_sha256"] == run_sha256;
+      else same = run.value("spec_sha256", "") == spec.sha256;  // a run.json from before run_sha256
+      who = "the run of " + run.value("spec", std::string("?")) + " (seed " +
+            (run.contains("seed") ? run["seed"].dump() : std::string("?")) + ", status " +
+            run.value("status", std::string("complete")) + ")";
+    } catch (const std::exception&) {
+      who = "an unreadable run.json";
+    }
+  }
+  if (!same && !force)
+    throw InputError(dir, "",
+                     "this folder holds " + who +
+                         ", a different run; train into another --out, resume it with --resume, or add --force to replace it");
+  for (const char* f : kRunFiles) fs::remove_all(fs::path(dir) / f, ec);
+}
+
+}  // namespace gr
