@@ -26,6 +26,8 @@ struct Overrides {
   std::optional<int64_t> epochs;
 };
 
+// Loads the spec with the command's `--set PATH=VALUE` items (every subcommand has the flag; see
+// spec/overrides.h) applied to its text, then train's --seed/--epochs.
 Spec load_with_overrides(const std::string& path, const Overrides& o);
 
 // Resolves --device/--dtype/--fuse against the spec, into enums (the flags are words checked by

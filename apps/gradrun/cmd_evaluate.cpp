@@ -24,7 +24,7 @@ struct EvaluateFlags {
 
 void run_evaluate(const EvaluateFlags& f) {
   apply_threads(f.threads);
-  const Spec spec = load_spec(f.spec);
+  const Spec spec = load_with_overrides(f.spec, {});
   const TrainedWeights w = read_trained(spec, f.weights);
   std::unique_ptr<Model> model;
   DataTable table;

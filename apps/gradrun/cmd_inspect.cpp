@@ -27,7 +27,7 @@ const char* fusion_class(const ProgramNode& n) {
 }
 
 void run_inspect(const std::string& path) {
-  const Spec spec = load_spec(path);
+  const Spec spec = load_with_overrides(path, {});
   const Datasets data = load_datasets(spec);
   const Program p = resolve_program(spec, data.train);
   std::printf("spec %s (%s), seed %llu, sha256 %.12s…\n", spec.name.c_str(), spec.path.c_str(),

@@ -1,8 +1,11 @@
 // gradrun — train, check and inspect models described by JSON specs (docs/cli.md).
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "cli.h"
+#include "spec/overrides.h"
+#include "spec/suggest.h"
 #include "tensor/fpenv.h"
 #include "tensor/parallel.h"
 #include "train/device_runner.h"
@@ -10,8 +13,12 @@
 
 namespace gr::cli {
 
+namespace {
+std::vector<std::string> g_sets;  // --set PATH=VALUE, added to every subcommand in main()
+}  // namespace
+
 Spec load_with_overrides(const std::string& path, const Overrides& o) {
-  Spec s = load_spec(path);
+  Spec s = load_spec(path, g_sets);
   if (o.seed) s.seed = *o.seed;
   if (o.epochs) s.train.epochs = *o.epochs;
   return s;
@@ -70,6 +77,40 @@ std::string printable_line(const std::string& s) {
   return out;
 }
 
+// "did you mean" for a command line CLI11 refused: an unknown command (CLI11 only says that one is
+// required) or an unknown option of the chosen command. Empty when no better message is found.
+std::string suggest_usage(const CLI::App& app, int argc, char** argv, bool extras) {
+  std::vector<std::string> commands;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) commands.push_back(sub->get_name());
+  int i = 1;
+  while (i < argc && argv[i][0] == '-') ++i;
+  if (i >= argc) return "";
+  const std::string word = argv[i];
+  const CLI::App* sub = nullptr;
+  for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (s->get_name() == word) sub = s;
+  if (!sub) {
+    std::string list;
+    for (const std::string& c : commands) list += (list.empty() ? "" : ", ") + c;
+    return "unknown command \"" + word + "\"" + did_you_mean(word, commands) + " (commands: " + list + ")";
+  }
+  if (!extras) return "";
+  std::vector<std::string> flags;
+  for (const CLI::Option* o : sub->get_options()) {
+    for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
+    for (const std::string& n : o->get_snames()) flags.push_back("-" + n);
+  }
+  for (int k = i + 1; k < argc; ++k) {
+    std::string a = argv[k];
+    if (a == "--") break;
+    if (a.size() < 2 || a[0] != '-' || (a[1] >= '0' && a[1] <= '9') || a[1] == '.') continue;  // a value, not a flag
+    a = a.substr(0, a.find('='));
+    if (std::find(flags.begin(), flags.end(), a) != flags.end()) continue;
+    return "unknown option \"" + a + "\" for \"" + word + "\"" + did_you_mean(a, flags) + " (see gradrun " + word + " --help)";
+  }
+  return "";
+}
+
 }  // namespace gr::cli
 
 int main(int argc, char** argv) {
@@ -86,6 +127,12 @@ int main(int argc, char** argv) {
   cli::add_emit(app);
   cli::add_predict(app);
   cli::add_evaluate(app);
+  for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    sub->add_option("--set", cli::g_sets,
+                    "Override a spec value before it is read: PATH=VALUE, PATH dotted (optimizer.lr) or a JSON pointer "
+                    "(/optimizer/lr), VALUE JSON or a plain string; repeatable")
+        ->take_all()
+        ->allow_extra_args(false);
   auto fail = [](const char* what, int code) {
     std::fprintf(stderr, "gradrun: error: %s\n", cli::printable_line(what).c_str());
     return code;
@@ -95,6 +142,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
+    if (const std::string s = cli::suggest_usage(app, argc, argv, dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr); !s.empty())
+      return fail(s.c_str(), 2);
     return fail((std::string(e.what()) + " (see gradrun --help or gradrun COMMAND --help)").c_str(), 2);
   } catch (const cli::CheckFailed&) {
     return 1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include "io/csv.h"
@@ -33,6 +34,44 @@ Tensor one_hot(const Tensor& labels, int64_t k, const std::string& file, const s
   return out;
 }
 
+// Reads a data file; one that cannot be opened or read is bad input in the spec (exit 2), named by
+// the spec's pointer, the path as the spec resolves it and the absolute path.
+template <class Read>
+auto read_data_file(const Spec& spec, const std::string& key, const std::string& path, Read read) {
+  try {
+    return read(path);
+  } catch (const IoError& e) {
+    std::string why = e.what();
+    if (why.starts_with(path + ": ")) why = why.substr(path.size() + 2);
+    std::error_code ec;
+    const std::string abs = std::filesystem::absolute(path, ec).lexically_normal().string();
+    throw InputError(spec.path, "/data/" + key,
+                     "cannot read the data file " + path + (ec || abs == path ? "" : " (resolved: " + abs + ")") + ": " + why);
+  }
+}
+
+// The accuracy metric compares argmaxes: its labels must be one-hot rows (a "one_hot" binding, or
+// data that already holds one 1 per row), not features.
+void check_label_input(const Spec& spec, const DataTable& t) {
+  if (!spec.metrics.accuracy || !spec.data) return;
+  for (size_t i = 0; i < t.names.size(); ++i) {
+    const InputSpec& in = spec.data->inputs[i];
+    if (t.names[i] != spec.metrics.labels || in.one_hot) continue;
+    const Tensor& y = t.tensors[i];
+    const int64_t rows = y.shape()[0], width = rows ? y.numel() / rows : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t ones = 0;
+      bool binary = true;
+      for (int64_t c = 0; c < width; ++c) ones += y[r * width + c] == 1.0, binary = binary && (y[r * width + c] == 0.0 || y[r * width + c] == 1.0);
+      if (!binary || ones != 1 || in.standardize)
+        throw InputError(spec.path, "/metrics/accuracy/labels",
+                         "\"" + in.name + "\" is not a label input (row " + std::to_string(r + 1) +
+                             " is not one-hot" + (in.standardize ? ", and it is standardized" : "") +
+                             "); bind the class column with \"one_hot\": CLASSES");
+    }
+  }
+}
+
 }  // namespace
 
 DataTable read_inputs(const Spec& spec) {
@@ -40,7 +79,7 @@ DataTable read_inputs(const Spec& spec) {
   DataTable t;
   if (d.source == DataSpec::Source::Csv) {
     const std::string& path = d.files.at("");
-    const CsvTable csv = read_csv(path);
+    const CsvTable csv = read_data_file(spec, "csv", path, read_csv);
     for (const InputSpec& in : d.inputs) {
       std::vector<int64_t> cols;
       for (const std::string& c : in.columns) {
@@ -65,12 +104,12 @@ DataTable read_inputs(const Spec& spec) {
     std::string file;
     if (d.source == DataSpec::Source::Safetensors) {
       file = d.files.at("");
-      for (NamedTensor& nt : read_safetensors(file).tensors) found.emplace(nt.name, std::move(nt.tensor));
+      for (NamedTensor& nt : read_data_file(spec, "safetensors", file, read_safetensors).tensors) found.emplace(nt.name, std::move(nt.tensor));
     } else if (d.source == DataSpec::Source::Npz) {
       file = d.files.at("");
-      for (NamedTensor& nt : read_npz(file)) found.emplace(nt.name, std::move(nt.tensor));
+      for (NamedTensor& nt : read_data_file(spec, "npz", file, read_npz)) found.emplace(nt.name, std::move(nt.tensor));
     } else {
-      for (const auto& [name, path] : d.files) found.emplace(name, read_npy(path)), file += (file.empty() ? "" : ", ") + path;
+      for (const auto& [name, path] : d.files) found.emplace(name, read_data_file(spec, "npy", path, read_npy)), file += (file.empty() ? "" : ", ") + path;
     }
     for (const InputSpec& in : d.inputs) {
       auto it = found.find(in.tensor);
@@ -93,6 +132,7 @@ DataTable read_inputs(const Spec& spec) {
       throw InputError(spec.path, d.inputs[i].pointer,
                        "input \"" + t.names[i] + "\" has " + std::to_string(t.tensors[i].shape()[0]) + " rows, but \"" +
                            t.names[0] + "\" has " + std::to_string(t.rows));
+  check_label_input(spec, t);
   return t;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "io/errors.h"
+#include "spec/suggest.h"
 
 namespace gr {
 
@@ -45,8 +46,10 @@ class JsonAt {
       for (const char* k : known) ok = ok || it.key() == k;
       if (!ok) {
         std::string list;
-        for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-        throw InputError(file_, ptr_ + "/" + escape(it.key()), "unknown key \"" + it.key() + "\" (known: " + list + ")");
+        std::vector<std::string> words;
+        for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k), words.emplace_back(k);
+        throw InputError(file_, ptr_ + "/" + escape(it.key()),
+                         "unknown key \"" + it.key() + "\"" + did_you_mean(it.key(), words) + " (known: " + list + ")");
       }
     }
   }

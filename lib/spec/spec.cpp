@@ -11,69 +11,13 @@
 #include "emit/bind_expr.h"
 #include "io/atomic_file.h"
 #include "spec/json_reader.h"
+#include "spec/suggest.h"
 #include "tensor/sha256.h"
 #include "tensor/shape.h"
 
 namespace gr {
 
 using Json = nlohmann::ordered_json;
-
-nlohmann::ordered_json parse_json(const std::string& text, const std::string& file) {
-  // The parser recurses per nesting level: refuse absurd depth before it can exhaust the stack.
-  constexpr int kMaxDepth = 256;
-  int depth = 0;
-  bool in_string = false;
-  size_t at_line = 1, at_col = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '\n') at_line++, at_col = 0;
-    else at_col++;
-    if (in_string) {
-      if (c == '\\') ++i, ++at_col;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxDepth)
-        throw InputError(file, "line " + std::to_string(at_line) + ", column " + std::to_string(at_col),
-                         "malformed JSON: nested deeper than " + std::to_string(kMaxDepth) + " levels");
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  try {
-    return Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    // Turn the byte offset into a line and column; keep nlohmann's reason, minus its prefixes.
-    const size_t byte = std::min<size_t>(e.byte, text.size());
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i + 1 < byte; ++i) {
-      if (text[i] == '\n') line++, col = 1;
-      else col++;
-    }
-    std::string why = e.what();
-    const size_t colon = why.find(": ");
-    if (colon != std::string::npos) why = why.substr(colon + 2);
-    throw InputError(file, "line " + std::to_string(line) + ", column " + std::to_string(col), "malformed JSON: " + why);
-  } catch (const Json::out_of_range& e) {
-    // A number too large for a double ("1e999"; found by fuzz_spec). nlohmann gives no offset, only
-    // the token: locate its first occurrence.
-    std::string why = e.what();
-    const size_t colon = why.find("] ");
-    if (colon != std::string::npos) why = why.substr(colon + 2);
-    const size_t q = why.find('\''), q2 = why.rfind('\'');
-    size_t line = 1, col = 1;
-    if (q != std::string::npos && q2 > q) {
-      const size_t at = text.find(why.substr(q + 1, q2 - q - 1));
-      for (size_t i = 0; at != std::string::npos && i < at; ++i) {
-        if (text[i] == '\n') line++, col = 1;
-        else col++;
-      }
-    }
-    if (why.size() > 120) why = why.substr(0, 117) + "...";
-    throw InputError(file, "line " + std::to_string(line) + ", column " + std::to_string(col), "malformed JSON: " + why);
-  }
-}
 
 namespace {
 
@@ -270,9 +214,10 @@ NodeSpec read_node(const JsonAt& j) {
   const auto found = op_by_name(name);
   if (!found || op_info(*found).leaf()) {
     std::string known;
+    std::vector<std::string> words{"mse"};
     for (const OpInfo& info : kOps)
-      if (!info.leaf()) known += std::string(known.empty() ? "" : ", ") + std::string(info.name);
-    op.fail("unknown op \"" + name + "\" (known: " + known + ", mse; or a \"layer\")");
+      if (!info.leaf()) known += std::string(known.empty() ? "" : ", ") + std::string(info.name), words.emplace_back(info.name);
+    op.fail("unknown op \"" + name + "\"" + did_you_mean(name, words) + " (known: " + known + ", mse; or a \"layer\")");
   }
   n.op = *found;
   j.only_keys({"id", "op", "inputs", "scalar", "axis", "keepdims", "shape", "starts", "stops"});
@@ -371,6 +316,9 @@ Spec parse_spec(const std::string& text, const std::string& path) {
       names.insert(n.id + ".b");
     }
     s.graph.push_back(std::move(n));
+  // Nothing to train is a mistake (a "params" key misspelled, or left out), not a no-op run.
+  if (s.params.empty() && std::none_of(s.graph.begin(), s.graph.end(), [](const NodeSpec& n) { return n.kind == NodeSpec::Kind::Dense; }))
+    throw InputError(path, "/params", "the spec has no parameters to train: declare \"params\" or use a \"layer\" in the graph");
   }
   s.loss = root.at("loss").str();
   if (std::none_of(s.graph.begin(), s.graph.end(), [&](const NodeSpec& n) { return n.id == s.loss; }))

@@ -153,6 +153,7 @@ struct PredictSpec {
 
 struct Spec {
   std::string path, dir, sha256, text;  // where it came from; dir resolves relative data paths
+  std::vector<std::string> overrides;    // the --set PATH=VALUE items applied to the file's text (overrides.h)
   std::string name;
   uint64_t seed = 0;
   std::optional<DataSpec> data;
