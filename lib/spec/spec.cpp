@@ -307,8 +307,7 @@ Spec parse_spec(const std::string& text, const std::string& path) {
             at.fail("name \"" + n.inputs[i] + "\" is used before its definition at " + later.pointer());
         std::string known;
         for (const std::string& k : names) known += (known.empty() ? "" : ", ") + k;
-        at.fail("unknown name \"" + n.inputs[i] + "\" (known: " + known + ")");
-    if (t.has("diverge_factor")) s.train.diverge_factor = t.at("diverge_factor").positive();
+        at.fail("unknown name \"" + n.inputs[i] + "\"" + did_you_mean(n.inputs[i], names) + " (known: " + known + ")");
       }
     define(n.id, j.at("id"));
     if (n.kind == NodeSpec::Kind::Dense) {
@@ -316,10 +315,10 @@ Spec parse_spec(const std::string& text, const std::string& path) {
       names.insert(n.id + ".b");
     }
     s.graph.push_back(std::move(n));
+  }
   // Nothing to train is a mistake (a "params" key misspelled, or left out), not a no-op run.
   if (s.params.empty() && std::none_of(s.graph.begin(), s.graph.end(), [](const NodeSpec& n) { return n.kind == NodeSpec::Kind::Dense; }))
     throw InputError(path, "/params", "the spec has no parameters to train: declare \"params\" or use a \"layer\" in the graph");
-  }
   s.loss = root.at("loss").str();
   if (std::none_of(s.graph.begin(), s.graph.end(), [&](const NodeSpec& n) { return n.id == s.loss; }))
     root.at("loss").fail("loss \"" + s.loss + "\" is not a node of the graph");
@@ -364,6 +363,7 @@ Spec parse_spec(const std::string& text, const std::string& path) {
     if (t.has("batch_size")) s.train.batch_size = t.at("batch_size").integer(1, kMaxElems);
     if (t.has("shuffle")) s.train.shuffle = t.at("shuffle").boolean();
     if (t.has("drop_last")) s.train.drop_last = t.at("drop_last").boolean();
+    if (t.has("diverge_factor")) s.train.diverge_factor = t.at("diverge_factor").positive();
   }
   if (root.has("metrics")) {
     const JsonAt m = root.at("metrics");
