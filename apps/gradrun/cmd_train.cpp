@@ -64,6 +64,7 @@ void compare_expected(const std::string& golden_path, const std::string& got_tex
 void run_train(const TrainFlags& f) {
   apply_threads(f.threads);
   Spec spec = load_with_overrides(f.spec, f.overrides);
+  require_trainable(spec);
   DeviceChoice d = choose_device(spec, f.device, f.dtype, f.fuse, f.quiet);
   if (!f.init.empty() && !f.resume.empty()) throw UsageError("--init and --resume cannot be combined");
   std::vector<std::string> expect;

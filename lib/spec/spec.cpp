@@ -316,9 +316,6 @@ Spec parse_spec(const std::string& text, const std::string& path) {
     }
     s.graph.push_back(std::move(n));
   }
-  // Nothing to train is a mistake (a "params" key misspelled, or left out), not a no-op run.
-  if (s.params.empty() && std::none_of(s.graph.begin(), s.graph.end(), [](const NodeSpec& n) { return n.kind == NodeSpec::Kind::Dense; }))
-    throw InputError(path, "/params", "the spec has no parameters to train: declare \"params\" or use a \"layer\" in the graph");
   s.loss = root.at("loss").str();
   if (std::none_of(s.graph.begin(), s.graph.end(), [&](const NodeSpec& n) { return n.id == s.loss; }))
     root.at("loss").fail("loss \"" + s.loss + "\" is not a node of the graph");
@@ -442,5 +439,12 @@ Spec parse_spec(const std::string& text, const std::string& path) {
 }
 
 Spec load_spec(const std::string& path) { return parse_spec(read_file(path), path); }
+
+// Nothing to train is a mistake (a "params" key misspelled, or left out), not a no-op run. Only
+// training refuses it: checking or emitting the gradients of a constant graph is still well defined.
+void require_trainable(const Spec& s) {
+  if (s.params.empty() && std::none_of(s.graph.begin(), s.graph.end(), [](const NodeSpec& n) { return n.kind == NodeSpec::Kind::Dense; }))
+    throw InputError(s.path, "/params", "the spec has no parameters to train: declare \"params\" or use a \"layer\" in the graph");
+}
 
 }  // namespace gr

@@ -174,5 +174,7 @@ struct Spec {
 // Throws IoError (unreadable file) or InputError (everything else).
 Spec load_spec(const std::string& path);
 Spec parse_spec(const std::string& text, const std::string& path);
+// Training needs at least one parameter (params or a layer); throws a located InputError otherwise.
+void require_trainable(const Spec& spec);
 
 }  // namespace gr
