@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <utility>
 
 #include "io/atomic_file.h"
 #include "io/errors.h"
@@ -12,6 +13,19 @@
 namespace gr {
 
 namespace {
+
+// The ONNX operator of each elementwise row (adds/muls: Add/Mul with the scalar as an initializer).
+// A row missing here (a new op) is refused at export with its node named, not mistranslated.
+const char* onnx_elementwise(Op op) {
+  static constexpr std::pair<Op, const char*> kMap[] = {
+      {Op::Add, "Add"},       {Op::Sub, "Sub"},         {Op::Mul, "Mul"},   {Op::Div, "Div"},
+      {Op::Neg, "Neg"},       {Op::AddScalar, "Add"},   {Op::MulScalar, "Mul"}, {Op::Relu, "Relu"},
+      {Op::Sigmoid, "Sigmoid"}, {Op::Tanh, "Tanh"},     {Op::Exp, "Exp"},   {Op::Log, "Log"},
+      {Op::Sqrt, "Sqrt"}};
+  for (const auto& [o, name] : kMap)
+    if (o == op) return name;
+  return nullptr;
+}
 
 using onnx::attr_int;
 using onnx::attr_ints;
@@ -241,19 +255,16 @@ struct Builder {
     switch (n.op) {
       case Op::Param:
       case Op::Const: refuse(n, "is a leaf op, never a graph node");
-      case Op::Add: return emit("Add", {a, b}, out);
-      case Op::Sub: return emit("Sub", {a, b}, out);
-      case Op::Mul: return emit("Mul", {a, b}, out);
-      case Op::Div: return emit("Div", {a, b}, out);
-      case Op::Neg: return emit("Neg", {a}, out);
-      case Op::AddScalar: return emit("Add", {a, scalar(n.scalar)}, out);
-      case Op::MulScalar: return emit("Mul", {a, scalar(n.scalar)}, out);
-      case Op::Relu: return emit("Relu", {a}, out);
-      case Op::Sigmoid: return emit("Sigmoid", {a}, out);
-      case Op::Tanh: return emit("Tanh", {a}, out);
-      case Op::Exp: return emit("Exp", {a}, out);
-      case Op::Log: return emit("Log", {a}, out);
-      case Op::Sqrt: return emit("Sqrt", {a}, out);
+#define GR_ONNX_EW(E, name, arity, cls, ...) GR_OP_IF_UNARY_##cls(case Op::E:) GR_OP_IF_BINARY_##cls(case Op::E:)
+        GR_OP_TABLE(GR_ONNX_EW)
+#undef GR_ONNX_EW
+        {  // elementwise rows: the ONNX operator of the same meaning; a scalar attribute becomes an initializer
+          const char* onnx = onnx_elementwise(n.op);
+          if (!onnx) refuse(n, "(" + std::string(op_name(n.op)) + ") has no ONNX operator in the export's table");
+          if (op_info(n.op).attrs & kAttrScalar) return emit(onnx, {a, scalar(n.scalar)}, out);
+          if (op_info(n.op).cls == OpClass::Binary) return emit(onnx, {a, b}, out);
+          return emit(onnx, {a}, out);
+        }
       case Op::Sum:
         if (n.axis)  // opset 13: ReduceSum takes its axes as an input
           return emit("ReduceSum", {a, ints("axes", {axis})}, out, {attr_int("keepdims", n.keepdims ? 1 : 0)});
