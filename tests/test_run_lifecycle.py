@@ -137,6 +137,24 @@ with tempfile.TemporaryDirectory() as tmp:
         json.dump(fixed, f)
     p = run("train", os.path.join(tmp, "fixed.json"), "--out", os.path.join(tmp, "fixed"), "--quiet", code=2)
     check("/train/batch_size" in p.stderr and "validation" in p.stderr, f"partial validation batch: {p.stderr!r}")
+    p = run("inspect", os.path.join(tmp, "fixed.json"))
+    check("the last 14 of the 30 validation rows do not fit" in p.stdout, f"inspect of a partial batch: {p.stdout!r}")
+    # ... and evaluate refuses rows it cannot count, where they come from a file, naming it
+    fixed["train"]["batch_size"] = 15  # 120 training and 30 validation rows: whole batches
+    fixed["graph"] = [n if n["id"] != "fixed" else {**n, "shape": [15, 3]} for n in fixed["graph"]]
+    with open(os.path.join(tmp, "fixed15.json"), "w") as f:
+        json.dump(fixed, f)
+    run("train", os.path.join(tmp, "fixed15.json"), "--out", os.path.join(tmp, "fixed15"), "--epochs", "2", "--quiet")
+    p = run("inspect", os.path.join(tmp, "fixed15.json"))
+    check("do not fit" not in p.stdout, f"inspect of whole batches: {p.stdout!r}")
+    rows31 = os.path.join(tmp, "rows31.csv")
+    with open(rows31, "w") as f:
+        f.write("".join(open(os.path.join(ROOT, "datasets/iris.csv")).readlines()[:32]))
+    p = run("evaluate", os.path.join(tmp, "fixed15.json"), "--weights", os.path.join(tmp, "fixed15"), "--data", rows31, code=2)
+    check("last batch of 1 of the 31 rows of " + rows31 in p.stderr and len(p.stderr.splitlines()) == 1,
+          f"evaluate of a partial batch: {p.stderr!r}")
+    p = run("evaluate", os.path.join(tmp, "fixed15.json"), "--weights", os.path.join(tmp, "fixed15"))
+    check("(30 rows)" in p.stdout, f"evaluate of whole batches: {p.stdout!r}")
 
     # 6. --expect stops at the first differing step; metrics.csv numbers are shortest round-trip; the
     # final loss is the last epoch's mean train loss

@@ -32,16 +32,15 @@ Spec load_with_overrides(const std::string& path, const Overrides& o);
 
 // Resolves --device/--dtype/--fuse against the spec, into enums (the flags are words checked by
 // CLI11; the spec's are parsed by load_spec). `auto` becomes Cuda when a CUDA backend opens (kept in
-// `backend`, so it is opened once) and Cpu otherwise, saying why unless quiet. Host and Cuda are
-// opened by whoever runs them (exit 3 when unavailable).
+// `backend`, so it is opened once) and Cpu otherwise, saying why. Host and Cuda are
+// opened by whoever runs them (exit 3 when unavailable). The auto choice is logged at info level.
 struct DeviceChoice {
   DeviceKind kind = DeviceKind::Cpu;  // Cpu | Host | Cuda, never Auto
   DType dtype = DType::F64;
   FuseMode fuse = FuseMode::Off;      // --fuse: On; else the spec's
   std::unique_ptr<device::Backend> backend;  // the backend device auto opened; null otherwise
 };
-DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag,
-                           bool quiet);
+DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag);
 
 // --threads N (default: every core). Work splits over output rows only, so results never change.
 void add_threads_option(CLI::App* command, int& threads);

@@ -24,7 +24,7 @@ void run_check(const CheckFlags& f) {
   if (f.fd == f.replay) throw UsageError("check needs exactly one of --fd or --replay");
   const Spec spec = load_with_overrides(f.spec, {});
   if (f.replay) {
-    const DeviceChoice d = choose_device(spec, f.device.empty() ? "host" : f.device, "f64", f.fuse, false);
+    const DeviceChoice d = choose_device(spec, f.device.empty() ? "host" : f.device, "f64", f.fuse);
     if (d.kind == DeviceKind::Cpu) throw UsageError("check --replay needs a device (host or cuda)");
     Model model(spec, load_datasets(spec));
     std::string why;

@@ -46,7 +46,7 @@ void run_evaluate(const EvaluateFlags& f) {
     table = read_data_file(spec, w.prep, f.data, std::vector<bool>(spec.data->inputs.size(), true));
   }
   model->load_params(w.file, w.path);
-  const auto [loss, accuracy] = evaluate(*model, *rows);
+  const auto [loss, accuracy] = evaluate(*model, *rows, f.data.empty() ? "the validation split" : f.data);
   const std::string source = f.data.empty() ? "validation" : f.data;
   if (!f.json.empty()) {
     nlohmann::ordered_json j = {{"spec", spec.path}, {"weights", w.path}, {"data", source}, {"rows", rows->rows},

@@ -20,7 +20,7 @@ struct GradFlags {
 void run_grad(const GradFlags& f) {
   apply_threads(f.threads);
   const Spec spec = load_with_overrides(f.spec, {});
-  const DeviceChoice d = choose_device(spec, f.device.empty() ? "cpu" : f.device, "f64", false, false);
+  const DeviceChoice d = choose_device(spec, f.device.empty() ? "cpu" : f.device, "f64", false);
   Model model(spec, load_datasets(spec));
   if (!f.init.empty()) model.load_params(read_safetensors(f.init), f.init);
   GradResult r;

@@ -7,6 +7,7 @@
 #include "fuse/fuse.h"
 #include "spec/program.h"
 #include "train/model.h"
+#include "train/trainer.h"
 
 namespace gr::cli {
 
@@ -28,13 +29,21 @@ const char* fusion_class(const ProgramNode& n) {
 
 void run_inspect(const std::string& path) {
   const Spec spec = load_with_overrides(path, {});
-  const Datasets data = load_datasets(spec);
-  const Program p = resolve_program(spec, data.train);
+  Model model(spec, load_datasets(spec));
+  const Datasets& data = model.data();
+  const Program& p = model.program();
   std::printf("spec %s (%s), seed %llu, sha256 %.12s…\n", spec.name.c_str(), spec.path.c_str(),
               static_cast<unsigned long long>(spec.seed), spec.sha256.c_str());
   if (spec.data)
     std::printf("data: %lld training rows, %lld validation rows, batch %lld\n", static_cast<long long>(data.train.rows),
                 static_cast<long long>(data.validation.rows), static_cast<long long>(p.batch));
+  // Rows that train and evaluate would refuse rather than leave out (trainer.h evaluate).
+  if (spec.data)
+    if (const int64_t unfit = unfit_last_batch(model, data.validation); unfit > 0)
+      std::printf("  note: the last %lld of the %lld validation rows do not fit the graph's fixed shapes (batch %lld): train "
+                  "and evaluate refuse this spec until batch_size divides %lld\n",
+                  static_cast<long long>(unfit), static_cast<long long>(data.validation.rows), static_cast<long long>(p.batch),
+                  static_cast<long long>(data.validation.rows));
   for (size_t i = 0; i < p.input_names.size(); ++i)
     std::printf("  input %-14s %s\n", p.input_names[i].c_str(), p.input_shapes[i].str().c_str());
   int64_t total = 0;
@@ -65,7 +74,6 @@ void run_inspect(const std::string& path) {
   std::printf("backward reaches %lld of %zu nodes; %lld are row-fusible\n", static_cast<long long>(reached), p.nodes.size(),
               static_cast<long long>(fusible));
   // The fusion plan of one recorded episode (tape node ids), captured on the host backend.
-  Model model(spec, data);
   std::vector<int64_t> rows;
   if (spec.data)
     for (int64_t i = 0; i < p.batch; ++i) rows.push_back(i);

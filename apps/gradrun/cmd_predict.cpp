@@ -22,7 +22,7 @@ struct PredictFlags {
 void run_predict(const PredictFlags& f) {
   apply_threads(f.threads);
   const Spec spec = load_with_overrides(f.spec, {});
-  const DeviceChoice d = choose_device(spec, f.device, "f64", false, true);
+  const DeviceChoice d = choose_device(spec, f.device, "f64", false);
   const TrainedWeights w = read_trained(spec, f.weights);
   Model model(spec, shape_only_data(spec, w.prep));
   model.load_params(w.file, w.path);

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "io/atomic_file.h"
+#include "tensor/diag.h"
 #include "train/run_state.h"
 #include "train/trainer.h"
 
@@ -50,13 +51,13 @@ void compare_expected(const std::string& golden_path, const std::string& got_tex
   std::vector<std::string> want = lines(read_file(golden_path)), got = lines(got_text);
   for (size_t i = 1; i < std::min(want.size(), got.size()); ++i)
     if (want[i] != got[i]) {
-      std::fprintf(stderr, "gradrun: expect: the loss log differs from %s at step %zu (line %zu):\n  expected %s\n  got      %s\n",
-                   golden_path.c_str(), i, i + 1, want[i].c_str(), got[i].c_str());
+      diag::error("expect: the loss log differs from " + golden_path + " at step " + std::to_string(i) + " (line " +
+                  std::to_string(i + 1) + "):\n  expected " + want[i] + "\n  got      " + got[i]);
       throw CheckFailed{};
     }
   if (want.size() != got.size()) {
-    std::fprintf(stderr, "gradrun: expect: %s has %zu steps, this run has %zu\n", golden_path.c_str(), want.size() - 1,
-                 got.size() - 1);
+    diag::error("expect: " + golden_path + " has " + std::to_string(want.size() - 1) + " steps, this run has " +
+                std::to_string(got.size() - 1));
     throw CheckFailed{};
   }
 }
@@ -65,7 +66,7 @@ void run_train(const TrainFlags& f) {
   apply_threads(f.threads);
   Spec spec = load_with_overrides(f.spec, f.overrides);
   require_trainable(spec);
-  DeviceChoice d = choose_device(spec, f.device, f.dtype, f.fuse, f.quiet);
+  DeviceChoice d = choose_device(spec, f.device, f.dtype, f.fuse);
   if (!f.init.empty() && !f.resume.empty()) throw UsageError("--init and --resume cannot be combined");
   std::vector<std::string> expect;
   if (!f.expect.empty()) expect = read_expected(f.expect);  // a missing or bad golden file fails now, not after training
@@ -90,16 +91,14 @@ void run_train(const TrainFlags& f) {
     r = train(model, o, std::move(d.backend));
   } catch (const ExpectMismatch& e) {  // stopped at the first differing step: exit 1, no success line
     if (e.expected.empty())
-      std::fprintf(stderr, "gradrun: expect: %s has %zu steps, this run goes on:\n  got      %s\n", f.expect.c_str(), expect.size(),
-                   e.got.c_str());
+      diag::error("expect: " + f.expect + " has " + std::to_string(expect.size()) + " steps, this run goes on:\n  got      " + e.got);
     else
-      std::fprintf(stderr, "gradrun: expect: the loss log differs from %s at step %lld (line %lld):\n  expected %s\n  got      %s\n",
-                   f.expect.c_str(), static_cast<long long>(e.step), static_cast<long long>(e.step + 1), e.expected.c_str(),
-                   e.got.c_str());
+      diag::error("expect: the loss log differs from " + f.expect + " at step " + std::to_string(e.step) + " (line " +
+                  std::to_string(e.step + 1) + "):\n  expected " + e.expected + "\n  got      " + e.got);
     throw CheckFailed{};
   } catch (const InterruptedError& e) {  // exit 130, as a shell reports a SIGINT
     std::fflush(stdout);
-    std::fprintf(stderr, "gradrun: %s\n", e.what());
+    diag::error(e.what());  // an error level, so that even --quiet says how to resume
     std::exit(130);
   }
   if (!f.expect.empty()) compare_expected(f.expect, render_loss_csv(r.log));  // a shorter run: before the success line

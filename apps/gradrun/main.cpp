@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "spec/overrides.h"
 #include "spec/suggest.h"
+#include "tensor/diag.h"
 #include "tensor/fpenv.h"
 #include "tensor/parallel.h"
 #include "train/device_runner.h"
@@ -15,6 +16,19 @@ namespace gr::cli {
 
 namespace {
 std::vector<std::string> g_sets;  // --set PATH=VALUE, added to every subcommand in main()
+std::string g_log_level = "info", g_log_file;  // --log-level, --log-file, also on every subcommand
+
+// Diagnostics (tensor/diag.h) once the command line is parsed, before the command runs: the console
+// at --log-level (only errors under the command's --quiet), the --log-file at --log-level.
+void configure_diagnostics(const CLI::App& app) {
+  diag::Level level = diag::Level::Info;
+  if (!diag::parse_level(g_log_level, level)) throw UsageError("--log-level " + g_log_level + ": use one of " + diag::level_names());
+  bool quiet = false;
+  for (const CLI::App* sub : app.get_subcommands())
+    if (const CLI::Option* q = sub->get_option_no_throw("--quiet")) quiet = quiet || q->count() > 0;
+  const diag::Level console = quiet && level < diag::Level::Error ? diag::Level::Error : level;
+  diag::configure(console, g_log_file, level);
+}
 }  // namespace
 
 Spec load_with_overrides(const std::string& path, const Overrides& o) {
@@ -24,8 +38,7 @@ Spec load_with_overrides(const std::string& path, const Overrides& o) {
   return s;
 }
 
-DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag,
-                           bool quiet) {
+DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag) {
   DeviceChoice d;
   d.kind = spec.device.kind;
   d.dtype = spec.device.dtype;
@@ -37,8 +50,7 @@ DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, con
     std::string why;
     d.backend = open_backend(DeviceKind::Auto, &why);
     d.kind = d.backend ? DeviceKind::Cuda : DeviceKind::Cpu;
-    if (!quiet)
-      std::fprintf(stderr, "gradrun: device auto: %s\n", d.backend ? "using CUDA" : ("using the CPU tape (" + why + ")").c_str());
+    diag::info(d.backend ? std::string("device auto: using CUDA") : "device auto: using the CPU tape (" + why + ")");
   }
   if (d.kind == DeviceKind::Cpu && d.dtype == DType::F32)
     throw UsageError("dtype f32 needs a device engine (--device host or cuda); the CPU tape computes in f64");
@@ -52,7 +64,12 @@ void add_threads_option(CLI::App* command, int& threads) {
       ->check(CLI::Range(1, 1024));
 }
 
-void apply_threads(int threads) { set_num_threads(threads); }
+void apply_threads(int threads) {
+  if (threads > hardware_threads())
+    diag::warn("--threads " + std::to_string(threads) + " is more than the " + std::to_string(hardware_threads()) +
+               " cores here: the results are the same, the run is slower");
+  set_num_threads(threads);
+}
 
 // One printable line: control characters and bytes that are not valid UTF-8 (a binary file's
 // contents quoted in a message) become \xNN, so the error stays one readable line.
@@ -127,14 +144,20 @@ int main(int argc, char** argv) {
   cli::add_emit(app);
   cli::add_predict(app);
   cli::add_evaluate(app);
-  for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+  for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     sub->add_option("--set", cli::g_sets,
                     "Override a spec value before it is read: PATH=VALUE, PATH dotted (optimizer.lr) or a JSON pointer "
                     "(/optimizer/lr), VALUE JSON or a plain string; repeatable")
         ->take_all()
         ->allow_extra_args(false);
+    sub->add_option("--log-level", cli::g_log_level,
+                    std::string("Diagnostics shown on stderr and written to --log-file: ") + diag::level_names() +
+                        " (default info; --quiet shows only errors on stderr)");
+    sub->add_option("--log-file", cli::g_log_file, "Also append diagnostics, with timestamps, to this file");
+  }
+  app.parse_complete_callback([&app] { cli::configure_diagnostics(app); });  // runs before the command's callback
   auto fail = [](const char* what, int code) {
-    std::fprintf(stderr, "gradrun: error: %s\n", cli::printable_line(what).c_str());
+    diag::error(cli::printable_line(what));
     return code;
   };
   try {

@@ -13,6 +13,7 @@
 
 #include "device/detail.h"
 #include "device/nvrtc.h"
+#include "tensor/diag.h"
 
 namespace gr::device {
 namespace {
@@ -211,11 +212,13 @@ class CudaBackend final : public Backend {
     const bool cubin = target_.rfind("sm_", 0) == 0;
     const std::string path = root_ + "/" + key + (cubin ? ".cubin" : ".ptx");
     const bool cached = file_exists(path);
+    diag::debug("cuda backend: kernel module '" + name + "' " + (cached ? "from the cache (" : "compiled by NVRTC (") + path + ")");
     CUmodule mod = nullptr;
     // A cached image is used only when it is ours alone and its seal matches (cache.cpp); an
     // unsealed or altered one loads as nothing, fails, and is rebuilt below.
     CUresult r = load(cached ? read_sealed_module(path).value_or("") : build(text, name, path), cubin, &mod);
     if (r != kSuccess && cached) {  // a damaged cache entry: rebuild once
+      diag::warn("cuda backend: cached kernel module " + path + " is unusable; rebuilding it");
       std::remove(path.c_str());
       r = load(build(text, name, path), cubin, &mod);
     }

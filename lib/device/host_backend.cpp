@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -11,6 +12,7 @@
 #include "device/detail.h"
 #include "device/host_compile.h"
 #include "device/host_exec.h"
+#include "tensor/diag.h"
 #include "tensor/fpenv.h"
 
 namespace gr::device {
@@ -113,10 +115,19 @@ class HostBackend final : public Backend {
     const std::string so = root_ + "/" + key + ".so";
     const std::string src = root_ + "/" + key + ".cpp";
     bool fresh = false;
-    if (!file_exists(so)) build(text, name, src, so), fresh = true;
+    if (!file_exists(so)) {
+      const auto t0 = std::chrono::steady_clock::now();
+      build(text, name, src, so), fresh = true;
+      diag::debug("host backend: compiled kernel module '" + name + "' in " +
+                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()) +
+                  " ms (" + so + ")");
+    } else {
+      diag::debug("host backend: kernel module '" + name + "' from the cache (" + so + ")");
+    }
     std::string load_error;
     void* handle = open_cached_module(so, &load_error);  // owner, mode and seal checked first (cache.cpp)
     if (!handle && !fresh) {  // a damaged cache entry (e.g. a disk that filled up): rebuild once
+      diag::warn("host backend: cached kernel module " + so + " is unusable (" + load_error + "); rebuilding it");
       std::remove(so.c_str());
       build(text, name, src, so);
       handle = open_cached_module(so, &load_error);

@@ -1,10 +1,12 @@
 #include "train/device_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "fuse/fuse.h"
 #include "io/errors.h"
+#include "tensor/diag.h"
 #include "train/batch_kernels.h"
 
 namespace gr {
@@ -62,6 +64,7 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   if (spec.data && !spec.train.drop_last)
     throw InputError(spec.path, "/train/drop_last", "a device program has one static batch shape; set drop_last to true");
   // Record one episode (on the first rows) so the program can mirror it, then capture it.
+  const auto t0 = std::chrono::steady_clock::now();
   std::vector<int64_t> rows(static_cast<size_t>(model.program().batch));
   for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
   const std::vector<Var>& nodes = model.record(model.data().train, rows);
@@ -75,6 +78,9 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   model.reset();
   episode_ = make_episode(std::move(program), fuse);  // fused: docs/fusion.md
   episode_->capture_episode(dopt_.get());
+  diag::debug("device: episode captured in " +
+              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()) +
+              " ms (kernel compilation included)");
 
   // The training set goes to the device once; each step uploads only its row indices.
   device::Module* module = backend_->compile(kBatchKernels, "gradrun_batches");

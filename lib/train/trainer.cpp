@@ -14,6 +14,7 @@
 #include "train/plot_svg.h"
 #include "spec/random.h"
 #include "io/safetensors.h"
+#include "tensor/diag.h"
 #include "tensor/parallel.h"
 #include "train/device_runner.h"
 #include "train/preprocess.h"
@@ -78,9 +79,27 @@ int64_t argmax_row(const double* x, int64_t cols) {
   return best;
 }
 
-// Validation: mean loss over full batches (and the remainder when the graph accepts its size),
-// weighted by rows; accuracy over the same rows.
-std::pair<double, double> evaluate(Model& model, const DataTable& table) {
+int64_t unfit_last_batch(Model& model, const DataTable& table) {
+  const int64_t batch = model.program().batch;
+  if (table.rows == 0 || batch <= 0 || table.rows % batch == 0) return 0;
+  std::vector<int64_t> rows(static_cast<size_t>(table.rows % batch));
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+  const bool fits = !model.record(table, rows).empty();
+  model.reset();
+  return fits ? 0 : static_cast<int64_t>(rows.size());
+}
+
+InputError unfit_batch_error(const Model& model, int64_t table_rows, const std::string& rows_name) {
+  const int64_t batch = model.program().batch;
+  return InputError(model.spec().path, "/train/batch_size",
+                    "the last batch of " + std::to_string(table_rows % batch) + " of the " + std::to_string(table_rows) + " rows of " +
+                        rows_name + " does not fit the graph's fixed shapes (batch " + std::to_string(batch) +
+                        "), so those rows could not be evaluated; choose a batch_size that divides " + std::to_string(table_rows) +
+                        " (or change the rows), or make the graph's shapes follow the batch");
+}
+
+// Validation: mean loss over the batches, weighted by rows; accuracy over the same rows.
+std::pair<double, double> evaluate(Model& model, const DataTable& table, const std::string& rows_name) {
   const Program& p = model.program();
   if (table.rows == 0) return {kNaN, kNaN};
   double loss_sum = 0.0, rows_seen = 0.0, correct = 0.0;
@@ -90,7 +109,10 @@ std::pair<double, double> evaluate(Model& model, const DataTable& table) {
     rows.clear();
     for (int64_t r = start; r < end; ++r) rows.push_back(r);
     const std::vector<Var>& nodes = model.record(table, rows);
-    if (nodes.empty()) continue;  // a remainder the graph cannot take
+    if (nodes.empty()) {  // a remainder the graph's fixed shapes cannot take
+      model.reset();
+      throw unfit_batch_error(model, table.rows, rows_name);
+    }
     const double n = static_cast<double>(rows.size());
     loss_sum = loss_sum + model.tape().scalar(nodes[static_cast<size_t>(p.loss)]) * n;
     rows_seen = rows_seen + n;
@@ -239,7 +261,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     if (!backend) throw Error("device " + std::string(to_string(o.device)) + ": " + why);  // auto found no CUDA
     device = std::make_unique<DeviceRunner>(model, opt, std::move(backend), o.dtype, o.fuse);
     r.fused = device->fused();
-    if (!o.quiet) std::printf("device: %s\n", device->describe().c_str());
+    diag::info("device: " + device->describe());
   }
 
   const int64_t n = spec.data ? train_rows.rows : 0;
@@ -255,18 +277,8 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   }
   // Every validation row counts: a last partial validation batch the graph's fixed shapes cannot
   // take is refused now, rather than silently left out of val_loss and val_accuracy.
-  const DataTable& val_rows = model.data().validation;
-  if (spec.data && val_rows.rows > 0 && val_rows.rows % batch != 0) {
-    std::vector<int64_t> rows(static_cast<size_t>(val_rows.rows % batch));
-    for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
-    if (model.record(val_rows, rows).empty())
-      throw InputError(spec.path, "/train/batch_size",
-                       "the validation split's last batch of " + std::to_string(rows.size()) + " of its " +
-                           std::to_string(val_rows.rows) + " rows does not fit the graph's fixed shapes (batch " +
-                           std::to_string(batch) + "), so those rows would not be evaluated; choose a batch_size that divides " +
-                           std::to_string(val_rows.rows) + " (or change data.validation), or make the graph's shapes follow the batch");
-    model.reset();
-  }
+  if (spec.data && unfit_last_batch(model, model.data().validation) > 0)
+    throw unfit_batch_error(model, model.data().validation.rows, "the validation split");
 
   InterruptGuard interrupts;
   write_run_json(model, o, r, run_sha);  // status running
@@ -372,8 +384,14 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
       r.log.epochs.push_back(e);
       // A checkpoint after the last epoch, and on the way at most every kCheckpointSeconds (tiny
       // epochs would otherwise spend their time writing checkpoints).
+      if (diag::enabled(diag::Level::Debug))
+        diag::debug("epoch " + std::to_string(epoch + 1) + ": mean train loss " + format_double(mean) + ", val loss " +
+                    format_double(val_loss) + ", " + std::to_string(static_cast<int64_t>(1e3 * e.seconds)) + " ms since the run began");
       if (epoch + 1 == target || seconds_since(last_checkpoint) >= kCheckpointSeconds) {
+        const auto c0 = Clock::now();
         write_checkpoint(ckpt_dir, model, opt, r.log, epoch + 1, 0, target, identity);
+        diag::debug("checkpoint of epoch " + std::to_string(epoch + 1) + " written to " + ckpt_dir + " in " +
+                    std::to_string(static_cast<int64_t>(1e3 * seconds_since(c0))) + " ms");
         last_checkpoint = Clock::now();
         checkpoint_epoch = epoch + 1;
         checkpoint_where = ckpt_dir;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "device/backend.h"
+#include "io/errors.h"
 #include "spec/spec.h"
 
 #include "train/model.h"
@@ -56,10 +57,17 @@ struct TrainResult {
 TrainResult train(Model& model, const TrainOptions& options, std::unique_ptr<device::Backend> backend = nullptr);
 
 // Validation of `table` with the model's current parameters: mean loss over batches of the
-// training batch size (and the remainder when the graph accepts its size), weighted by rows, and
-// accuracy over the same rows (NaN without an accuracy metric; both NaN for no rows). Training's
-// val_loss/val_accuracy and `gradrun evaluate` are this function.
-std::pair<double, double> evaluate(Model& model, const DataTable& table);
+// training batch size (the last one partial), weighted by rows, and accuracy over the same rows
+// (NaN without an accuracy metric; both NaN for no rows). Training's val_loss/val_accuracy and
+// `gradrun evaluate` are this function. Every row counts: when the graph's fixed shapes cannot take
+// the last partial batch it throws unfit_batch_error (`rows_name` says whose rows) rather than
+// leave those rows out.
+std::pair<double, double> evaluate(Model& model, const DataTable& table, const std::string& rows_name = "the validation split");
+// The size of `table`'s last partial batch when the graph's fixed shapes cannot take it (so
+// evaluate would refuse the table), else 0. Records and resets the tape once.
+int64_t unfit_last_batch(Model& model, const DataTable& table);
+// The located error (at /train/batch_size) for such a table, saying what to change.
+InputError unfit_batch_error(const Model& model, int64_t table_rows, const std::string& rows_name);
 // Index of the largest of x[0..cols) (the first on ties): accuracy's class of a row.
 int64_t argmax_row(const double* x, int64_t cols);
 
