@@ -1,10 +1,13 @@
 // gr_device.h — the one header that lets kernels/ compile as host C++ and as CUDA device code.
 //
 // Every floating-point operation in kernels/ is spelled with the CUDA round-to-nearest intrinsics
-// (__dadd_rn, __dsub_rn, __dmul_rn, __ddiv_rn). Under nvcc/NVRTC they are the real intrinsics,
-// which the compiler never contracts into an FMA. On the host they are plain IEEE operations;
-// the whole project is built with -ffp-contract=off, so they are never contracted there either.
-// That is how one scalar definition gives the same bits on every path (docs/design.md §2).
+// (__dadd_rn, __dsub_rn, __dmul_rn, __ddiv_rn, __fma_rn). Under nvcc/NVRTC they are the real
+// intrinsics, which the compiler never contracts or splits. On the host they are plain IEEE
+// operations; the whole project is built with -ffp-contract=off, so an add of a product is never
+// contracted there either. The one fused multiply-add is explicit: __fma_rn(a, b, c) is IEEE 754's
+// fusedMultiplyAdd, one rounding of the exact a·b + c, so it has the same bits on every target —
+// an x86-64 vfmadd, glibc's fma() where the CPU has none, a CUDA DFMA (docs/design.md §2, §5).
+// That is how one scalar definition gives the same bits on every path.
 #pragma once
 
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
@@ -26,6 +29,8 @@ static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline double __fma_rn(double a, double b, double c) { return __builtin_fma(a, b, c); }
+static inline float __fmaf_rn(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 #endif
 
 // Bit casts that work in both worlds (memcpy is not available under NVRTC without headers).
@@ -52,6 +57,9 @@ GR_HD static inline float gr_radd(float a, float b) { return __fadd_rn(a, b); }
 GR_HD static inline float gr_rsub(float a, float b) { return __fsub_rn(a, b); }
 GR_HD static inline float gr_rmul(float a, float b) { return __fmul_rn(a, b); }
 GR_HD static inline float gr_rdiv(float a, float b) { return __fdiv_rn(a, b); }
+// a·b + c with one rounding: the step of every dot product (gr_reduce.h gr_dot), nothing else.
+GR_HD static inline double gr_rfma(double a, double b, double c) { return __fma_rn(a, b, c); }
+GR_HD static inline float gr_rfma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 
 #if GR_DEVICE_CODE
 GR_HD static inline float gr_sqrt(float x) { return __fsqrt_rn(x); }

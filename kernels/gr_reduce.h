@@ -1,8 +1,9 @@
 // gr_reduce.h — THE accumulation orders (docs/numerics.md): every sum and dot product of every
 // path is one of these, so the bits agree by construction.
 //   gr_sum(x, n, stride)           acc = 0; acc = acc + x[k·stride]         for k = 0 .. n-1 ascending
-//   gr_dot(a, sa, b, sb, n)        acc = 0; acc = acc + a[k·sa] · b[k·sb]   for k = 0 .. n-1 ascending
-// One rounding per + and per · (gr_radd / gr_rmul, the rn intrinsics of T: no FMA). An axis of a
+//   gr_dot(a, sa, b, sb, n)        acc = 0; acc = fma(a[k·sa], b[k·sb], acc) for k = 0 .. n-1 ascending
+// gr_sum rounds once per + (gr_radd); gr_dot once per step, a fused multiply-add (gr_rfma: IEEE
+// fusedMultiplyAdd, exactly rounded, so the same bits on every target; docs/numerics.md). An axis of a
 // tensor is a strided lane (stride = the inner size), a matrix row has stride 1 and a column the
 // row length, so the axis/row/column variants are these two with a stride. Callers: the CPU tape
 // (lib/tensor reduce.cpp, matmul_reference), the per-node kernels (gr_node_kernels.cuh) and the
@@ -22,6 +23,6 @@ GR_HD static inline T gr_sum(const T* x, long long n, long long stride) {
 template <class T>
 GR_HD static inline T gr_dot(const T* a, long long sa, const T* b, long long sb, long long n) {
   T acc = T(0);
-  for (long long k = 0; k < n; ++k) acc = gr_radd(acc, gr_rmul(a[k * sa], b[k * sb]));
+  for (long long k = 0; k < n; ++k) acc = gr_rfma(a[k * sa], b[k * sb], acc);
   return acc;
 }

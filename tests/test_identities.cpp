@@ -59,7 +59,9 @@ TEST_CASE("an episode after reset_to equals the one before it, bit for bit", "[i
   REQUIRE(same_bits(first, second));
 }
 
-TEST_CASE("the tape's matmul equals a plain serial-k loop", "[identity]") {
+// The contract (docs/numerics.md): one std::fma per k step, ascending. tests/test_fma_contract.py checks
+// the same against exact rational arithmetic, without the C library's fma.
+TEST_CASE("the tape's matmul equals a plain serial-k fma loop", "[identity]") {
   Rng rng(3);
   const int64_t M = 37, K = 53, N = 29;
   std::vector<double> a(M * K), b(K * N);
@@ -71,7 +73,7 @@ TEST_CASE("the tape's matmul equals a plain serial-k loop", "[identity]") {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
       double acc = 0.0;
-      for (int64_t k = 0; k < K; ++k) acc = acc + a[i * K + k] * b[k * N + j];
+      for (int64_t k = 0; k < K; ++k) acc = std::fma(a[i * K + k], b[k * N + j], acc);
       want[i * N + j] = acc;
     }
   REQUIRE(same_bits(t.value(c).values(), want));

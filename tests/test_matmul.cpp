@@ -97,7 +97,7 @@ const int64_t kDims[] = {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 100
 
 }  // namespace
 
-TEST_CASE("matmul_reference is the serial-k loop", "[matmul]") {
+TEST_CASE("matmul_reference is the serial-k fma loop", "[matmul]") {
   Gen g(1);
   const int64_t m = 7, k = 13, n = 5;
   const auto a = g.fill(m * k), b = g.fill(k * n), c0 = g.fill(m * n);
@@ -106,10 +106,7 @@ TEST_CASE("matmul_reference is the serial-k loop", "[matmul]") {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double acc = 0.0;
-        for (int64_t kk = 0; kk < k; ++kk) {
-          const double p = a[static_cast<size_t>(i * k + kk)] * b[static_cast<size_t>(kk * n + j)];
-          acc = acc + p;
-        }
+        for (int64_t kk = 0; kk < k; ++kk) acc = std::fma(a[static_cast<size_t>(i * k + kk)], b[static_cast<size_t>(kk * n + j)], acc);
         double& c = want[static_cast<size_t>(i * n + j)];
         c = store == MatmulStore::Accumulate ? c + acc : acc;
       }

@@ -1,5 +1,6 @@
 // test_replay_kernels.cpp — lib/replay's kernel source and driving rules: NVRTC compiles the complete
-// kernel source (f64 and f32) without FMA; the host backend exports every listed kernel; what cannot
+// kernel source (f64 and f32) with FMA only in the dot-product kernels (gr_dot's explicit ones,
+// never a contraction); the host backend exports every listed kernel; what cannot
 // be captured or driven fails closed, naming the node; launch counts per episode.
 #include <stdlib.h>
 
@@ -18,6 +19,7 @@
 #include "replay/replay.h"
 #include "support/rng.h"
 
+#include "support/ptx_audit.h"
 #include "support/replay_support.h"
 #include "support/skip.h"
 
@@ -25,32 +27,44 @@ using namespace gr;
 using namespace gr::replaytest;
 
 // ---- (d) NVRTC -----------------------------------------------------------------------------------------
-TEST_CASE("replay: NVRTC compiles the complete kernel source with --fmad=false, no fma in the PTX",
-          "[replay][nvrtc]") {
-  std::string ptx, log;
+// The FMA contract in PTX (support/ptx_audit.h): fma only in the matmul/bmm kernels, and none at all
+// once gr_dot's explicit __fma_rn is spelled as a multiply and an add (so none is a contraction).
+static void check_fma_only_in_dots(replay::DType dt) {
+  std::string ptx, plain, log;
   try {
-    ptx = device::nvrtc_compile_ptx(replay::kernel_source(), "compute_90", &log);
+    ptx = device::nvrtc_compile_ptx(replay::kernel_source(dt), "compute_90", &log);
+    plain = ptxaudit::ptx_without_explicit_fma(replay::kernel_source(dt));
   } catch (const device::DeviceUnavailable& e) {
     GR_SKIP("nvrtc", "the device kernel source was not compiled for a GPU: " << e.what());
   }
   INFO(log);
-  CHECK(ptx.find("fma") == std::string::npos);
+  const std::set<std::string> with_fma = ptxaudit::fma_functions(ptx);
+  std::set<std::string> dots;
   for (const std::string& k : replay::kernel_names()) {
     INFO("kernel " << k);
     CHECK(ptx.find(".entry " + k + "(") != std::string::npos);
+    if (k.find("matmul") != std::string::npos || k.find("bmm") != std::string::npos) dots.insert(k);
   }
+  CHECK(dots.size() >= 6);
+  for (const std::string& f : with_fma) {
+    INFO("function " << f << " has an fma but computes no dot product");
+    CHECK(dots.count(f) == 1);
+  }
+  for (const std::string& k : dots) {
+    INFO("dot-product kernel " << k << " has no fma");
+    CHECK(with_fma.count(k) == 1);
+  }
+  CHECK(ptx.find(dt == replay::DType::F32 ? "fma.rn.f32" : "fma.rn.f64") != std::string::npos);
+  CHECK(plain.find("fma") == std::string::npos);
 }
 
-TEST_CASE("replay: NVRTC compiles the f32 kernel source too, no fma", "[replay][nvrtc][f32]") {
-  std::string ptx, log;
-  try {
-    ptx = device::nvrtc_compile_ptx(replay::kernel_source(replay::DType::F32), "compute_90", &log);
-  } catch (const device::DeviceUnavailable& e) {
-    GR_SKIP("nvrtc", "the f32 kernel source was not compiled for a GPU: " << e.what());
-  }
-  INFO(log);
-  CHECK(ptx.find("fma") == std::string::npos);
-  for (const std::string& k : replay::kernel_names()) CHECK(ptx.find(".entry " + k + "(") != std::string::npos);
+TEST_CASE("replay: NVRTC compiles the complete kernel source with --fmad=false, fma only in dot products",
+          "[replay][nvrtc]") {
+  check_fma_only_in_dots(replay::DType::F64);
+}
+
+TEST_CASE("replay: NVRTC compiles the f32 kernel source too, fma only in dot products", "[replay][nvrtc][f32]") {
+  check_fma_only_in_dots(replay::DType::F32);
 }
 
 TEST_CASE("replay: the host backend exports every listed kernel (f64 and f32 modules)", "[replay]") {

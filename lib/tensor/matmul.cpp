@@ -2,12 +2,11 @@
 //
 // How the fast path keeps the bits of the serial-k loop:
 //   * Each output element owns one accumulator (one SIMD lane of one register). It starts at +0.0
-//     and sees `acc = acc + a*b` for k = 0, 1, ..., K-1 in that order: one rounded multiply, one
-//     rounded add. SIMD lanes run across j (and the register tile across i), never across k.
-//   * -ffp-contract=off (set for the whole project, and implied by -std=c++20 rather than gnu++20)
-//     keeps the compiler from fusing the multiply and the add. No FMA intrinsics are used. Every
-//     product is also its own statement, so even a compiler's default "contract within one
-//     expression" (clang's -ffp-contract=on) would have nothing to fuse.
+//     and sees `acc = fma(a, b, acc)` for k = 0, 1, ..., K-1 in that order: one explicit fused
+//     multiply-add, one rounding (gr_dot's step, kernels/gr_reduce.h). SIMD lanes run across j
+//     (and the register tile across i), never across k.
+//   * The FMA is an explicit intrinsic (fma_v) or __builtin_fma, never a contraction the compiler
+//     chose: -ffp-contract=off stays on for the whole project, so nothing else is fused.
 //   * Packing A and B into contiguous panels only copies values.
 //   * The k loop is cut into KC-long slices for the caches, but the running accumulator flows
 //     through: at the end of a slice it is stored as a double (exactly) and the next slice reloads
@@ -26,6 +25,8 @@
 
 #include "gr_reduce.h"
 #include "tensor/parallel.h"
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -108,6 +109,23 @@ inline vd load_v(const double* p) {
 }
 inline void store_v(double* p, vd v) { std::memcpy(p, &v, sizeof v); }
 
+// fma_v(b, a, acc): per lane, fma(a, b[l], acc[l]) with one rounding — gr_rfma of every lane
+// (kernels/gr_device.h), the step of gr_dot. An explicit instruction where the target has one;
+// otherwise __builtin_fma per lane (glibc's correctly rounded fma), the same bits, slowly.
+inline vd fma_v(vd b, double a, vd acc) {
+#if GR_MM_W == 8
+  return _mm512_fmadd_pd(_mm512_set1_pd(a), b, acc);
+#elif GR_MM_W == 4 && defined(__FMA__)
+  return _mm256_fmadd_pd(_mm256_set1_pd(a), b, acc);
+#elif GR_MM_W == 2 && defined(__FMA__)
+  return _mm_fmadd_pd(_mm_set1_pd(a), b, acc);
+#else
+  vd out;
+  for (int l = 0; l < GR_MM_W; ++l) out[l] = __builtin_fma(a, b[l], acc[l]);
+  return out;
+#endif
+}
+
 // A 64-byte-aligned scratch buffer that only grows: steady-state calls allocate nothing.
 struct Scratch {
   double* p = nullptr;
@@ -168,10 +186,7 @@ void kernel(const double* __restrict ap, const double* __restrict bp, int64_t ld
     for (int r = 0; r < mr; ++r) {
       const double a = ap[r];
 #pragma GCC unroll 4
-      for (int v = 0; v < nv; ++v) {
-        const vd prod = b[v] * a;      // one rounded multiply per lane
-        acc[r][v] = acc[r][v] + prod;  // one rounded add per lane
-      }
+      for (int v = 0; v < nv; ++v) acc[r][v] = fma_v(b[v], a, acc[r][v]);  // one rounding per lane
     }
     ap += MR;
     bp += ldb;
@@ -265,7 +280,7 @@ void pack_a(const MatmulArgs& x, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
 
 // Few rows and a row-major B: stream B's rows instead of tiling. For rows i0 .. i0+R and columns
 // j0 .. j0+nb, acc[r][j] runs over k in ascending order, up to four k steps per pass over acc:
-// (((acc + a0*b0) + a1*b1) + a2*b2) + a3*b3 is the serial loop's own sequence of roundings, and
+// fma(a3, b3, fma(a2, b2, fma(a1, b1, fma(a0, b0, acc)))) is the serial loop's own sequence, and
 // the first pass starts from +0.0. B is read along its rows, which the prefetchers follow at any
 // row stride. acc (ld apart) is C itself for Overwrite, scratch for Accumulate.
 template <int R, int U, bool First>
@@ -284,20 +299,14 @@ inline void rows_pass(const MatmulArgs& x, int64_t i0, int64_t j0, int64_t nb, i
     for (int r = 0; r < R; ++r) {
       vd t = First ? vd{} : load_v(acc + r * ld + j);
 #pragma GCC unroll 4
-      for (int u = 0; u < U; ++u) {
-        const vd prod = v[u] * a[r][u];
-        t = t + prod;
-      }
+      for (int u = 0; u < U; ++u) t = fma_v(v[u], a[r][u], t);
       store_v(acc + r * ld + j, t);
     }
   }
   for (; j < nb; ++j)
     for (int r = 0; r < R; ++r) {
       double t = First ? 0.0 : acc[r * ld + j];
-      for (int u = 0; u < U; ++u) {
-        const double prod = b[u][j] * a[r][u];
-        t = t + prod;
-      }
+      for (int u = 0; u < U; ++u) t = __builtin_fma(a[r][u], b[u][j], t);
       acc[r * ld + j] = t;
     }
 }
