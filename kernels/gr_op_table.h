@@ -49,6 +49,11 @@
   X(Exp,                 "exp",                   1, Unary,       kAttrNone,                 exp,         a,    g_y,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.exp(a)") \
   X(Log,                 "log",                   1, Unary,       kAttrNone,                 log,         a,    g_a,   none,  Same,      Elementwise, Yes, Positive,     None,   "torch.log(a)") \
   X(Sqrt,                "sqrt",                  1, Unary,       kAttrNone,                 sqrt,        a,    g_y,   none,  Same,      Elementwise, Yes, Positive,     None,   "torch.sqrt(a)") \
+  X(Abs,                 "abs",                   1, Unary,       kAttrNone,                 abs,         a,    g_a,   none,  Same,      Elementwise, Yes, AwayFromZero, None,   "torch.abs(a)") \
+  X(Pow,                 "pow",                   1, Unary,       kAttrScalar,               pow,         a_s,  g_a_s, none,  Same,      Elementwise, Yes, Positive,     None,   "torch.pow(a, s)") \
+  X(Sin,                 "sin",                   1, Unary,       kAttrNone,                 sin,         a,    g_a,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.sin(a)") \
+  X(Cos,                 "cos",                   1, Unary,       kAttrNone,                 cos,         a,    g_a,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.cos(a)") \
+  X(Gelu,                "gelu",                  1, Unary,       kAttrNone,                 gelu,        a,    g_a,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.nn.functional.gelu(a, approximate='tanh')") \
   X(Sum,                 "sum",                   1, Reduction,   kAttrAxis | kAttrKeepdims, sum,         none, none,  none,  Reduce,    Reduce,      Yes, Any,          None,   "") \
   X(Mean,                "mean",                  1, Reduction,   kAttrAxis | kAttrKeepdims, mean,        none, none,  none,  Reduce,    Reduce,      Yes, Any,          None,   "") \
   X(Matmul,              "matmul",                2, Contraction, kAttrNone,                 matmul,      none, none,  none,  Matmul,    Matmul,      No,  Any,          Any,    "") \

@@ -64,5 +64,55 @@ template <class T> GR_HD static inline T gr_log_bwd(T g, T x) { return gr_rdiv(g
 template <class T> GR_HD static inline T gr_sqrt_fwd(T x) { return gr_sqrt(x); }
 template <class T> GR_HD static inline T gr_sqrt_bwd(T g, T y) { return gr_rdiv(g, gr_rmul(T(2), y)); }
 
+// |x|: the bit operation; d|x|/dx = sign(x), 0 at x = 0 (PyTorch's choice).
+template <class T> GR_HD static inline T gr_abs_fwd(T x) { return gr_abs(x); }
+template <class T> GR_HD static inline T gr_abs_bwd(T g, T x) { return x > T(0) ? g : (x < T(0) ? -g : T(0)); }
+
+// x^s for the scalar attribute s. An integer s with |s| <= 64 multiplies by squaring (any sign of
+// x; 1/x^|s| for s < 0), in the fixed order of the bits of |s|; any other s is exp(s·log x), so
+// x < 0 gives NaN, x = 0 gives 0 (s > 0) or +inf (s < 0), as PyTorch does. s = 0 gives 1.
+template <class T> GR_HD static inline T gr_pow(T x, T s) {
+  const T as = gr_abs(s);
+  if (as <= T(64) && T(static_cast<long long>(as)) == as) {
+    long long k = static_cast<long long>(as);
+    T result = T(1), base = x;
+    while (k > 0) {
+      if (k & 1) result = gr_rmul(result, base);
+      k >>= 1;
+      if (k > 0) base = gr_rmul(base, base);
+    }
+    return s < T(0) ? gr_rdiv(T(1), result) : result;
+  }
+  return gr_exp(gr_rmul(s, gr_log(x)));
+}
+template <class T> GR_HD static inline T gr_pow_fwd(T x, T s) { return gr_pow(x, s); }
+template <class T> GR_HD static inline T gr_pow_bwd(T g, T x, T s) { return gr_rmul(g, gr_rmul(s, gr_pow(x, gr_rsub(s, T(1))))); }
+
+// sin and cos: the deterministic functions of gr_math.h (faithful for |x| <= 2^20·π/2).
+template <class T> GR_HD static inline T gr_sin_fwd(T x) { return gr_sin(x); }
+template <class T> GR_HD static inline T gr_sin_bwd(T g, T x) { return gr_rmul(g, gr_cos(x)); }
+template <class T> GR_HD static inline T gr_cos_fwd(T x) { return gr_cos(x); }
+template <class T> GR_HD static inline T gr_cos_bwd(T g, T x) { return -gr_rmul(g, gr_sin(x)); }
+
+// GELU, PyTorch's tanh approximation: y = x/2 · (1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³).
+// dy/dx = (1 + t)/2 + (x/2)·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²); the second term is dropped where
+// 1 − t² is exactly 0 (|u| > ~19), so a huge x (x² = inf) gives 1 or 0 rather than 0·inf.
+template <class T> GR_HD static inline T gr_gelu_tanh(T x) {
+  const T c = T(0.7978845608028654), a = T(0.044715);  // √(2/π), PyTorch's constant
+  return gr_tanh_fwd(gr_rmul(c, gr_radd(x, gr_rmul(gr_rmul(a, gr_rmul(x, x)), x))));
+}
+template <class T> GR_HD static inline T gr_gelu_fwd(T x) {
+  return gr_rmul(gr_rmul(T(0.5), x), gr_radd(T(1), gr_gelu_tanh(x)));
+}
+template <class T> GR_HD static inline T gr_gelu_bwd(T g, T x) {
+  const T c = T(0.7978845608028654), a3 = T(0.134145);  // 3·0.044715
+  const T t = gr_gelu_tanh(x);
+  const T sech2 = gr_rsub(T(1), gr_rmul(t, t));
+  const T first = gr_rmul(T(0.5), gr_radd(T(1), t));
+  const T second = sech2 == T(0) ? T(0)
+                                 : gr_rmul(gr_rmul(gr_rmul(T(0.5), x), sech2), gr_rmul(c, gr_radd(T(1), gr_rmul(a3, gr_rmul(x, x)))));
+  return gr_rmul(g, gr_radd(first, second));
+}
+
 // ---- accumulation: the one way a contribution lands in a gradient slot -------------------------
 template <class T> GR_HD static inline T gr_accumulate(T slot, T c) { return gr_radd(slot, c); }

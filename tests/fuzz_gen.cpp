@@ -69,10 +69,15 @@ class Gen {
     else if (o == "exp") b = std::exp(b);
     else if (o == "log") b = std::max(std::fabs(std::log(0.25)), std::log(std::max(b, 1.0)));
     else if (o == "sqrt") b = std::sqrt(b);
+    else if (o == "sin" || o == "cos") b = 1;
     return op(o, {a}, json::object(), a.shape, b);
   }
   Val scal(const std::string& o, const Val& a, double s) {
-    return op(o, {a}, {{"scalar", s}}, a.shape, o == "adds" ? a.bound + std::fabs(s) : a.bound * std::fabs(s));
+    // pow's input is kept >= 0.25 (its Positive adapter), so |x^s| <= max(bound^s, 0.25^s).
+    const double b = o == "adds"  ? a.bound + std::fabs(s)
+                     : o == "pow" ? std::max(std::pow(std::max(a.bound, 0.25), s), std::pow(0.25, s))
+                                  : a.bound * std::fabs(s);
+    return op(o, {a}, {{"scalar", s}}, a.shape, b);
   }
   Val squash(const Val& a, double limit = 4.0) { return a.bound > limit ? un("tanh", a) : a; }
   Val positive(const Val& a) {  // ≥ 0.25
@@ -195,7 +200,8 @@ class Gen {
     const OpInfo& info = pick_row(OpClass::Unary, emit_only);
     const OpTest m = op_test(info);
     const std::string o(info.name);
-    if (info.attrs & kAttrScalar) return scal(o, a, pick(2) ? m.scalars[1] : m.scalars[0]);
+    if (info.attrs & kAttrScalar)
+      return scal(o, m.fuzz_a == Dom::Positive ? positive(a) : a, pick(2) ? m.scalars[1] : m.scalars[0]);
     if (m.fuzz_a == Dom::Positive) return un(o, positive(a));
     if (m.fuzz_a == Dom::Bounded) return un(o, squash(a, 3.0));
     return un(o, a);

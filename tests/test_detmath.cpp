@@ -1,4 +1,4 @@
-// test_detmath.cpp — gr_exp / gr_log (kernels/gr_math.h): faithful (< 1 ulp) over the whole
+// test_detmath.cpp — gr_exp / gr_log / gr_sin / gr_cos (kernels/gr_math.h): faithful (< 1 ulp) over the whole
 // range against an x87 long-double reference, every special value bit-exact, and purity.
 //
 // The reference is expl/logl on x86-64 (64-bit significand, error ~2^-63 relative, i.e. about
@@ -260,6 +260,47 @@ TEST_CASE("detmath: gr_log special values are exact", "[detmath]") {
   CHECK(gr_log(std::nextafter(1.0, 0.0)) < 0.0);
   CHECK(gr_log(std::nextafter(1.0, 2.0)) > 0.0);
   CHECK(std::fabs(gr_log(0x1.5bf0a8b145769p+1) - 1.0) <= 0x1p-52);
+}
+
+// sin/cos (issue 16): faithful where the reduction is exact, |x| <= 2^20·π/2; beyond it the error is
+// absolute, at most about ulp(x)/2 — the argument's own rounding — and still deterministic.
+TEST_CASE("detmath: gr_sin / gr_cos are faithful (< 1 ulp) for |x| <= 2^20·pi/2", "[detmath]") {
+  SplitMix64 rng{0x5eed0003ULL};
+  Worst ws{"gr_sin"}, wc{"gr_cos"};
+  auto both = [&](double x) {
+    ws.add(x, gr_sin(x), std::sin(static_cast<long double>(x)));
+    wc.add(x, gr_cos(x), std::cos(static_cast<long double>(x)));
+  };
+  const double limit = 0x1p20 * 1.5707963267948966;
+  for (double range : {0.785, 4.0, 100.0, limit})
+    for (int i = 0; i < 300000; ++i) both(rng.uniform(-range, range));
+  // Tiny arguments (sin x = x, cos x = 1 to within far less than an ulp) and subnormals.
+  for (int i = 0; i < 20000; ++i) both(std::ldexp(1.0 + rng.unit(), -1 - static_cast<int>(rng.below(1070))) * ((i & 1) ? -1 : 1));
+  // Near multiples of π/2, where the reduction cancels most bits: the nearest doubles to k·π/2.
+  for (long k = 1; k < 100000; k += 1 + static_cast<long>(rng.below(7))) {
+    const double c = static_cast<double>(static_cast<long double>(k) * 1.57079632679489661923132169163975144L);
+    for (double x = std::nextafter(std::nextafter(c, 0.0), 0.0), n = 0; n < 5; ++n, x = std::nextafter(x, 1e300)) both(x);
+  }
+  ws.report();
+  wc.report();
+  REQUIRE(ws.n >= 1300000);
+  REQUIRE(ws.err < 1.0);
+  REQUIRE(wc.err < 1.0);
+  // Beyond: absolute error within ulp(x)/2 plus a little, deterministic.
+  for (int i = 0; i < 200000; ++i) {
+    const double x = rng.uniform(limit, 1e15) * ((i & 1) ? -1 : 1);
+    INFO("x = " << x);
+    REQUIRE(std::fabs(static_cast<long double>(gr_sin(x)) - std::sin(static_cast<long double>(x))) <= std::fabs(x) * 0x1.2p-53);
+  }
+  // Special values.
+  CHECK(bits_of(gr_sin(-0.0)) == bits_of(-0.0));
+  CHECK(bits_of(gr_sin(0.0)) == bits_of(0.0));
+  CHECK(gr_cos(0.0) == 1.0);
+  CHECK(bits_of(gr_sin(INFINITY)) == 0x7ff8000000000000ULL);
+  CHECK(bits_of(gr_cos(-INFINITY)) == 0x7ff8000000000000ULL);
+  CHECK(std::isnan(gr_sin(0x1p50)));
+  const double nan_payload = from_bits(0x7ff0000000000123ULL);
+  CHECK(bits_of(gr_sin(nan_payload)) == 0x7ff8000000000123ULL);
 }
 
 TEST_CASE("detmath: gr_exp / gr_log are pure: same argument, same bits", "[detmath]") {

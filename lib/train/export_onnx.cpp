@@ -14,14 +14,15 @@ namespace gr {
 
 namespace {
 
-// The ONNX operator of each elementwise row (adds/muls: Add/Mul with the scalar as an initializer).
+// The ONNX operator of each elementwise row (adds/muls/pow: Add/Mul/Pow with the scalar as an initializer).
 // A row missing here (a new op) is refused at export with its node named, not mistranslated.
 const char* onnx_elementwise(Op op) {
   static constexpr std::pair<Op, const char*> kMap[] = {
       {Op::Add, "Add"},       {Op::Sub, "Sub"},         {Op::Mul, "Mul"},   {Op::Div, "Div"},
       {Op::Neg, "Neg"},       {Op::AddScalar, "Add"},   {Op::MulScalar, "Mul"}, {Op::Relu, "Relu"},
       {Op::Sigmoid, "Sigmoid"}, {Op::Tanh, "Tanh"},     {Op::Exp, "Exp"},   {Op::Log, "Log"},
-      {Op::Sqrt, "Sqrt"}};
+      {Op::Sqrt, "Sqrt"},     {Op::Abs, "Abs"},         {Op::Pow, "Pow"},   {Op::Sin, "Sin"},
+      {Op::Cos, "Cos"}};  // gelu: opset 13 has no Gelu (its node is refused, named)
   for (const auto& [o, name] : kMap)
     if (o == op) return name;
   return nullptr;

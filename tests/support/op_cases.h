@@ -95,6 +95,7 @@ inline OpTest op_test(const OpInfo& info) {
   if (info.op == Op::Exp) t.fuzz_a = Dom::Bounded;  // exp of an unbounded activation overflows the gate
   if (info.op == Op::AddScalar) t.scalars[0] = 0.75, t.scalars[1] = -0.3;
   if (info.op == Op::MulScalar) t.scalars[0] = -0.5, t.scalars[1] = 1.7;
+  if (info.op == Op::Pow) t.scalars[0] = 3.0, t.scalars[1] = -1.5;  // the integer path and exp·log
   return t;
 }
 inline OpTest op_test(Op op) { return op_test(op_info(op)); }

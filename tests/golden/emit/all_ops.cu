@@ -1,4 +1,4 @@
-// all_ops_grad: the gradient of "loss" from all_ops.json (spec "emit-all-ops", sha256 f521693e5b5d4240293a74f6d003029b4463234064f7e684d3e77a9d94ec3dd0)
+// all_ops_grad: the gradient of "loss" from all_ops.json (spec "emit-all-ops", sha256 585f8210375a97002b2b0724aa32871e521ac609fa18bc4d6d305072726ee71b)
 // parameters: p[0] = a, p[1] = b, p[2] = c, p[3] = d, p[4] = unused
 // data: scale = 0.125, x = (double)x, y = v
 //
@@ -331,11 +331,100 @@ GR_HD static inline double gr_log(double x) {
   return (x > 0.0 && x <= dbl_max) ? y : special;
 }
 
+// ---- sin and cos -----------------------------------------------------------------------------
+//
+// After fdlibm's e_rem_pio2.c (its medium path), k_sin.c and k_cos.c (Sun Microsystems, 1993,
+// notice as above; the k_cos shape is FreeBSD's later revision).
+// 1. Reduce: x = n·π/2 + y, |y| <= ~π/4, y carried as y0 + y1. n = round(x·2/π) by the shift trick;
+//    π/2 is split into three 33-bit pieces, so n·pio2_1 is exact for |n| < 2^20 and a second and
+//    third round run only when cancellation ate the leading bits (fdlibm's exponent tests).
+//    |x| <= 2^20·π/2 (~1.6e6) is the range fdlibm's medium path is exact in; beyond it n·pio2_1
+//    rounds, so the result stays deterministic but loses accuracy (no Payne–Hanek), and for
+//    |x| >= 2^50 (where the shift trick fails) the result is NaN. docs/detmath.md has the numbers.
+// 2. sin(y0 + y1) and cos(y0 + y1) by fdlibm's minimax polynomials on [-π/4, π/4], and the
+//    quadrant n mod 4 picks ±sin or ±cos.
+// Special values: sin(±0) = ±0, cos(±0) = 1, ±inf → NaN (canonical), NaN → the same NaN quieted.
+GR_HD static inline double gr_detail_reduce_pio2(double x, long long* n, double* y1) {
+  const double invpio2 = 0x1.45f306dc9c883p-1;  // 2/π
+  const double shift = 0x1.8p52;
+  const double pio2_1 = 0x1.921fb544p+0, pio2_1t = 0x1.0b4611a626331p-34;  // π/2 = pio2_1 + pio2_1t
+  const double pio2_2 = 0x1.0b4611a6p-34, pio2_2t = 0x1.3198a2e037073p-69;
+  const double pio2_3 = 0x1.3198a2ep-69, pio2_3t = 0x1.b839a252049c1p-104;
+  const double t = __dadd_rn(__dmul_rn(x, invpio2), shift);
+  *n = gr_bits(t) - 0x4338000000000000LL;
+  const double fn = __dsub_rn(t, shift);
+  const long long ex = (gr_bits(x) >> 52) & 0x7ff;
+  double r = __dsub_rn(x, __dmul_rn(fn, pio2_1));
+  double w = __dmul_rn(fn, pio2_1t);
+  double y = __dsub_rn(r, w);
+  if (ex - ((gr_bits(y) >> 52) & 0x7ff) > 16) {  // cancellation: a second round, good to ~118 bits
+    double r0 = r;
+    w = __dmul_rn(fn, pio2_2);
+    r = __dsub_rn(r0, w);
+    w = __dsub_rn(__dmul_rn(fn, pio2_2t), __dsub_rn(__dsub_rn(r0, r), w));
+    y = __dsub_rn(r, w);
+    if (ex - ((gr_bits(y) >> 52) & 0x7ff) > 49) {  // and a third, ~151 bits
+      r0 = r;
+      w = __dmul_rn(fn, pio2_3);
+      r = __dsub_rn(r0, w);
+      w = __dsub_rn(__dmul_rn(fn, pio2_3t), __dsub_rn(__dsub_rn(r0, r), w));
+      y = __dsub_rn(r, w);
+    }
+  }
+  *y1 = __dsub_rn(__dsub_rn(r, y), w);
+  return y;
+}
+
+// sin(x + y) for |x| <= π/4, |y| tiny (the reduction's tail).
+GR_HD static inline double gr_detail_ksin(double x, double y) {
+  const double S1 = -0x1.5555555555549p-3, S2 = 0x1.111111110f8a6p-7, S3 = -0x1.a01a019c161d5p-13;
+  const double S4 = 0x1.71de357b1fe7dp-19, S5 = -0x1.ae5e68a2b9cebp-26, S6 = 0x1.5d93a5acfd57cp-33;
+  const double z = __dmul_rn(x, x);
+  const double v = __dmul_rn(z, x);
+  const double r = __dadd_rn(S2, __dmul_rn(z, __dadd_rn(S3, __dmul_rn(z, __dadd_rn(S4, __dmul_rn(z, __dadd_rn(S5, __dmul_rn(z, S6))))))));
+  // x - ((z·(y/2 - v·r) - y) - v·S1)
+  return __dsub_rn(x, __dsub_rn(__dsub_rn(__dmul_rn(z, __dsub_rn(__dmul_rn(0.5, y), __dmul_rn(v, r))), y), __dmul_rn(v, S1)));
+}
+
+// cos(x + y) for |x| <= π/4.
+GR_HD static inline double gr_detail_kcos(double x, double y) {
+  const double C1 = 0x1.555555555554cp-5, C2 = -0x1.6c16c16c15177p-10, C3 = 0x1.a01a019cb159p-16;
+  const double C4 = -0x1.27e4f809c52adp-22, C5 = 0x1.1ee9ebdb4b1c4p-29, C6 = -0x1.8fae9be8838d4p-37;
+  const double z = __dmul_rn(x, x);
+  const double w = __dmul_rn(z, z);
+  const double r = __dadd_rn(__dmul_rn(z, __dadd_rn(C1, __dmul_rn(z, __dadd_rn(C2, __dmul_rn(z, C3))))),
+                             __dmul_rn(__dmul_rn(w, w), __dadd_rn(C4, __dmul_rn(z, __dadd_rn(C5, __dmul_rn(z, C6))))));
+  const double hz = __dmul_rn(0.5, z);
+  const double a = __dsub_rn(1.0, hz);
+  // a + (((1 - a) - hz) + (z·r - x·y))
+  return __dadd_rn(a, __dadd_rn(__dsub_rn(__dsub_rn(1.0, a), hz), __dsub_rn(__dmul_rn(z, r), __dmul_rn(x, y))));
+}
+
+// quadrant: 0 → sin, 1 → cos (cos(x) = sin(x + π/2)).
+GR_HD static inline double gr_detail_sincos(double x, long long quadrant) {
+  const double huge = 0x1p50;
+  if (!(gr_abs(x) < huge)) {  // ±inf, NaN, or beyond the reduction's range
+    if (x != x) return gr_detail_quiet(x);
+    return gr_detail_from_u64(0x7ff8000000000000ULL);
+  }
+  long long n = 0;
+  double y1 = 0.0;
+  const double y0 = gr_detail_reduce_pio2(x, &n, &y1);
+  const unsigned long long q = static_cast<unsigned long long>(n + quadrant) & 3ULL;
+  const double s = (q & 1ULL) ? gr_detail_kcos(y0, y1) : gr_detail_ksin(y0, y1);
+  return (q & 2ULL) ? -s : s;
+}
+
+GR_HD static inline double gr_sin(double x) { return x == 0.0 ? x : gr_detail_sincos(x, 0); }  // keeps -0
+GR_HD static inline double gr_cos(double x) { return gr_detail_sincos(x, 1); }
+
 // ---- float --------------------------------------------------------------------------------------
 // f32 device programs use the deterministic double functions rounded once to float, so an f32
 // program gives the same bits on the host backend and on CUDA.
 GR_HD static inline float gr_exp(float x) { return gr_to_float(gr_exp((double)x)); }
 GR_HD static inline float gr_log(float x) { return gr_to_float(gr_log((double)x)); }
+GR_HD static inline float gr_sin(float x) { return gr_to_float(gr_sin((double)x)); }
+GR_HD static inline float gr_cos(float x) { return gr_to_float(gr_cos((double)x)); }
 
 
 // ==== kernels/gr_ops_scalar.h ====
@@ -402,6 +491,56 @@ template <class T> GR_HD static inline T gr_log_bwd(T g, T x) { return gr_rdiv(g
 template <class T> GR_HD static inline T gr_sqrt_fwd(T x) { return gr_sqrt(x); }
 template <class T> GR_HD static inline T gr_sqrt_bwd(T g, T y) { return gr_rdiv(g, gr_rmul(T(2), y)); }
 
+// |x|: the bit operation; d|x|/dx = sign(x), 0 at x = 0 (PyTorch's choice).
+template <class T> GR_HD static inline T gr_abs_fwd(T x) { return gr_abs(x); }
+template <class T> GR_HD static inline T gr_abs_bwd(T g, T x) { return x > T(0) ? g : (x < T(0) ? -g : T(0)); }
+
+// x^s for the scalar attribute s. An integer s with |s| <= 64 multiplies by squaring (any sign of
+// x; 1/x^|s| for s < 0), in the fixed order of the bits of |s|; any other s is exp(s·log x), so
+// x < 0 gives NaN, x = 0 gives 0 (s > 0) or +inf (s < 0), as PyTorch does. s = 0 gives 1.
+template <class T> GR_HD static inline T gr_pow(T x, T s) {
+  const T as = gr_abs(s);
+  if (as <= T(64) && T(static_cast<long long>(as)) == as) {
+    long long k = static_cast<long long>(as);
+    T result = T(1), base = x;
+    while (k > 0) {
+      if (k & 1) result = gr_rmul(result, base);
+      k >>= 1;
+      if (k > 0) base = gr_rmul(base, base);
+    }
+    return s < T(0) ? gr_rdiv(T(1), result) : result;
+  }
+  return gr_exp(gr_rmul(s, gr_log(x)));
+}
+template <class T> GR_HD static inline T gr_pow_fwd(T x, T s) { return gr_pow(x, s); }
+template <class T> GR_HD static inline T gr_pow_bwd(T g, T x, T s) { return gr_rmul(g, gr_rmul(s, gr_pow(x, gr_rsub(s, T(1))))); }
+
+// sin and cos: the deterministic functions of gr_math.h (faithful for |x| <= 2^20·π/2).
+template <class T> GR_HD static inline T gr_sin_fwd(T x) { return gr_sin(x); }
+template <class T> GR_HD static inline T gr_sin_bwd(T g, T x) { return gr_rmul(g, gr_cos(x)); }
+template <class T> GR_HD static inline T gr_cos_fwd(T x) { return gr_cos(x); }
+template <class T> GR_HD static inline T gr_cos_bwd(T g, T x) { return -gr_rmul(g, gr_sin(x)); }
+
+// GELU, PyTorch's tanh approximation: y = x/2 · (1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³).
+// dy/dx = (1 + t)/2 + (x/2)·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²); the second term is dropped where
+// 1 − t² is exactly 0 (|u| > ~19), so a huge x (x² = inf) gives 1 or 0 rather than 0·inf.
+template <class T> GR_HD static inline T gr_gelu_tanh(T x) {
+  const T c = T(0.7978845608028654), a = T(0.044715);  // √(2/π), PyTorch's constant
+  return gr_tanh_fwd(gr_rmul(c, gr_radd(x, gr_rmul(gr_rmul(a, gr_rmul(x, x)), x))));
+}
+template <class T> GR_HD static inline T gr_gelu_fwd(T x) {
+  return gr_rmul(gr_rmul(T(0.5), x), gr_radd(T(1), gr_gelu_tanh(x)));
+}
+template <class T> GR_HD static inline T gr_gelu_bwd(T g, T x) {
+  const T c = T(0.7978845608028654), a3 = T(0.134145);  // 3·0.044715
+  const T t = gr_gelu_tanh(x);
+  const T sech2 = gr_rsub(T(1), gr_rmul(t, t));
+  const T first = gr_rmul(T(0.5), gr_radd(T(1), t));
+  const T second = sech2 == T(0) ? T(0)
+                                 : gr_rmul(gr_rmul(gr_rmul(T(0.5), x), sech2), gr_rmul(c, gr_radd(T(1), gr_rmul(a3, gr_rmul(x, x)))));
+  return gr_rmul(g, gr_radd(first, second));
+}
+
 // ---- accumulation: the one way a contribution lands in a gradient slot -------------------------
 template <class T> GR_HD static inline T gr_accumulate(T slot, T c) { return gr_radd(slot, c); }
 
@@ -450,32 +589,56 @@ __device__ void all_ops_grad(long long x, double v, double* g, const double* p) 
   const double t28 = gr_add_fwd(t27, t6);               // /graph/17  kz = add(ke, nz)
   const double t29 = gr_muls_fwd(t10, 2.0);             // /graph/18  yy = muls(y, 2)
   const double t30 = gr_mul_fwd(t29, t28);              // /graph/19  yk = mul(yy, kz)
-  const double t31 = gr_add_fwd(t25, t26);              // /graph/20  t1 = add(dv, ng)
-  const double t32 = gr_add_fwd(t31, t24);              // /graph/21  t2 = add(t1, lg)
-  const double t33 = gr_mul_fwd(t32, t3);               // /graph/22  t3 = mul(t2, d)
-  const double t34 = gr_div_fwd(t33, t22);              // /graph/23  t4 = div(t3, q)
-  const double t35 = gr_sub_fwd(t34, t30);              // /graph/24  r1 = sub(t4, yk)
-  const double t36 = t35;                               // /graph/25  rs = reshape(r1)
-  const double t37 = __dadd_rn(0.0, t36);               // /graph/26  sm = sum(rs)
-  const double t38 = __ddiv_rn(__dadd_rn(0.0, t37), 1.0); // /graph/27  mn = mean(sm)
-  const double t39 = gr_mul_fwd(t38, t38);              // /graph/28  sq = mul(mn, mn)
-  const double t40 = __ddiv_rn(__dadd_rn(0.0, t39), 1.0); // /graph/29  loss = mean(sq)
+  const double t31 = gr_abs_fwd(t18);                   // /graph/20  ab = abs(cm)
+  const double t32 = gr_pow_fwd(t21, -0x1.8p+0);        // /graph/21  pw = pow(cc1, -1.5)
+  const double t33 = gr_pow_fwd(t13, 3.0);              // /graph/22  pw3 = pow(h2, 3)
+  const double t34 = gr_sin_fwd(t13);                   // /graph/23  sn = sin(h2)
+  const double t35 = gr_cos_fwd(t13);                   // /graph/24  cs = cos(h2)
+  const double t36 = gr_gelu_fwd(t13);                  // /graph/25  gl = gelu(h2)
+  const double t37 = gr_add_fwd(t31, t32);              // /graph/26  n1 = add(ab, pw)
+  const double t38 = gr_add_fwd(t34, t35);              // /graph/27  n2 = add(sn, cs)
+  const double t39 = gr_add_fwd(t36, t33);              // /graph/28  n3 = add(gl, pw3)
+  const double t40 = gr_add_fwd(t37, t38);              // /graph/29  n4 = add(n1, n2)
+  const double t41 = gr_add_fwd(t40, t39);              // /graph/30  n5 = add(n4, n3)
+  const double t42 = gr_add_fwd(t26, t41);              // /graph/31  ngx = add(ng, n5)
+  const double t43 = gr_add_fwd(t25, t42);              // /graph/32  t1 = add(dv, ngx)
+  const double t44 = gr_add_fwd(t43, t24);              // /graph/33  t2 = add(t1, lg)
+  const double t45 = gr_mul_fwd(t44, t3);               // /graph/34  t3 = mul(t2, d)
+  const double t46 = gr_div_fwd(t45, t22);              // /graph/35  t4 = div(t3, q)
+  const double t47 = gr_sub_fwd(t46, t30);              // /graph/36  r1 = sub(t4, yk)
+  const double t48 = t47;                               // /graph/37  rs = reshape(r1)
+  const double t49 = __dadd_rn(0.0, t48);               // /graph/38  sm = sum(rs)
+  const double t50 = __ddiv_rn(__dadd_rn(0.0, t49), 1.0); // /graph/39  mn = mean(sm)
+  const double t51 = gr_mul_fwd(t50, t50);              // /graph/40  sq = mul(mn, mn)
+  const double t52 = __ddiv_rn(__dadd_rn(0.0, t51), 1.0); // /graph/41  loss = mean(sq)
 #ifdef gr_emit_loss
-  gr_emit_loss(t40);
+  gr_emit_loss(t52);
 #endif
-  (void)t40;
+  (void)t52;
   // backward: the tape's reverse walk (descending id); every slot starts at 0.0 and takes
   // each contribution as slot = slot + c; nodes without a parameter upstream get none
-  double g40 = 0.0;                                     // loss
-  double g39 = 0.0;                                     // sq
-  double g38 = 0.0;                                     // mn
-  double g37 = 0.0;                                     // sm
-  double g36 = 0.0;                                     // rs
-  double g35 = 0.0;                                     // r1
-  double g34 = 0.0;                                     // t4
-  double g33 = 0.0;                                     // t3
-  double g32 = 0.0;                                     // t2
-  double g31 = 0.0;                                     // t1
+  double g52 = 0.0;                                     // loss
+  double g51 = 0.0;                                     // sq
+  double g50 = 0.0;                                     // mn
+  double g49 = 0.0;                                     // sm
+  double g48 = 0.0;                                     // rs
+  double g47 = 0.0;                                     // r1
+  double g46 = 0.0;                                     // t4
+  double g45 = 0.0;                                     // t3
+  double g44 = 0.0;                                     // t2
+  double g43 = 0.0;                                     // t1
+  double g42 = 0.0;                                     // ngx
+  double g41 = 0.0;                                     // n5
+  double g40 = 0.0;                                     // n4
+  double g39 = 0.0;                                     // n3
+  double g38 = 0.0;                                     // n2
+  double g37 = 0.0;                                     // n1
+  double g36 = 0.0;                                     // gl
+  double g35 = 0.0;                                     // cs
+  double g34 = 0.0;                                     // sn
+  double g33 = 0.0;                                     // pw3
+  double g32 = 0.0;                                     // pw
+  double g31 = 0.0;                                     // ab
   double g26 = 0.0;                                     // ng
   double g25 = 0.0;                                     // dv
   double g24 = 0.0;                                     // lg
@@ -495,22 +658,40 @@ __device__ void all_ops_grad(long long x, double v, double* g, const double* p) 
   double g2 = 0.0;                                      // c
   double g1 = 0.0;                                      // b
   double g0 = 0.0;                                      // a
-  g40 = gr_accumulate(g40, 1.0);                        // seed: dloss/dloss = 1
-  g39 = gr_accumulate(g39, __ddiv_rn(g40, 1.0));        // mean loss -> sq
-  g38 = gr_accumulate(g38, gr_mul_bwd_a(g39, t38));     // mul sq -> mn
-  g38 = gr_accumulate(g38, gr_mul_bwd_b(g39, t38));     // mul sq -> mn
-  g37 = gr_accumulate(g37, __ddiv_rn(g38, 1.0));        // mean mn -> sm
-  g36 = gr_accumulate(g36, g37);                        // sum sm -> rs
-  g35 = gr_accumulate(g35, g36);                        // reshape rs -> r1
-  g34 = gr_accumulate(g34, gr_sub_bwd_a(g35));          // sub r1 -> t4
-  g33 = gr_accumulate(g33, gr_div_bwd_a(g34, t22));     // div t4 -> t3
-  g22 = gr_accumulate(g22, gr_div_bwd_b(g34, t34, t22)); // div t4 -> q
-  g32 = gr_accumulate(g32, gr_mul_bwd_a(g33, t3));      // mul t3 -> t2
-  g3 = gr_accumulate(g3, gr_mul_bwd_b(g33, t32));       // mul t3 -> d
-  g31 = gr_accumulate(g31, gr_add_bwd_a(g32));          // add t2 -> t1
-  g24 = gr_accumulate(g24, gr_add_bwd_b(g32));          // add t2 -> lg
-  g25 = gr_accumulate(g25, gr_add_bwd_a(g31));          // add t1 -> dv
-  g26 = gr_accumulate(g26, gr_add_bwd_b(g31));          // add t1 -> ng
+  g52 = gr_accumulate(g52, 1.0);                        // seed: dloss/dloss = 1
+  g51 = gr_accumulate(g51, __ddiv_rn(g52, 1.0));        // mean loss -> sq
+  g50 = gr_accumulate(g50, gr_mul_bwd_a(g51, t50));     // mul sq -> mn
+  g50 = gr_accumulate(g50, gr_mul_bwd_b(g51, t50));     // mul sq -> mn
+  g49 = gr_accumulate(g49, __ddiv_rn(g50, 1.0));        // mean mn -> sm
+  g48 = gr_accumulate(g48, g49);                        // sum sm -> rs
+  g47 = gr_accumulate(g47, g48);                        // reshape rs -> r1
+  g46 = gr_accumulate(g46, gr_sub_bwd_a(g47));          // sub r1 -> t4
+  g45 = gr_accumulate(g45, gr_div_bwd_a(g46, t22));     // div t4 -> t3
+  g22 = gr_accumulate(g22, gr_div_bwd_b(g46, t46, t22)); // div t4 -> q
+  g44 = gr_accumulate(g44, gr_mul_bwd_a(g45, t3));      // mul t3 -> t2
+  g3 = gr_accumulate(g3, gr_mul_bwd_b(g45, t44));       // mul t3 -> d
+  g43 = gr_accumulate(g43, gr_add_bwd_a(g44));          // add t2 -> t1
+  g24 = gr_accumulate(g24, gr_add_bwd_b(g44));          // add t2 -> lg
+  g25 = gr_accumulate(g25, gr_add_bwd_a(g43));          // add t1 -> dv
+  g42 = gr_accumulate(g42, gr_add_bwd_b(g43));          // add t1 -> ngx
+  g26 = gr_accumulate(g26, gr_add_bwd_a(g42));          // add ngx -> ng
+  g41 = gr_accumulate(g41, gr_add_bwd_b(g42));          // add ngx -> n5
+  g40 = gr_accumulate(g40, gr_add_bwd_a(g41));          // add n5 -> n4
+  g39 = gr_accumulate(g39, gr_add_bwd_b(g41));          // add n5 -> n3
+  g37 = gr_accumulate(g37, gr_add_bwd_a(g40));          // add n4 -> n1
+  g38 = gr_accumulate(g38, gr_add_bwd_b(g40));          // add n4 -> n2
+  g36 = gr_accumulate(g36, gr_add_bwd_a(g39));          // add n3 -> gl
+  g33 = gr_accumulate(g33, gr_add_bwd_b(g39));          // add n3 -> pw3
+  g34 = gr_accumulate(g34, gr_add_bwd_a(g38));          // add n2 -> sn
+  g35 = gr_accumulate(g35, gr_add_bwd_b(g38));          // add n2 -> cs
+  g31 = gr_accumulate(g31, gr_add_bwd_a(g37));          // add n1 -> ab
+  g32 = gr_accumulate(g32, gr_add_bwd_b(g37));          // add n1 -> pw
+  g13 = gr_accumulate(g13, gr_gelu_bwd(g36, t13));      // gelu gl -> h2
+  g13 = gr_accumulate(g13, gr_cos_bwd(g35, t13));       // cos cs -> h2
+  g13 = gr_accumulate(g13, gr_sin_bwd(g34, t13));       // sin sn -> h2
+  g13 = gr_accumulate(g13, gr_pow_bwd(g33, t13, 3.0));  // pow pw3 -> h2
+  g21 = gr_accumulate(g21, gr_pow_bwd(g32, t21, -0x1.8p+0)); // pow pw -> cc1
+  g18 = gr_accumulate(g18, gr_abs_bwd(g31, t18));       // abs ab -> cm
   g19 = gr_accumulate(g19, gr_neg_bwd(g26));            // neg ng -> r
   g17 = gr_accumulate(g17, gr_div_bwd_a(g25, t22));     // div dv -> e
   g22 = gr_accumulate(g22, gr_div_bwd_b(g25, t25, t22)); // div dv -> q

@@ -331,11 +331,100 @@ GR_HD static inline double gr_log(double x) {
   return (x > 0.0 && x <= dbl_max) ? y : special;
 }
 
+// ---- sin and cos -----------------------------------------------------------------------------
+//
+// After fdlibm's e_rem_pio2.c (its medium path), k_sin.c and k_cos.c (Sun Microsystems, 1993,
+// notice as above; the k_cos shape is FreeBSD's later revision).
+// 1. Reduce: x = n·π/2 + y, |y| <= ~π/4, y carried as y0 + y1. n = round(x·2/π) by the shift trick;
+//    π/2 is split into three 33-bit pieces, so n·pio2_1 is exact for |n| < 2^20 and a second and
+//    third round run only when cancellation ate the leading bits (fdlibm's exponent tests).
+//    |x| <= 2^20·π/2 (~1.6e6) is the range fdlibm's medium path is exact in; beyond it n·pio2_1
+//    rounds, so the result stays deterministic but loses accuracy (no Payne–Hanek), and for
+//    |x| >= 2^50 (where the shift trick fails) the result is NaN. docs/detmath.md has the numbers.
+// 2. sin(y0 + y1) and cos(y0 + y1) by fdlibm's minimax polynomials on [-π/4, π/4], and the
+//    quadrant n mod 4 picks ±sin or ±cos.
+// Special values: sin(±0) = ±0, cos(±0) = 1, ±inf → NaN (canonical), NaN → the same NaN quieted.
+GR_HD static inline double gr_detail_reduce_pio2(double x, long long* n, double* y1) {
+  const double invpio2 = 0x1.45f306dc9c883p-1;  // 2/π
+  const double shift = 0x1.8p52;
+  const double pio2_1 = 0x1.921fb544p+0, pio2_1t = 0x1.0b4611a626331p-34;  // π/2 = pio2_1 + pio2_1t
+  const double pio2_2 = 0x1.0b4611a6p-34, pio2_2t = 0x1.3198a2e037073p-69;
+  const double pio2_3 = 0x1.3198a2ep-69, pio2_3t = 0x1.b839a252049c1p-104;
+  const double t = __dadd_rn(__dmul_rn(x, invpio2), shift);
+  *n = gr_bits(t) - 0x4338000000000000LL;
+  const double fn = __dsub_rn(t, shift);
+  const long long ex = (gr_bits(x) >> 52) & 0x7ff;
+  double r = __dsub_rn(x, __dmul_rn(fn, pio2_1));
+  double w = __dmul_rn(fn, pio2_1t);
+  double y = __dsub_rn(r, w);
+  if (ex - ((gr_bits(y) >> 52) & 0x7ff) > 16) {  // cancellation: a second round, good to ~118 bits
+    double r0 = r;
+    w = __dmul_rn(fn, pio2_2);
+    r = __dsub_rn(r0, w);
+    w = __dsub_rn(__dmul_rn(fn, pio2_2t), __dsub_rn(__dsub_rn(r0, r), w));
+    y = __dsub_rn(r, w);
+    if (ex - ((gr_bits(y) >> 52) & 0x7ff) > 49) {  // and a third, ~151 bits
+      r0 = r;
+      w = __dmul_rn(fn, pio2_3);
+      r = __dsub_rn(r0, w);
+      w = __dsub_rn(__dmul_rn(fn, pio2_3t), __dsub_rn(__dsub_rn(r0, r), w));
+      y = __dsub_rn(r, w);
+    }
+  }
+  *y1 = __dsub_rn(__dsub_rn(r, y), w);
+  return y;
+}
+
+// sin(x + y) for |x| <= π/4, |y| tiny (the reduction's tail).
+GR_HD static inline double gr_detail_ksin(double x, double y) {
+  const double S1 = -0x1.5555555555549p-3, S2 = 0x1.111111110f8a6p-7, S3 = -0x1.a01a019c161d5p-13;
+  const double S4 = 0x1.71de357b1fe7dp-19, S5 = -0x1.ae5e68a2b9cebp-26, S6 = 0x1.5d93a5acfd57cp-33;
+  const double z = __dmul_rn(x, x);
+  const double v = __dmul_rn(z, x);
+  const double r = __dadd_rn(S2, __dmul_rn(z, __dadd_rn(S3, __dmul_rn(z, __dadd_rn(S4, __dmul_rn(z, __dadd_rn(S5, __dmul_rn(z, S6))))))));
+  // x - ((z·(y/2 - v·r) - y) - v·S1)
+  return __dsub_rn(x, __dsub_rn(__dsub_rn(__dmul_rn(z, __dsub_rn(__dmul_rn(0.5, y), __dmul_rn(v, r))), y), __dmul_rn(v, S1)));
+}
+
+// cos(x + y) for |x| <= π/4.
+GR_HD static inline double gr_detail_kcos(double x, double y) {
+  const double C1 = 0x1.555555555554cp-5, C2 = -0x1.6c16c16c15177p-10, C3 = 0x1.a01a019cb159p-16;
+  const double C4 = -0x1.27e4f809c52adp-22, C5 = 0x1.1ee9ebdb4b1c4p-29, C6 = -0x1.8fae9be8838d4p-37;
+  const double z = __dmul_rn(x, x);
+  const double w = __dmul_rn(z, z);
+  const double r = __dadd_rn(__dmul_rn(z, __dadd_rn(C1, __dmul_rn(z, __dadd_rn(C2, __dmul_rn(z, C3))))),
+                             __dmul_rn(__dmul_rn(w, w), __dadd_rn(C4, __dmul_rn(z, __dadd_rn(C5, __dmul_rn(z, C6))))));
+  const double hz = __dmul_rn(0.5, z);
+  const double a = __dsub_rn(1.0, hz);
+  // a + (((1 - a) - hz) + (z·r - x·y))
+  return __dadd_rn(a, __dadd_rn(__dsub_rn(__dsub_rn(1.0, a), hz), __dsub_rn(__dmul_rn(z, r), __dmul_rn(x, y))));
+}
+
+// quadrant: 0 → sin, 1 → cos (cos(x) = sin(x + π/2)).
+GR_HD static inline double gr_detail_sincos(double x, long long quadrant) {
+  const double huge = 0x1p50;
+  if (!(gr_abs(x) < huge)) {  // ±inf, NaN, or beyond the reduction's range
+    if (x != x) return gr_detail_quiet(x);
+    return gr_detail_from_u64(0x7ff8000000000000ULL);
+  }
+  long long n = 0;
+  double y1 = 0.0;
+  const double y0 = gr_detail_reduce_pio2(x, &n, &y1);
+  const unsigned long long q = static_cast<unsigned long long>(n + quadrant) & 3ULL;
+  const double s = (q & 1ULL) ? gr_detail_kcos(y0, y1) : gr_detail_ksin(y0, y1);
+  return (q & 2ULL) ? -s : s;
+}
+
+GR_HD static inline double gr_sin(double x) { return x == 0.0 ? x : gr_detail_sincos(x, 0); }  // keeps -0
+GR_HD static inline double gr_cos(double x) { return gr_detail_sincos(x, 1); }
+
 // ---- float --------------------------------------------------------------------------------------
 // f32 device programs use the deterministic double functions rounded once to float, so an f32
 // program gives the same bits on the host backend and on CUDA.
 GR_HD static inline float gr_exp(float x) { return gr_to_float(gr_exp((double)x)); }
 GR_HD static inline float gr_log(float x) { return gr_to_float(gr_log((double)x)); }
+GR_HD static inline float gr_sin(float x) { return gr_to_float(gr_sin((double)x)); }
+GR_HD static inline float gr_cos(float x) { return gr_to_float(gr_cos((double)x)); }
 
 
 // ==== kernels/gr_ops_scalar.h ====
@@ -401,6 +490,56 @@ template <class T> GR_HD static inline T gr_log_bwd(T g, T x) { return gr_rdiv(g
 
 template <class T> GR_HD static inline T gr_sqrt_fwd(T x) { return gr_sqrt(x); }
 template <class T> GR_HD static inline T gr_sqrt_bwd(T g, T y) { return gr_rdiv(g, gr_rmul(T(2), y)); }
+
+// |x|: the bit operation; d|x|/dx = sign(x), 0 at x = 0 (PyTorch's choice).
+template <class T> GR_HD static inline T gr_abs_fwd(T x) { return gr_abs(x); }
+template <class T> GR_HD static inline T gr_abs_bwd(T g, T x) { return x > T(0) ? g : (x < T(0) ? -g : T(0)); }
+
+// x^s for the scalar attribute s. An integer s with |s| <= 64 multiplies by squaring (any sign of
+// x; 1/x^|s| for s < 0), in the fixed order of the bits of |s|; any other s is exp(s·log x), so
+// x < 0 gives NaN, x = 0 gives 0 (s > 0) or +inf (s < 0), as PyTorch does. s = 0 gives 1.
+template <class T> GR_HD static inline T gr_pow(T x, T s) {
+  const T as = gr_abs(s);
+  if (as <= T(64) && T(static_cast<long long>(as)) == as) {
+    long long k = static_cast<long long>(as);
+    T result = T(1), base = x;
+    while (k > 0) {
+      if (k & 1) result = gr_rmul(result, base);
+      k >>= 1;
+      if (k > 0) base = gr_rmul(base, base);
+    }
+    return s < T(0) ? gr_rdiv(T(1), result) : result;
+  }
+  return gr_exp(gr_rmul(s, gr_log(x)));
+}
+template <class T> GR_HD static inline T gr_pow_fwd(T x, T s) { return gr_pow(x, s); }
+template <class T> GR_HD static inline T gr_pow_bwd(T g, T x, T s) { return gr_rmul(g, gr_rmul(s, gr_pow(x, gr_rsub(s, T(1))))); }
+
+// sin and cos: the deterministic functions of gr_math.h (faithful for |x| <= 2^20·π/2).
+template <class T> GR_HD static inline T gr_sin_fwd(T x) { return gr_sin(x); }
+template <class T> GR_HD static inline T gr_sin_bwd(T g, T x) { return gr_rmul(g, gr_cos(x)); }
+template <class T> GR_HD static inline T gr_cos_fwd(T x) { return gr_cos(x); }
+template <class T> GR_HD static inline T gr_cos_bwd(T g, T x) { return -gr_rmul(g, gr_sin(x)); }
+
+// GELU, PyTorch's tanh approximation: y = x/2 · (1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³).
+// dy/dx = (1 + t)/2 + (x/2)·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²); the second term is dropped where
+// 1 − t² is exactly 0 (|u| > ~19), so a huge x (x² = inf) gives 1 or 0 rather than 0·inf.
+template <class T> GR_HD static inline T gr_gelu_tanh(T x) {
+  const T c = T(0.7978845608028654), a = T(0.044715);  // √(2/π), PyTorch's constant
+  return gr_tanh_fwd(gr_rmul(c, gr_radd(x, gr_rmul(gr_rmul(a, gr_rmul(x, x)), x))));
+}
+template <class T> GR_HD static inline T gr_gelu_fwd(T x) {
+  return gr_rmul(gr_rmul(T(0.5), x), gr_radd(T(1), gr_gelu_tanh(x)));
+}
+template <class T> GR_HD static inline T gr_gelu_bwd(T g, T x) {
+  const T c = T(0.7978845608028654), a3 = T(0.134145);  // 3·0.044715
+  const T t = gr_gelu_tanh(x);
+  const T sech2 = gr_rsub(T(1), gr_rmul(t, t));
+  const T first = gr_rmul(T(0.5), gr_radd(T(1), t));
+  const T second = sech2 == T(0) ? T(0)
+                                 : gr_rmul(gr_rmul(gr_rmul(T(0.5), x), sech2), gr_rmul(c, gr_radd(T(1), gr_rmul(a3, gr_rmul(x, x)))));
+  return gr_rmul(g, gr_radd(first, second));
+}
 
 // ---- accumulation: the one way a contribution lands in a gradient slot -------------------------
 template <class T> GR_HD static inline T gr_accumulate(T slot, T c) { return gr_radd(slot, c); }
