@@ -110,6 +110,8 @@ void run_train(const TrainFlags& f) {
                 r.steps_run ? 1e6 * r.seconds / static_cast<double>(r.steps_run) : 0.0, last ? last->train_loss : 0.0);
     if (last && last->val_accuracy == last->val_accuracy) std::printf(", val accuracy %.4f", last->val_accuracy);
     std::printf("\n  outputs in %s\n", o.out_dir.c_str());
+    if (r.stop_reason == "early_stopping")  // the last line says why the run ended before its epochs
+      std::printf("  early stopping: %s; best weights in %s/weights.best.safetensors\n", r.stop_detail.c_str(), o.out_dir.c_str());
   }
 }
 

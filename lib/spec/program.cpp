@@ -28,6 +28,7 @@ Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const s
       if (n.activation == "relu") return t.relu(z);
       if (n.activation == "tanh") return t.tanh(z);
       if (n.activation == "sigmoid") return t.sigmoid(z);
+      if (n.activation == "gelu") return t.unary_op(Op::Gelu, z);
       return z;
     }
     case NodeSpec::Kind::Op: break;

@@ -191,8 +191,9 @@ NodeSpec read_node(const JsonAt& j) {
     n.units = j.at("units").integer(1, 1 << 24);
     if (j.has("activation")) {
       n.activation = j.at("activation").str();
-      if (n.activation != "none" && n.activation != "relu" && n.activation != "tanh" && n.activation != "sigmoid")
-        j.at("activation").fail("unknown activation \"" + n.activation + "\" (known: none, relu, tanh, sigmoid)");
+      if (n.activation != "none" && n.activation != "relu" && n.activation != "tanh" && n.activation != "sigmoid" &&
+          n.activation != "gelu")
+        j.at("activation").fail("unknown activation \"" + n.activation + "\" (known: none, relu, tanh, sigmoid, gelu)");
     }
     if (j.has("init")) {
       const JsonAt init = j.at("init");
@@ -355,12 +356,28 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   }
   if (root.has("train")) {
     const JsonAt t = root.at("train");
-    t.only_keys({"epochs", "batch_size", "shuffle", "drop_last", "diverge_factor"});
+    t.only_keys({"epochs", "batch_size", "shuffle", "drop_last", "diverge_factor", "early_stopping"});
     if (t.has("epochs")) s.train.epochs = t.at("epochs").integer(1, 100000000);
     if (t.has("batch_size")) s.train.batch_size = t.at("batch_size").integer(1, kMaxElems);
     if (t.has("shuffle")) s.train.shuffle = t.at("shuffle").boolean();
     if (t.has("drop_last")) s.train.drop_last = t.at("drop_last").boolean();
     if (t.has("diverge_factor")) s.train.diverge_factor = t.at("diverge_factor").positive();
+    if (t.has("early_stopping")) {
+      const JsonAt e = t.at("early_stopping");
+      e.only_keys({"monitor", "patience", "min_delta"});
+      EarlyStoppingSpec es;
+      if (e.has("monitor")) {
+        es.monitor = e.at("monitor").str();
+        if (es.monitor != "val_loss" && es.monitor != "val_accuracy" && es.monitor != "train_loss")
+          e.at("monitor").fail("unknown monitor \"" + es.monitor + "\" (known: val_loss, val_accuracy, train_loss)");
+      }
+      if (e.has("patience")) es.patience = e.at("patience").integer(1, 100000000);
+      if (e.has("min_delta")) {
+        es.min_delta = e.at("min_delta").number();
+        if (!(es.min_delta >= 0)) e.at("min_delta").fail("min_delta must be >= 0");
+      }
+      s.train.early_stopping = es;
+    }
   }
   if (root.has("metrics")) {
     const JsonAt m = root.at("metrics");
@@ -375,6 +392,8 @@ Spec parse_spec(const std::string& text, const std::string& path) {
         if (!names.count(a.at(k).str())) a.at(k).fail("unknown name \"" + a.at(k).str() + "\"");
     }
   }
+  if (s.train.early_stopping && s.train.early_stopping->monitor == "val_accuracy" && !s.metrics.accuracy)
+    root.at("train").at("early_stopping").at("monitor").fail("val_accuracy needs an accuracy metric (metrics.accuracy)");
   if (root.has("device")) {
     const JsonAt d = root.at("device");
     d.only_keys({"kind", "dtype", "fuse"});

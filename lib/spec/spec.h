@@ -75,10 +75,19 @@ struct OptimizerSpec {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
 };
 
+// train.early_stopping: stop when `monitor` has not improved by more than min_delta for `patience`
+// epochs, keeping the best epoch's weights (lib/train/early_stopping.h).
+struct EarlyStoppingSpec {
+  std::string monitor = "val_loss";  // val_loss | val_accuracy | train_loss
+  int64_t patience = 10;
+  double min_delta = 0.0;
+};
+
 struct TrainSpec {
   int64_t epochs = 1, batch_size = 32;
   bool shuffle = true, drop_last = true;
   double diverge_factor = 1e4;  // stop when an epoch's mean train loss exceeds this × the first's
+  std::optional<EarlyStoppingSpec> early_stopping;
 };
 
 struct MetricsSpec {

@@ -264,6 +264,7 @@ struct Emitter {
         if (n.activation == "relu") return "torch.relu(" + z + ")";
         if (n.activation == "tanh") return "torch.tanh(" + z + ")";
         if (n.activation == "sigmoid") return "torch.sigmoid(" + z + ")";
+        if (n.activation == "gelu") return "torch.nn.functional.gelu(" + z + ", approximate='tanh')";
         if (n.activation == "none") return z;
         return refuse("has activation \"" + n.activation + "\", which the export does not know");
       }

@@ -55,10 +55,13 @@ std::string weights_digest(const Model& model) {
 }
 
 void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt, const RunLog& log, int64_t epoch,
-                      int64_t step_in_epoch, int64_t target_epochs, const std::string& identity) {
+                      int64_t step_in_epoch, int64_t target_epochs, const std::string& identity, const BestWeights& best) {
   std::filesystem::create_directories(dir);
   std::vector<std::pair<std::string, ConstTensorView>> tensors;
   for (const auto& [name, view] : model.param_views()) tensors.emplace_back("param/" + name, view);
+  if (best.epoch > 0)
+    for (size_t i = 0; i < best.params.size(); ++i)
+      tensors.emplace_back("best/" + model.program().params[i].name, ConstTensorView{model.program().params[i].shape, best.params[i].data()});
   const bool adam = opt.kind() == OptimizerKind::Adam;
   if (adam)
     for (size_t i = 0; i < opt.count(); ++i) {
@@ -78,7 +81,7 @@ void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt
                              static_cast<double>(e.last_step)});
   if (!log.epochs.empty())
     tensors.emplace_back("epoch_metrics", ConstTensorView{Shape{static_cast<int64_t>(log.epochs.size()), 6}, rows.data()});
-  const std::map<std::string, std::string> meta = {{"format", "gradrun-checkpoint-1"},
+  std::map<std::string, std::string> meta = {{"format", "gradrun-checkpoint-1"},
                                                    {"spec_sha256", model.spec().sha256},
                                                    {"seed", std::to_string(model.spec().seed)},
                                                    {"epoch", std::to_string(epoch)},
@@ -87,6 +90,7 @@ void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt
                                                    {"run_identity", identity},
                                                    {"step", std::to_string(steps)},
                                                    {"adam_t", std::to_string(opt.t())}};
+  if (best.epoch > 0) meta["best_epoch"] = std::to_string(best.epoch);
   write_safetensors(dir + "/state.safetensors", tensors, meta, StDtype::F64);
 }
 
@@ -152,6 +156,14 @@ Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt,
       throw InputError(path, "loss_history", "missing or not " + std::to_string(c.step) + " steps long");
     c.loss_history.assign(h->values().begin(), h->values().end());
     for (double v : e->values()) c.loss_epochs.push_back(static_cast<int64_t>(v));
+  }
+  if (f.metadata.count("best_epoch")) {
+    c.best.epoch = integer("best_epoch");
+    for (const ProgramParam& pp : model.program().params) {
+      const Tensor* t = f.find("best/" + pp.name);
+      if (!t || t->numel() != pp.shape.numel()) throw InputError(path, "best/" + pp.name, "missing or of the wrong size");
+      c.best.params.emplace_back(t->values().begin(), t->values().end());
+    }
   }
   if (const Tensor* m = f.find("epoch_metrics")) {
     if (m->shape().rank() != 2 || m->shape()[1] != 6) throw InputError(path, "epoch_metrics", "expected shape [epochs, 6]");

@@ -33,6 +33,14 @@ std::string render_metrics_csv(const RunLog& log);
 // SHA-256 over every parameter's f64 little-endian bytes, in registration order.
 std::string weights_digest(const Model& model);
 
+// The best epoch's parameters under train.early_stopping, in parameter registration order; kept
+// in memory by the trainer and in checkpoints, written as weights.best.safetensors.
+struct BestWeights {
+  int64_t epoch = 0;  // 1-based; 0: none
+  double value = 0.0;  // the monitored value at that epoch
+  std::vector<std::vector<double>> params;
+};
+
 struct Checkpoint {
   int64_t epoch = 0, step = 0, adam_t = 0;
   int64_t step_in_epoch = 0;  // > 0: interrupted inside epoch `epoch` + 1 after this many steps
@@ -40,14 +48,16 @@ struct Checkpoint {
   std::vector<double> loss_history;
   std::vector<int64_t> loss_epochs;
   std::vector<EpochRecord> epochs;
+  BestWeights best;  // epoch 0 when the checkpoint holds none
 };
 
 // checkpoint/state.safetensors: param/<name>, adam_m/<name>, adam_v/<name>, loss_history,
 // loss_epochs, epoch_metrics; metadata: format, spec_sha256 (the spec file's text), run_identity
-// (train/run_state.h), seed, epoch (complete epochs), step_in_epoch, target_epochs, step, adam_t.
-// One file, one rename.
+// (train/run_state.h), seed, epoch (complete epochs), step_in_epoch, target_epochs, step, adam_t;
+// with best weights (epoch > 0) also best/<name> and best_epoch. One file, one rename.
 void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt, const RunLog& log, int64_t epoch,
-                      int64_t step_in_epoch, int64_t target_epochs, const std::string& identity);
+                      int64_t step_in_epoch, int64_t target_epochs, const std::string& identity,
+                      const BestWeights& best = BestWeights{});
 // Restores parameters, Adam state and the loss log; checks the checkpoint belongs to this run: the
 // same identity (a changed field is named, InputError at its pointer in the spec), or for a checkpoint
 // without one the same spec text, and the same seed.

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
@@ -17,6 +18,7 @@
 #include "tensor/diag.h"
 #include "tensor/parallel.h"
 #include "train/device_runner.h"
+#include "train/early_stopping.h"
 #include "train/preprocess.h"
 #include "train/run_state.h"
 #include "tensor/sha256.h"
@@ -150,6 +152,7 @@ void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, c
       {"dtype", to_string(o.dtype)},
       {"fused", r.fused},
       {"threads", num_threads()},
+      {"stop_reason", r.stop_reason.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.stop_reason)},
       {"epochs", last ? last->epoch : 0},
       {"target_epochs", r.target_epochs},
       {"episodes", r.steps},
@@ -162,6 +165,14 @@ void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, c
       {"weights_sha256", r.weights_sha256},
       {"preprocessing", nlohmann::ordered_json::parse(prep)},
   };
+  if (const auto& es = model.spec().train.early_stopping) {
+    run["early_stopping"] = {{"monitor", es->monitor},
+                             {"patience", es->patience},
+                             {"min_delta", es->min_delta},
+                             {"best_epoch", r.best.epoch > 0 ? nlohmann::ordered_json(r.best.epoch) : nlohmann::ordered_json(nullptr)},
+                             {"best_value", r.best.epoch > 0 ? number(r.best.value) : nlohmann::ordered_json(nullptr)},
+                             {"detail", r.stop_detail.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.stop_detail)}};
+  }
   write_file_atomic(o.out_dir + "/run.json", run.dump(2) + "\n");
 }
 
@@ -183,6 +194,20 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, co
                        {"steps", steps},
                        {"device", to_string(o.device)},
                        {"dtype", to_string(o.dtype)}},
+                      StDtype::F64);
+  }
+  // weights.best.safetensors: the best epoch under train.early_stopping (also of a stopped run).
+  if (model.spec().train.early_stopping && r.best.epoch > 0) {
+    std::vector<std::pair<std::string, ConstTensorView>> best;
+    for (size_t i = 0; i < r.best.params.size(); ++i)
+      best.emplace_back(model.program().params[i].name, ConstTensorView{model.program().params[i].shape, r.best.params[i].data()});
+    write_safetensors(o.out_dir + "/weights.best.safetensors", best,
+                      {{kPreprocessingKey, to_json(make_preprocessing(model.spec(), model.data()))},
+                       {"spec", model.spec().path},
+                       {"spec_sha256", model.spec().sha256},
+                       {"best_epoch", std::to_string(r.best.epoch)},
+                       {"monitor", model.spec().train.early_stopping->monitor},
+                       {"monitor_value", format_double(r.best.value)}},
                       StDtype::F64);
   }
   write_run_json(model, o, r, run_sha256);
@@ -218,6 +243,13 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   r.target_epochs = o.epochs > 0 ? o.epochs : spec.train.epochs;
   int64_t first_epoch = 0, first_step = 0;
   std::string resumed_from;
+  std::optional<EarlyStopping> early;
+  if (const auto& es = spec.train.early_stopping) {
+    early.emplace(*es);
+    if (es->monitor != "train_loss" && (!spec.data || model.data().validation.rows == 0))
+      throw InputError(spec.path, "/train/early_stopping/monitor",
+                       es->monitor + " needs validation rows (data.validation); monitor train_loss, or add a validation split");
+  }
   if (!o.resume_dir.empty()) {
     std::string dir = o.resume_dir;
     if (fs::exists(dir + "/checkpoint/state.safetensors")) dir += "/checkpoint";
@@ -241,6 +273,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     r.log.step_epoch = c.loss_epochs;
     r.log.epochs = c.epochs;
     r.steps = c.step;
+    if (early) early->restore(r.log, c.best, model, dir);
     if (!fs::equivalent(run_dir, o.out_dir, ec)) {  // in place, the folder is this run's (its weights stay until replaced)
       claim_run_folder(o.out_dir, run_sha, spec, o.force);
       const std::string init = run_dir + "/init.safetensors";
@@ -293,6 +326,8 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   auto stop = [&](const std::string& status) {
     r.seconds = seconds_since(t0);
     r.status = status;
+    r.stop_reason = status;
+    if (early) r.best = early->best();
     write_outputs(model, o, r, run_sha);
   };
   // Logs a step's loss; false when it is not finite (the run stops there).
@@ -322,7 +357,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
                         divergence_advice(spec) + "; " + kept());
   };
   auto interrupted = [&](int64_t epoch, int64_t step_in_epoch) {
-    write_checkpoint(ckpt_dir, model, opt, r.log, epoch, step_in_epoch, target, identity);
+    write_checkpoint(ckpt_dir, model, opt, r.log, epoch, step_in_epoch, target, identity, early ? early->best() : BestWeights{});
     stop("interrupted");
     throw InterruptedError("interrupted at step " + std::to_string(r.steps) + " (epoch " +
                            std::to_string(epoch + (step_in_epoch > 0 ? 1 : 0)) + " of " + std::to_string(target) +
@@ -382,14 +417,16 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
       const auto [val_loss, val_acc] = evaluate(model, model.data().validation);
       EpochRecord e{epoch + 1, mean, val_loss, val_acc, resumed_seconds + seconds_since(t0), r.steps};
       r.log.epochs.push_back(e);
+      if (early) early->observe(e, model);
+      const bool stop_early = early && early->should_stop(epoch + 1) && epoch + 1 < target;
       // A checkpoint after the last epoch, and on the way at most every kCheckpointSeconds (tiny
       // epochs would otherwise spend their time writing checkpoints).
       if (diag::enabled(diag::Level::Debug))
         diag::debug("epoch " + std::to_string(epoch + 1) + ": mean train loss " + format_double(mean) + ", val loss " +
                     format_double(val_loss) + ", " + std::to_string(static_cast<int64_t>(1e3 * e.seconds)) + " ms since the run began");
-      if (epoch + 1 == target || seconds_since(last_checkpoint) >= kCheckpointSeconds) {
+      if (epoch + 1 == target || stop_early || seconds_since(last_checkpoint) >= kCheckpointSeconds) {
         const auto c0 = Clock::now();
-        write_checkpoint(ckpt_dir, model, opt, r.log, epoch + 1, 0, target, identity);
+        write_checkpoint(ckpt_dir, model, opt, r.log, epoch + 1, 0, target, identity, early ? early->best() : BestWeights{});
         diag::debug("checkpoint of epoch " + std::to_string(epoch + 1) + " written to " + ckpt_dir + " in " +
                     std::to_string(static_cast<int64_t>(1e3 * seconds_since(c0))) + " ms");
         last_checkpoint = Clock::now();
@@ -397,11 +434,18 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
         checkpoint_where = ckpt_dir;
       }
       progress.epoch(e);
+      if (stop_early) {
+        r.stop_reason = "early_stopping";
+        r.stop_detail = "stopped after epoch " + std::to_string(epoch + 1) + ": " + early->describe_stop(epoch + 1);
+        break;
+      }
       if (InterruptGuard::requested() && epoch + 1 < target) interrupted(epoch + 1, 0);
     }
     r.seconds = seconds_since(t0);
     r.weights_sha256 = weights_digest(model);
     r.status = "complete";
+    if (r.stop_reason.empty()) r.stop_reason = "epochs";
+    if (early) r.best = early->best();
     write_outputs(model, o, r, run_sha);
   } catch (const InterruptedError&) {
     throw;
@@ -410,6 +454,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   } catch (...) {
     if (r.status == "running") {
       r.status = "failed";
+      r.stop_reason = "failed";
       try {
         write_run_json(model, o, r, run_sha);
       } catch (...) {  // the original error is the one to report

@@ -45,6 +45,10 @@ struct TrainResult {
   std::string status = "running";  // run.json: running | complete | interrupted | diverged | failed
   std::string weights_sha256;
   bool fused = false;  // the device ran generated megakernels
+  // Why the run ended: "epochs" (reached its target), "early_stopping" (train.early_stopping; the
+  // reason in stop_detail), "interrupted", "diverged", "failed"; empty while running.
+  std::string stop_reason, stop_detail;
+  BestWeights best;  // under train.early_stopping: the best epoch's weights so far (epoch 0: none)
 };
 
 // Throws InputError / IoError for bad input and unwritable outputs; a diverged run (NaN/inf loss, or
