@@ -11,6 +11,7 @@
 #include "emit/bind_expr.h"
 #include "io/atomic_file.h"
 #include "spec/json_reader.h"
+#include "spec/schedule_spec.h"
 #include "spec/suggest.h"
 #include "tensor/sha256.h"
 #include "tensor/shape.h"
@@ -323,13 +324,14 @@ Spec parse_spec(const std::string& text, const std::string& path) {
 
   if (root.has("optimizer")) {
     const JsonAt o = root.at("optimizer");
-    o.only_keys({"kind", "lr", "l2", "clip", "beta1", "beta2", "eps"});
+    o.only_keys({"kind", "lr", "l2", "clip", "beta1", "beta2", "eps", "schedule"});
     OptimizerSpec& opt = s.optimizer;
     if (o.has("kind")) {
       opt.kind = o.at("kind").str();
       if (opt.kind != "adam" && opt.kind != "sgd") o.at("kind").fail("unknown optimizer \"" + opt.kind + "\" (known: adam, sgd)");
     }
     if (o.has("lr")) opt.lr = o.at("lr").positive();
+    if (o.has("schedule")) opt.schedule = read_schedule(o.at("schedule"));
     if (o.has("clip")) {
       opt.clip = o.at("clip").number();
       if (opt.clip < 0) o.at("clip").fail("clip must be >= 0 (0 = off)");
@@ -392,6 +394,8 @@ Spec parse_spec(const std::string& text, const std::string& path) {
         if (!names.count(a.at(k).str())) a.at(k).fail("unknown name \"" + a.at(k).str() + "\"");
     }
   }
+  if (s.optimizer.schedule && s.optimizer.schedule->kind == "cosine" && s.optimizer.schedule->epochs == 0)
+    s.optimizer.schedule->epochs = s.train.epochs;  // the period as written, not a later --epochs
   if (s.train.early_stopping && s.train.early_stopping->monitor == "val_accuracy" && !s.metrics.accuracy)
     root.at("train").at("early_stopping").at("monitor").fail("val_accuracy needs an accuracy metric (metrics.accuracy)");
   if (root.has("device")) {

@@ -68,11 +68,22 @@ struct NodeSpec {
   InitSpec w_init{InitSpec::Kind::XavierUniform, 0.0, 0.0, {}}, b_init{InitSpec::Kind::Zeros, 0.0, 0.0, {}};
 };
 
+// optimizer.schedule: the learning rate of each step, computed on the host (lib/train/schedule.h).
+struct ScheduleSpec {
+  std::string kind = "constant";  // constant | step | cosine
+  int64_t every = 1;              // step: epochs between decays
+  double gamma = 0.1;             // step: the decay factor
+  double min_lr = 0.0;            // cosine: the floor
+  int64_t epochs = 0;             // cosine: the period in epochs (default: train.epochs as written)
+  int64_t warmup_steps = 0;       // linear warmup over the first steps, with any kind
+};
+
 struct OptimizerSpec {
   std::string kind = "adam";
   double lr = 1e-3, clip = 0.0, l2_default = 0.0;
   std::map<std::string, double> l2;  // per-parameter overrides
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  std::optional<ScheduleSpec> schedule;
 };
 
 // train.early_stopping: stop when `monitor` has not improved by more than min_delta for `patience`

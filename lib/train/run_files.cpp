@@ -22,9 +22,12 @@ std::string format_double(double v) {
 }
 
 std::string render_loss_csv(const RunLog& log) {
-  std::string s = "step,epoch,loss\n";
-  for (size_t i = 0; i < log.step_loss.size(); ++i)
-    s += std::to_string(i + 1) + "," + std::to_string(log.step_epoch[i]) + "," + format_double(log.step_loss[i]) + "\n";
+  const bool lr = !log.step_lr.empty();  // a schedule: each step's rate too
+  std::string s = lr ? "step,epoch,loss,lr\n" : "step,epoch,loss\n";
+  for (size_t i = 0; i < log.step_loss.size(); ++i) {
+    s += std::to_string(i + 1) + "," + std::to_string(log.step_epoch[i]) + "," + format_double(log.step_loss[i]);
+    s += lr && i < log.step_lr.size() ? "," + format_double(log.step_lr[i]) + "\n" : "\n";
+  }
   return s;
 }
 
@@ -38,12 +41,15 @@ std::string format_shortest(double v) {
 }
 
 std::string render_metrics_csv(const RunLog& log) {
-  std::string s = "epoch,train_loss,val_loss,val_accuracy,seconds\n";
+  const bool lr = !log.step_lr.empty();  // a schedule: the rate of the epoch's last step
+  std::string s = lr ? "epoch,train_loss,val_loss,val_accuracy,seconds,lr\n" : "epoch,train_loss,val_loss,val_accuracy,seconds\n";
   char secs[32];
   for (const EpochRecord& e : log.epochs) {
     std::snprintf(secs, sizeof secs, "%.3f", e.seconds);
     s += std::to_string(e.epoch) + "," + format_shortest(e.train_loss) + "," + format_shortest(e.val_loss) + "," +
-         format_shortest(e.val_accuracy) + "," + secs + "\n";
+         format_shortest(e.val_accuracy) + "," + secs;
+    const size_t last = static_cast<size_t>(e.last_step);
+    s += lr && last >= 1 && last <= log.step_lr.size() ? "," + format_shortest(log.step_lr[last - 1]) + "\n" : "\n";
   }
   return s;
 }

@@ -19,6 +19,7 @@ struct EpochRecord {
 struct RunLog {
   std::vector<double> step_loss;      // one per optimizer step, step k at index k-1
   std::vector<int64_t> step_epoch;    // 1-based epoch of each step
+  std::vector<double> step_lr;        // with optimizer.schedule: each step's learning rate; else empty
   std::vector<EpochRecord> epochs;
 };
 

@@ -19,6 +19,7 @@
 #include "tensor/parallel.h"
 #include "train/device_runner.h"
 #include "train/early_stopping.h"
+#include "train/schedule.h"
 #include "train/preprocess.h"
 #include "train/run_state.h"
 #include "tensor/sha256.h"
@@ -334,6 +335,8 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   auto record_step = [&](double value, int64_t epoch) {
     r.log.step_loss.push_back(value);
     r.log.step_epoch.push_back(epoch + 1);
+    if (spec.optimizer.schedule)
+      r.log.step_lr.push_back(scheduled_lr(spec.optimizer, static_cast<int64_t>(r.log.step_loss.size()), epoch, steps_per_epoch));
     ++r.steps;
     ++r.steps_run;
     if (!o.expect.empty()) {
@@ -363,6 +366,17 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
                            std::to_string(epoch + (step_in_epoch > 0 ? 1 : 0)) + " of " + std::to_string(target) +
                            "), checkpoint written; continue with: gradrun train " + spec.path + " --resume " + o.out_dir);
   };
+  // The learning rate of step t (1-based) in epoch e (0-based), handed to the optimizer before it.
+  auto set_lr = [&](int64_t t, int64_t e) {
+    if (!spec.optimizer.schedule) return;
+    const double lr = scheduled_lr(spec.optimizer, t, e, steps_per_epoch);
+    opt.set_lr(lr);
+    if (device) device->optimizer().set_lr(lr);
+  };
+  r.log.step_lr.clear();  // a resumed log: the rates of its steps, recomputed
+  if (spec.optimizer.schedule)
+    for (size_t i = 0; i < r.log.step_loss.size(); ++i)
+      r.log.step_lr.push_back(scheduled_lr(spec.optimizer, static_cast<int64_t>(i + 1), r.log.step_epoch[i] - 1, steps_per_epoch));
   try {
     for (int64_t epoch = first_epoch; epoch < target; ++epoch) {
       order = epoch_order(spec, n, epoch);
@@ -374,6 +388,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
       for (int64_t s = s0; s < steps_per_epoch; ++s) {
         rows.clear();
         for (int64_t i = s * batch; i < std::min(n, (s + 1) * batch); ++i) rows.push_back(order[static_cast<size_t>(i)]);
+        set_lr(static_cast<int64_t>(epoch_begin) + s + 1, epoch);
         if (device) {  // forward, backward and the optimizer step replayed as one episode; the loss stays there
           device->step(rows, s);
           progress.step(epoch + 1, s + 1, kNaN);
