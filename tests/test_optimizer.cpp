@@ -142,3 +142,66 @@ TEST_CASE("Adam moments and step counter can be written back (checkpoint resume)
   REQUIRE(o2.t() == 3);
   REQUIRE(same_bits(std::span<const double>(resumed), straight));
 }
+
+// SGD momentum and Nesterov (PyTorch's SGD, dampening 0): b = μ·b + ge; d = nesterov ? ge + μ·b : b;
+// w = w − lr·d, with b starting at 0 — written out here from the formula, not from gr_optim.h.
+TEST_CASE("SGD momentum and Nesterov match the hand-computed trajectory", "[optimizer]") {
+  for (const bool nesterov : {false, true}) {
+    Tape t;
+    std::vector<double> w = {0.5, -1.25, 3.0};
+    const std::vector<double> g = {0.1, -0.02, 4.0};
+    const Var p = t.param(Shape{3}, w);
+    Optimizer opt = Optimizer::sgd(0.05, {0.9, nesterov});
+    opt.add(t, p, 0.01);
+    const int32_t mark = t.mark();
+    std::vector<double> b(3, 0.0);
+    for (int step = 1; step <= 4; ++step) {
+      REQUIRE(t.backward(linear_loss(t, p, g)));
+      opt.step(t);
+      t.reset_to(mark);
+      for (int i = 0; i < 3; ++i) {
+        const double ge = g[i] * 1.0 + 0.01 * w[i];
+        b[i] = 0.9 * b[i] + ge;
+        const double d = nesterov ? ge + 0.9 * b[i] : b[i];
+        w[i] = w[i] - 0.05 * d;
+      }
+      INFO("nesterov " << nesterov << " step " << step);
+      REQUIRE(same_bits(t.param_value(p), w));
+      REQUIRE(same_bits(opt.m(0), b));
+    }
+  }
+}
+
+// AdamW: w = w·(1 − lr·wd) first (PyTorch's decoupled decay), then Adam's step.
+TEST_CASE("AdamW matches the hand-computed trajectory; weight_decay 0 is Adam", "[optimizer]") {
+  auto run = [](double wd, std::vector<double> w, int steps) {
+    Tape t;
+    const std::vector<double> g = {0.1, -0.02, 4.0};
+    const Var p = t.param(Shape{3}, w);
+    Optimizer opt = Optimizer::adam(0.01, {0.9, 0.999, 1e-8, wd});
+    opt.add(t, p);
+    const int32_t mark = t.mark();
+    for (int s = 0; s < steps; ++s) {
+      REQUIRE(t.backward(linear_loss(t, p, g)));
+      opt.step(t);
+      t.reset_to(mark);
+    }
+    return std::vector<double>(t.param_value(p).begin(), t.param_value(p).end());
+  };
+  std::vector<double> w = {0.5, -1.25, 3.0}, m(3, 0.0), v(3, 0.0);
+  const std::vector<double> g = {0.1, -0.02, 4.0};
+  for (int step = 1; step <= 3; ++step) {
+    const double lr_t = 0.01 * std::sqrt(1.0 - std::pow(0.999, step)) / (1.0 - std::pow(0.9, step));
+    for (int i = 0; i < 3; ++i) {
+      w[i] = w[i] * (1.0 - 0.01 * 0.1);
+      m[i] = 0.9 * m[i] + (1.0 - 0.9) * g[i];
+      v[i] = 0.999 * v[i] + (1.0 - 0.999) * (g[i] * g[i]);
+      w[i] = w[i] - (lr_t * m[i]) / (std::sqrt(v[i]) + 1e-8);
+    }
+  }
+  const std::vector<double> got = run(0.1, {0.5, -1.25, 3.0}, 3);
+  REQUIRE(same_bits(std::span<const double>(got), w));
+  // wd = 0 is plain Adam, and a positive wd pulls the weights toward 0.
+  const std::vector<double> adam = run(0.0, {0.5, -1.25, 3.0}, 3);
+  REQUIRE(std::fabs(got[2]) < std::fabs(adam[2]));
+}

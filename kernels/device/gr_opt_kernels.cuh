@@ -1,9 +1,9 @@
 // gr_opt_kernels.cuh — fills and the device optimizer of the replay engine (lib/replay).
 //
-// The arithmetic is lib/grad/optimizer.cpp's, operation for operation (docs/numerics.md). Per-step scalars
+// The per-element arithmetic is kernels/gr_optim.h, the same text lib/grad/optimizer.cpp runs. Per-step scalars
 // live in a small control buffer the host refreshes before every step, so a captured episode never
 // freezes them:
-//   ctl[0] lr (SGD)   ctl[1] lr_t (Adam, host pow)   ctl[2] clip scale cs   ctl[3] max norm   ctl[4] norm
+//   ctl[0] lr (SGD; AdamW's decay)   ctl[1] lr_t (Adam, host pow)   ctl[2] clip scale cs   ctl[3] max norm   ctl[4] norm
 // The control buffer is always double (the host writes it); values, gradients and moments are gr_real.
 // Appended after gr_node_kernels.cuh (it relies on gr_prelude.cuh).
 
@@ -32,31 +32,32 @@ extern "C" __global__ void grk_clip_scale(const gr_real* g, const long long* tab
 }
 GR_EXPORT_KERNEL(grk_clip_scale)
 
-// SGD: ge = g·cs + α·w;  w = w − lr·ge.
+// SGD (gr_optim.h gr_opt_sgd): w = w − lr·ge, ge = g·cs + α·w.
 extern "C" __global__ void grk_sgd(gr_real* w, const gr_real* g, const double* ctl, double alpha, long long n) {
   const gr_real cs = GRK_REAL(ctl[2]), lr = GRK_REAL(ctl[0]), a = GRK_REAL(alpha);
-  GRK_LOOP(i, n) {
-    const gr_real ge = GRK_ADD(GRK_MUL(g[i], cs), GRK_MUL(a, w[i]));
-    w[i] = GRK_SUB(w[i], GRK_MUL(lr, ge));
-  }
+  GRK_LOOP(i, n) w[i] = gr_opt_sgd(w[i], gr_opt_ge(g[i], cs, a, w[i]), lr);
 }
 GR_EXPORT_KERNEL(grk_sgd)
 
-// Adam: m = β1·m + (1−β1)·ge;  v = β2·v + (1−β2)·(ge·ge);  w = w − (lr_t·m) / (sqrt(v) + ε).
-// 1−β1 and 1−β2 come computed by the host at run time, as optimizer.cpp computes them.
+// SGD with momentum μ (and Nesterov): gr_optim.h gr_opt_sgd_momentum, buffer b per element.
+extern "C" __global__ void grk_sgd_momentum(gr_real* w, const gr_real* g, gr_real* b, const double* ctl, double alpha,
+                                            double momentum, long long nesterov, long long n) {
+  const gr_real cs = GRK_REAL(ctl[2]), lr = GRK_REAL(ctl[0]), a = GRK_REAL(alpha), mu = GRK_REAL(momentum);
+  GRK_LOOP(i, n) w[i] = gr_opt_sgd_momentum(w[i], gr_opt_ge(g[i], cs, a, w[i]), &b[i], lr, mu, nesterov != 0);
+}
+GR_EXPORT_KERNEL(grk_sgd_momentum)
+
+// Adam and AdamW (gr_optim.h): decoupled decay w·(1 − lr·wd) (wd = 0: Adam), then the Adam step with
+// lr_t = ctl[1]. 1−β1 and 1−β2 come computed by the host at run time, as optimizer.cpp computes them.
 extern "C" __global__ void grk_adam(gr_real* w, const gr_real* g, gr_real* m, gr_real* v, const double* ctl,
                                     double alpha, double beta1, double beta2, double one_minus_beta1,
-                                    double one_minus_beta2, double epsilon, long long n) {
-  const gr_real cs = GRK_REAL(ctl[2]), lr_t = GRK_REAL(ctl[1]), a = GRK_REAL(alpha);
+                                    double one_minus_beta2, double epsilon, double weight_decay, long long n) {
+  const gr_real cs = GRK_REAL(ctl[2]), lr = GRK_REAL(ctl[0]), lr_t = GRK_REAL(ctl[1]), a = GRK_REAL(alpha);
   const gr_real b1 = GRK_REAL(beta1), b2 = GRK_REAL(beta2), omb1 = GRK_REAL(one_minus_beta1),
-                omb2 = GRK_REAL(one_minus_beta2), eps = GRK_REAL(epsilon);
+                omb2 = GRK_REAL(one_minus_beta2), eps = GRK_REAL(epsilon), wd = GRK_REAL(weight_decay);
   GRK_LOOP(i, n) {
-    const gr_real ge = GRK_ADD(GRK_MUL(g[i], cs), GRK_MUL(a, w[i]));
-    const gr_real mi = GRK_ADD(GRK_MUL(b1, m[i]), GRK_MUL(omb1, ge));
-    const gr_real vi = GRK_ADD(GRK_MUL(b2, v[i]), GRK_MUL(omb2, GRK_MUL(ge, ge)));
-    m[i] = mi;
-    v[i] = vi;
-    w[i] = GRK_SUB(w[i], GRK_DIV(GRK_MUL(lr_t, mi), GRK_ADD(gr_sqrt(vi), eps)));
+    const gr_real ge = gr_opt_ge(g[i], cs, a, w[i]);
+    w[i] = gr_opt_adam(gr_opt_decay(w[i], lr, wd), ge, &m[i], &v[i], lr_t, b1, b2, omb1, omb2, eps);
   }
 }
 GR_EXPORT_KERNEL(grk_adam)

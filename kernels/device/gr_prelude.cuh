@@ -11,6 +11,7 @@
 #include "gr_ops_lane.h"
 #include "gr_reduce.h"
 #include "gr_ops_elementwise.h"
+#include "gr_optim.h"
 
 #if defined(GR_F32) && GR_F32
 typedef float gr_real;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "gr_device.h"
+#include "gr_optim.h"
 #include "tensor/parallel.h"
 
 namespace gr {
@@ -13,27 +14,26 @@ namespace {
 constexpr int64_t kParallelElems = 1 << 15;
 
 struct AdamScalars {
-  double cs, b1, b2, omb1, omb2, eps, lr_t, lr;
+  double cs, b1, b2, omb1, omb2, eps, lr_t, lr, wd, mu;
 };
 
-// The update loops take restrict pointers and no branches, so the compiler vectorizes them; SIMD
-// lanes perform the same IEEE operations as scalar code (and nothing is contracted into FMA).
+// The update loops take restrict pointers and no branches that depend on the element, so the
+// compiler vectorizes them; SIMD lanes perform the same IEEE operations as scalar code (and nothing
+// is contracted into FMA). The per-element text is kernels/gr_optim.h (the device's too).
 void sgd_update(double* __restrict w, const double* __restrict g, int64_t n, double a, const AdamScalars& k) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double ge = __dadd_rn(__dmul_rn(g[i], k.cs), __dmul_rn(a, w[i]));
-    w[i] = __dsub_rn(w[i], __dmul_rn(k.lr, ge));
-  }
+  for (int64_t i = 0; i < n; ++i) w[i] = gr_opt_sgd(w[i], gr_opt_ge(g[i], k.cs, a, w[i]), k.lr);
+}
+
+void sgd_momentum_update(double* __restrict w, const double* __restrict g, double* __restrict b, int64_t n, double a,
+                         const AdamScalars& k, bool nesterov) {
+  for (int64_t i = 0; i < n; ++i) w[i] = gr_opt_sgd_momentum(w[i], gr_opt_ge(g[i], k.cs, a, w[i]), &b[i], k.lr, k.mu, nesterov);
 }
 
 void adam_update(double* __restrict w, const double* __restrict g, double* __restrict m, double* __restrict v, int64_t n,
                  double a, const AdamScalars& k) {
   for (int64_t i = 0; i < n; ++i) {
-    const double ge = __dadd_rn(__dmul_rn(g[i], k.cs), __dmul_rn(a, w[i]));
-    const double mi = __dadd_rn(__dmul_rn(k.b1, m[i]), __dmul_rn(k.omb1, ge));
-    const double vi = __dadd_rn(__dmul_rn(k.b2, v[i]), __dmul_rn(k.omb2, __dmul_rn(ge, ge)));
-    m[i] = mi;
-    v[i] = vi;
-    w[i] = __dsub_rn(w[i], __ddiv_rn(__dmul_rn(k.lr_t, mi), __dadd_rn(gr_sqrt(vi), k.eps)));
+    const double ge = gr_opt_ge(g[i], k.cs, a, w[i]);
+    w[i] = gr_opt_adam(gr_opt_decay(w[i], k.lr, k.wd), ge, &m[i], &v[i], k.lr_t, k.b1, k.b2, k.omb1, k.omb2, k.eps);
   }
 }
 
@@ -72,7 +72,7 @@ void Optimizer::step(Tape& tape) {
     last_lr_t_ = adam_lr_t(t_);
   }
   const double b1 = adam_.beta1, b2 = adam_.beta2;
-  const AdamScalars k{cs, b1, b2, 1.0 - b1, 1.0 - b2, adam_.eps, last_lr_t_, lr_};
+  const AdamScalars k{cs, b1, b2, 1.0 - b1, 1.0 - b2, adam_.eps, last_lr_t_, lr_, adam_.weight_decay, sgd_.momentum};
   for (const Entry& e : params_) {
     if (!tape.node(e.var).touched) continue;  // backward never reached it: skip, do not decay
     double* w = tape.param_value(e.var).data();
@@ -85,8 +85,9 @@ void Optimizer::step(Tape& tape) {
     parallel_for(chunks, [&](int64_t c) {
       const int64_t lo = c * per, n = std::min(e.len, lo + per) - lo;
       if (n <= 0) return;
-      if (kind_ == OptimizerKind::Sgd) sgd_update(w + lo, g + lo, n, e.l2, k);
-      else adam_update(w + lo, g + lo, m + lo, v + lo, n, e.l2, k);
+      if (kind_ == OptimizerKind::Adam) adam_update(w + lo, g + lo, m + lo, v + lo, n, e.l2, k);
+      else if (sgd_.momentum != 0.0) sgd_momentum_update(w + lo, g + lo, m + lo, n, e.l2, k, sgd_.nesterov);
+      else sgd_update(w + lo, g + lo, n, e.l2, k);
     });
   }
 }

@@ -5,10 +5,12 @@
 //   clip (maxn > 0): sq = Σ g·g (registration order, elements ascending); norm = sqrt(sq);
 //                    cs = norm > maxn ? maxn / norm : 1
 //   ge = g·cs + α·w
-//   SGD : w = w − lr·ge
+//   SGD : w = w − lr·ge; with momentum μ: b = μ·b + ge, d = nesterov ? ge + μ·b : b, w = w − lr·d
 //   Adam: t += 1; lr_t = lr·sqrt(1 − β2^t) / (1 − β1^t)   (host pow; shipped to devices as a scalar)
+//         AdamW first decays w = w·(1 − lr·wd) (decoupled, PyTorch's formula); then
 //         m = β1·m + (1−β1)·ge;  v = β2·v + (1−β2)·(ge·ge);  w = w − (lr_t·m) / (sqrt(v) + ε)
-// (1−β computed at run time; the Kingma–Ba / scikit-learn placement of ε.)
+// (1−β computed at run time; the Kingma–Ba / scikit-learn placement of ε.) The per-element text is
+// kernels/gr_optim.h, shared with the device optimizer's kernels.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -22,11 +24,21 @@ enum class OptimizerKind { Sgd, Adam };
 
 struct AdamConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0.0;  // > 0: AdamW's decoupled decay
+};
+
+struct SgdConfig {
+  double momentum = 0.0;  // 0: plain SGD, no buffer
+  bool nesterov = false;
 };
 
 class Optimizer {
  public:
-  static Optimizer sgd(double lr) { return Optimizer(OptimizerKind::Sgd, lr, {}); }
+  static Optimizer sgd(double lr, SgdConfig config = {}) {
+    Optimizer o(OptimizerKind::Sgd, lr, {});
+    o.sgd_ = config;
+    return o;
+  }
   static Optimizer adam(double lr, AdamConfig config = {}) { return Optimizer(OptimizerKind::Adam, lr, config); }
 
   // Register a parameter with its own L2 coefficient (weights α, biases 0).
@@ -40,12 +52,16 @@ class Optimizer {
   void set_lr(double lr) { lr_ = lr; }
   double clip() const { return clip_; }
   const AdamConfig& adam_config() const { return adam_; }
+  const SgdConfig& sgd_config() const { return sgd_; }
+  // Per-element state: Adam's m and v, or SGD's momentum buffer (in m).
+  bool has_moments() const { return kind_ == OptimizerKind::Adam || sgd_.momentum != 0.0; }
   int64_t t() const { return t_; }
   void set_t(int64_t t) { t_ = t; }
   size_t count() const { return params_.size(); }
   Var param(size_t i) const { return params_[i].var; }
   double l2(size_t i) const { return params_[i].l2; }
-  // Adam moments of parameter i (registration order): readable and writable for checkpoints.
+  // Adam moments (or SGD's momentum buffer, m) of parameter i (registration order): readable and
+  // writable for checkpoints.
   std::span<double> m(size_t i) { return {m_.data() + params_[i].offset, static_cast<size_t>(params_[i].len)}; }
   std::span<double> v(size_t i) { return {v_.data() + params_[i].offset, static_cast<size_t>(params_[i].len)}; }
   // Per-step scalars of the last step (devices take them as inputs).
@@ -64,6 +80,7 @@ class Optimizer {
   OptimizerKind kind_;
   double lr_;
   AdamConfig adam_;
+  SgdConfig sgd_;
   double clip_ = 0.0;
   int64_t t_ = 0;
   std::vector<Entry> params_;

@@ -1,5 +1,5 @@
 // device_optimizer.cpp — the device optimizer: SGD/Adam with per-parameter L2 and global-norm
-// clip, mirroring gr::Optimizer bit for bit; per-step scalars ride a small control buffer so a
+// clip, SGD momentum/Nesterov and AdamW, mirroring gr::Optimizer bit for bit (kernels/gr_optim.h); per-step scalars ride a small control buffer so a
 // captured episode never freezes them.
 #include "replay/detail.h"
 #include "replay/replay.h"
@@ -33,7 +33,8 @@ DeviceOptimizer::DeviceOptimizer(Program& prog, const Optimizer& config) : prog_
   device::Backend& be = prog.be_;
   ctl_ = be.alloc(8 * sizeof(double));
   const bool adam = cpu_.kind() == OptimizerKind::Adam;
-  if (adam) {
+  const SgdConfig& sc = cpu_.sgd_config();
+  if (cpu_.has_moments()) {  // Adam's m and v; SGD momentum keeps its buffer in m (v stays zero)
     m_ = be.alloc(static_cast<size_t>(std::max<int64_t>(total, 1)) * prog.esize_);
     v_ = be.alloc(static_cast<size_t>(std::max<int64_t>(total, 1)) * prog.esize_);
     Optimizer& src = const_cast<Optimizer&>(config);  // m()/v() are read-only here
@@ -55,7 +56,11 @@ DeviceOptimizer::DeviceOptimizer(Program& prog, const Optimizer& config) : prog_
     if (adam)
       prog.add(launches_, "grk_adam", e.len,
                {w, g, m_.handle + static_cast<uint64_t>(e.moff) * prog.esize_, v_.handle + static_cast<uint64_t>(e.moff) * prog.esize_,
-                ctl_.handle, D(e.l2), D(b1), D(b2), D(1.0 - b1), D(1.0 - b2), D(ac.eps), I(e.len)});
+                ctl_.handle, D(e.l2), D(b1), D(b2), D(1.0 - b1), D(1.0 - b2), D(ac.eps), D(ac.weight_decay), I(e.len)});
+    else if (sc.momentum != 0.0)
+      prog.add(launches_, "grk_sgd_momentum", e.len,
+               {w, g, m_.handle + static_cast<uint64_t>(e.moff) * prog.esize_, ctl_.handle, D(e.l2), D(sc.momentum),
+                I(sc.nesterov ? 1 : 0), I(e.len)});
     else
       prog.add(launches_, "grk_sgd", e.len, {w, g, ctl_.handle, D(e.l2), I(e.len)});
   }
@@ -100,7 +105,7 @@ void DeviceOptimizer::download_moments(size_t i, std::span<double> m, std::span<
   if (static_cast<int64_t>(m.size()) != e.len || static_cast<int64_t>(v.size()) != e.len)
     throw Error("replay: optimizer: moments of parameter " + std::to_string(e.var.id) + " have " +
                 std::to_string(e.len) + " elements");
-  if (!m_.bytes) {  // SGD keeps no moments
+  if (!m_.bytes) {  // plain SGD keeps no moments
     std::fill(m.begin(), m.end(), 0.0);
     std::fill(v.begin(), v.end(), 0.0);
     return;

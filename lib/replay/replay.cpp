@@ -53,7 +53,7 @@ const std::vector<std::string>& kernel_names() {
     for (const char* k : {"grk_sum_all_fwd", "grk_sum_all_bwd", "grk_sum_axis_fwd", "grk_sum_axis_bwd",
                           "grk_matmul_fwd", "grk_matmul_bwd_a", "grk_matmul_bwd_b", "grk_bmm_fwd", "grk_bmm_bwd_a",
                           "grk_bmm_bwd_b", "grk_concat_fwd", "grk_concat_bwd_a", "grk_concat_bwd_b", "grk_fill",
-                          "grk_clip_scale", "grk_sgd", "grk_adam"})
+                          "grk_clip_scale", "grk_sgd", "grk_sgd_momentum", "grk_adam"})
       n.push_back(k);
     return n;
   }();

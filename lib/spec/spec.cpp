@@ -324,11 +324,12 @@ Spec parse_spec(const std::string& text, const std::string& path) {
 
   if (root.has("optimizer")) {
     const JsonAt o = root.at("optimizer");
-    o.only_keys({"kind", "lr", "l2", "clip", "beta1", "beta2", "eps", "schedule"});
+    o.only_keys({"kind", "lr", "l2", "clip", "beta1", "beta2", "eps", "schedule", "momentum", "nesterov", "weight_decay"});
     OptimizerSpec& opt = s.optimizer;
     if (o.has("kind")) {
       opt.kind = o.at("kind").str();
-      if (opt.kind != "adam" && opt.kind != "sgd") o.at("kind").fail("unknown optimizer \"" + opt.kind + "\" (known: adam, sgd)");
+      if (opt.kind != "adam" && opt.kind != "adamw" && opt.kind != "sgd")
+        o.at("kind").fail("unknown optimizer \"" + opt.kind + "\" (known: adam, adamw, sgd)");
     }
     if (o.has("lr")) opt.lr = o.at("lr").positive();
     if (o.has("schedule")) opt.schedule = read_schedule(o.at("schedule"));
@@ -354,7 +355,23 @@ Spec parse_spec(const std::string& text, const std::string& path) {
     if (o.has("eps")) opt.eps = o.at("eps").positive();
     if (opt.kind == "sgd")
       for (const char* k : {"beta1", "beta2", "eps"})
-        if (o.has(k)) o.at(k).fail(std::string("\"") + k + "\" applies to adam only");
+        if (o.has(k)) o.at(k).fail(std::string("\"") + k + "\" applies to adam and adamw only");
+    if (opt.kind == "adamw") opt.weight_decay = 0.01;  // PyTorch's default
+    if (o.has("weight_decay")) {
+      if (opt.kind != "adamw") o.at("weight_decay").fail("\"weight_decay\" (decoupled) applies to adamw only; l2 is the coupled penalty");
+      opt.weight_decay = o.at("weight_decay").number();
+      if (!(opt.weight_decay >= 0)) o.at("weight_decay").fail("weight_decay must be >= 0");
+    }
+    for (const char* k : {"momentum", "nesterov"})
+      if (o.has(k) && opt.kind != "sgd") o.at(k).fail(std::string("\"") + k + "\" applies to sgd only");
+    if (o.has("momentum")) {
+      opt.momentum = o.at("momentum").number();
+      if (!(opt.momentum >= 0 && opt.momentum < 1)) o.at("momentum").fail("momentum must be in [0, 1)");
+    }
+    if (o.has("nesterov")) {
+      opt.nesterov = o.at("nesterov").boolean();
+      if (opt.nesterov && opt.momentum == 0) o.at("nesterov").fail("nesterov needs a momentum > 0");
+    }
   }
   if (root.has("train")) {
     const JsonAt t = root.at("train");

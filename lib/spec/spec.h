@@ -79,10 +79,13 @@ struct ScheduleSpec {
 };
 
 struct OptimizerSpec {
-  std::string kind = "adam";
+  std::string kind = "adam";  // adam | adamw | sgd
   double lr = 1e-3, clip = 0.0, l2_default = 0.0;
   std::map<std::string, double> l2;  // per-parameter overrides
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0.0;  // adamw: decoupled decay (default 0.01)
+  double momentum = 0.0;      // sgd
+  bool nesterov = false;      // sgd with momentum
   std::optional<ScheduleSpec> schedule;
 };
 

@@ -61,7 +61,8 @@ void Model::load_params(const SafetensorsFile& file, const std::string& path, co
 
 Optimizer Model::make_optimizer() {
   const OptimizerSpec& o = spec_.optimizer;
-  Optimizer opt = o.kind == "sgd" ? Optimizer::sgd(o.lr) : Optimizer::adam(o.lr, {o.beta1, o.beta2, o.eps});
+  Optimizer opt = o.kind == "sgd" ? Optimizer::sgd(o.lr, {o.momentum, o.nesterov})
+                                  : Optimizer::adam(o.lr, {o.beta1, o.beta2, o.eps, o.kind == "adamw" ? o.weight_decay : 0.0});
   opt.set_clip(o.clip);
   for (size_t i = 0; i < params_.size(); ++i) opt.add(tape_, params_[i], program_.params[i].l2);
   return opt;

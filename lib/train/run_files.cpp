@@ -69,12 +69,11 @@ void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt
     for (size_t i = 0; i < best.params.size(); ++i)
       tensors.emplace_back("best/" + model.program().params[i].name, ConstTensorView{model.program().params[i].shape, best.params[i].data()});
   const bool adam = opt.kind() == OptimizerKind::Adam;
-  if (adam)
-    for (size_t i = 0; i < opt.count(); ++i) {
-      const Shape& s = model.program().params[i].shape;
-      tensors.emplace_back("adam_m/" + model.program().params[i].name, ConstTensorView{s, opt.m(i).data()});
-      tensors.emplace_back("adam_v/" + model.program().params[i].name, ConstTensorView{s, opt.v(i).data()});
-    }
+  for (size_t i = 0; i < opt.count() && opt.has_moments(); ++i) {  // SGD momentum: its buffer, in m
+    const Shape& s = model.program().params[i].shape;
+    tensors.emplace_back((adam ? "adam_m/" : "momentum/") + model.program().params[i].name, ConstTensorView{s, opt.m(i).data()});
+    if (adam) tensors.emplace_back("adam_v/" + model.program().params[i].name, ConstTensorView{s, opt.v(i).data()});
+  }
   std::vector<double> epochs(log.step_epoch.begin(), log.step_epoch.end());
   const int64_t steps = static_cast<int64_t>(log.step_loss.size());
   if (steps > 0) {
@@ -142,14 +141,16 @@ Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt,
   if (f.metadata.count("step_in_epoch")) c.step_in_epoch = integer("step_in_epoch");
   if (f.metadata.count("target_epochs")) c.target_epochs = integer("target_epochs");
   model.load_params(f, path, "param/");
-  if (opt.kind() == OptimizerKind::Adam) {
+  if (opt.has_moments()) {
+    const std::vector<std::string> kinds = opt.kind() == OptimizerKind::Adam ? std::vector<std::string>{"adam_m/", "adam_v/"}
+                                                                             : std::vector<std::string>{"momentum/"};
     for (size_t i = 0; i < opt.count(); ++i) {
       const std::string& name = model.program().params[i].name;
-      for (const char* kind : {"adam_m/", "adam_v/"}) {
+      for (const std::string& kind : kinds) {
         const Tensor* t = f.find(kind + name);
         if (!t || t->numel() != static_cast<int64_t>(opt.m(i).size()))
           throw InputError(path, kind + name, "missing or of the wrong size");
-        std::span<double> dst = kind[5] == 'm' ? opt.m(i) : opt.v(i);
+        std::span<double> dst = kind == "adam_v/" ? opt.v(i) : opt.m(i);
         std::copy(t->values().begin(), t->values().end(), dst.begin());
       }
     }

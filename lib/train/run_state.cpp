@@ -86,6 +86,9 @@ std::string run_identity(const Model& model) {
   opt["beta1"] = o.beta1;
   opt["beta2"] = o.beta2;
   opt["eps"] = o.eps;
+  opt["weight_decay"] = o.weight_decay;
+  opt["momentum"] = o.momentum;
+  opt["nesterov"] = o.nesterov;
   if (const auto& s = o.schedule)  // every field: each changes the rates of finished steps
     opt["schedule"] = {{"kind", s->kind}, {"every", s->every},   {"gamma", s->gamma},
                        {"min_lr", s->min_lr}, {"epochs", s->epochs}, {"warmup", {{"steps", s->warmup_steps}}}};

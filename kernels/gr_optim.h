@@ -1,0 +1,43 @@
+// gr_optim.h — THE per-element optimizer updates, for the CPU tape's Optimizer (lib/grad) and the
+// device optimizer's kernels (kernels/device/gr_opt_kernels.cuh): one text, the same bits.
+//
+// Per element, with the step's scalars (docs/numerics.md §optimizer):
+//   ge = g·cs + α·w                          cs: global-norm clip scale, α: the parameter's L2
+//   SGD            w = w − lr·ge
+//   SGD momentum   b = μ·b + ge;  d = nesterov ? ge + μ·b : b;  w = w − lr·d     (PyTorch's SGD,
+//                  dampening 0; b starts at 0, so the first step's b is ge)
+//   Adam / AdamW   w = w·(1 − lr·wd) first (AdamW's decoupled decay; wd = 0 for Adam skips it);
+//                  m = β1·m + (1−β1)·ge;  v = β2·v + (1−β2)·(ge·ge);  w = w − (lr_t·m) / (sqrt(v) + ε)
+// lr and lr_t = lr·sqrt(1 − β2^t)/(1 − β1^t) come from the host each step (schedules included).
+// Templates over the element type, every operation an rn intrinsic (gr_device.h).
+#pragma once
+#include "gr_device.h"
+
+template <class T> GR_HD static inline T gr_opt_ge(T g, T cs, T alpha, T w) {
+  return gr_radd(gr_rmul(g, cs), gr_rmul(alpha, w));
+}
+
+template <class T> GR_HD static inline T gr_opt_sgd(T w, T ge, T lr) { return gr_rsub(w, gr_rmul(lr, ge)); }
+
+// Updates the momentum buffer *b and returns the new weight.
+template <class T> GR_HD static inline T gr_opt_sgd_momentum(T w, T ge, T* b, T lr, T mu, bool nesterov) {
+  const T bi = gr_radd(gr_rmul(mu, *b), ge);
+  *b = bi;
+  const T d = nesterov ? gr_radd(ge, gr_rmul(mu, bi)) : bi;
+  return gr_rsub(w, gr_rmul(lr, d));
+}
+
+// AdamW's decoupled decay, before the Adam step: w·(1 − lr·wd); wd = 0 leaves w as it is.
+template <class T> GR_HD static inline T gr_opt_decay(T w, T lr, T wd) {
+  return wd == T(0) ? w : gr_rmul(w, gr_rsub(T(1), gr_rmul(lr, wd)));
+}
+
+// Updates *m and *v and returns the new weight.
+template <class T>
+GR_HD static inline T gr_opt_adam(T w, T ge, T* m, T* v, T lr_t, T b1, T b2, T omb1, T omb2, T eps) {
+  const T mi = gr_radd(gr_rmul(b1, *m), gr_rmul(omb1, ge));
+  const T vi = gr_radd(gr_rmul(b2, *v), gr_rmul(omb2, gr_rmul(ge, ge)));
+  *m = mi;
+  *v = vi;
+  return gr_rsub(w, gr_rdiv(gr_rmul(lr_t, mi), gr_radd(gr_sqrt(vi), eps)));
+}
