@@ -187,6 +187,34 @@ TEST_CASE("plot: a long curve is reduced to min/max per pixel column, keeping sp
   }
 }
 
+// A 12,000-epoch run used to write a 1.25 MB loss.svg whose validation markers merged into a blob:
+// the epoch curves are reduced per pixel column like the step curve, and lose their markers.
+TEST_CASE("plot: 12,000 epochs of validation and epoch means stay small, markers only for short runs") {
+  gr::LossPlot p = decaying(12000 * 4, 0.05);
+  for (size_t e = 1; e <= 12000; ++e) {
+    const double step = double(e * 4);
+    p.validation.emplace_back(step, 0.1 + 1.0 / double(e) + (e == 7777 ? 3.0 : 0.0));  // one spike survives
+    p.epoch_train.emplace_back(step, 0.05 + 1.0 / double(e));
+  }
+  const std::string svg = gr::render_loss_svg(p);
+  check_document(svg);
+  CHECK(svg.size() < 150000);
+  CHECK(count(svg, "<circle") == 0);
+  CHECK(points_in_group(svg, "validation") <= 2000);
+  CHECK(points_in_group(svg, "validation") >= 700);
+  CHECK(points_in_group(svg, "epoch-train") <= 2000);
+  CHECK(min_y_in_group(svg, "validation") < 70);  // the spike reaches near the top
+  CHECK(svg.find("train (epoch mean)") != std::string::npos);
+
+  SECTION("a short run keeps a marker per epoch") {
+    gr::LossPlot q = decaying(40, 0.1);
+    for (size_t e = 1; e <= 10; ++e) q.validation.emplace_back(double(e * 4), 0.5 / double(e)), q.epoch_train.emplace_back(double(e * 4), 0.4 / double(e));
+    const std::string s = gr::render_loss_svg(q);
+    check_document(s);
+    CHECK(count(s, "<circle") == 10 + 10 + 2);  // two curves, and the two legend markers
+  }
+}
+
 TEST_CASE("plot: output is deterministic") {
   gr::LossPlot p = decaying(3000, 0.01);
   p.title = "same";

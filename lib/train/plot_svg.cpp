@@ -17,6 +17,8 @@ constexpr double kPlotW = kWidth - kLeft - kRight, kPlotH = kHeight - kTop - kBo
 constexpr size_t kMaxPoints = 2000;  // above this many finite points the train curve is reduced
 constexpr const char* kTrainColor = "#1f77b4";
 constexpr const char* kValColor = "#e6550d";
+constexpr const char* kStepColor = "#9ecae1";  // the per-step train loss, behind the epoch means
+constexpr size_t kMaxMarkers = 60;             // a marker per epoch only for short runs
 
 // Formats with std::to_chars (never locale-dependent); `fixed` → that many decimals, trailing
 // zeros trimmed; otherwise %g-like with `digits` significant digits and a compact exponent.
@@ -127,16 +129,20 @@ void emit_run(std::string& out, const std::vector<std::pair<double, double>>& pt
   out += "\"/>\n";
 }
 
-// The train curve: one polyline per run of finite values (NaN/inf breaks the line). Beyond
-// kMaxPoints, each pixel column keeps only its min and max (in step order), and a gap is only
-// drawn when a whole column has no finite value — so the output is bounded by ~2 points per column.
-void emit_train(std::string& out, const std::vector<double>& y, const Scale& sx, const Scale& sy) {
-  const auto finite = static_cast<size_t>(std::count_if(y.begin(), y.end(), [](double v) { return std::isfinite(v); }));
+// A curve over (x, y) points in x order: one polyline per run of finite values (NaN/inf breaks the
+// line). Beyond kMaxPoints finite points, each pixel column keeps only its min and max (in x order),
+// and a gap is only drawn when a whole column has no finite value — so the output is bounded by ~2
+// points per column whatever the run length. Returns the number of points drawn.
+size_t emit_curve(std::string& out, const std::vector<std::pair<double, double>>& xy, const Scale& sx, const Scale& sy,
+                  const char* color, double width) {
+  const auto finite = static_cast<size_t>(
+      std::count_if(xy.begin(), xy.end(), [](const auto& p) { return std::isfinite(p.first) && std::isfinite(p.second); }));
   const bool reduce = finite > kMaxPoints;
   std::vector<std::pair<double, double>> run;
-  auto point = [&](size_t i) { run.emplace_back(sx.px(double(i + 1)), sy.px(y[i])); };
+  size_t drawn = 0;
+  auto point = [&](size_t i) { run.emplace_back(sx.px(xy[i].first), sy.px(xy[i].second)), ++drawn; };
   auto flush = [&] {
-    emit_run(out, run, kTrainColor, 1.2);
+    emit_run(out, run, color, width);
     run.clear();
   };
   long col = 0;
@@ -147,8 +153,8 @@ void emit_train(std::string& out, const std::vector<double>& y, const Scale& sx,
     point(std::min(lo_i, hi_i));
     if (lo_i != hi_i) point(std::max(lo_i, hi_i));
   };
-  for (size_t i = 0; i < y.size(); ++i) {
-    if (!std::isfinite(y[i])) {
+  for (size_t i = 0; i < xy.size(); ++i) {
+    if (!std::isfinite(xy[i].first) || !std::isfinite(xy[i].second)) {
       if (reduce)
         gap = true;
       else
@@ -159,10 +165,10 @@ void emit_train(std::string& out, const std::vector<double>& y, const Scale& sx,
       point(i);
       continue;
     }
-    const long c = std::lround(std::floor(sx.px(double(i + 1))));
+    const long c = std::lround(std::floor(sx.px(xy[i].first)));
     if (have && c == col) {
-      if (y[i] < y[lo_i]) lo_i = i;
-      if (y[i] > y[hi_i]) hi_i = i;
+      if (xy[i].second < xy[lo_i].second) lo_i = i;
+      if (xy[i].second > xy[hi_i].second) hi_i = i;
     } else {
       flush_col();
       if (gap && c > col + 1) flush();  // at least one whole column without a finite value
@@ -172,6 +178,7 @@ void emit_train(std::string& out, const std::vector<double>& y, const Scale& sx,
   }
   flush_col();
   flush();
+  return drawn;
 }
 
 }  // namespace
@@ -197,6 +204,9 @@ std::string render_loss_svg(const LossPlot& plot) {
     if (std::isfinite(v)) ymin = std::min(ymin, v), ymax = std::max(ymax, v);
   for (const auto& [s, v] : val)
     xmin = std::min(xmin, s), xmax = std::max(xmax, s), ymin = std::min(ymin, v), ymax = std::max(ymax, v);
+  for (const auto& [s, v] : plot.epoch_train)
+    if (std::isfinite(s) && std::isfinite(v))
+      xmin = std::min(xmin, s), xmax = std::max(xmax, s), ymin = std::min(ymin, v), ymax = std::max(ymax, v);
 
   if (plot.train.empty() || !(ymin <= ymax)) {
     out += frame + "<text x=\"" + cx + "\" y=\"" + coord(kTop + kPlotH / 2) +
@@ -269,24 +279,32 @@ std::string render_loss_svg(const LossPlot& plot) {
   out += "<text x=\"16\" y=\"" + ymid + "\" transform=\"rotate(-90 16 " + ymid +
          ")\" text-anchor=\"middle\" font-size=\"13\">" + (sy.log ? "loss (log scale)" : "loss") + "</text>\n";
 
-  // Curves: train, then validation on top (line plus a marker per epoch).
+  // Curves: the per-step train loss (light, or the train colour when there are no epoch means),
+  // the epoch-mean train loss, then validation on top — each reduced per pixel column when long,
+  // with a marker per epoch only for short runs.
+  const bool means = !plot.epoch_train.empty();
+  std::vector<std::pair<double, double>> steps;
+  steps.reserve(plot.train.size());
+  for (size_t i = 0; i < plot.train.size(); ++i) steps.emplace_back(double(i + 1), plot.train[i]);
   out += "<g class=\"train\">\n";
-  emit_train(out, plot.train, sx, sy);
+  emit_curve(out, steps, sx, sy, means ? kStepColor : kTrainColor, means ? 1.0 : 1.2);
   out += "</g>\n";
-  if (!val.empty()) {
-    out += "<g class=\"validation\">\n";
-    std::vector<std::pair<double, double>> pts;
-    for (const auto& [s, v] : val) pts.emplace_back(sx.px(s), sy.px(v));
-    if (pts.size() > 1) emit_run(out, pts, kValColor, 1.6);
-    for (const auto& [x, y] : pts)
-      out += "<circle cx=\"" + coord(x) + "\" cy=\"" + coord(y) + "\" r=\"3.5\" fill=\"" + kValColor +
-             "\" stroke=\"white\" stroke-width=\"1\"/>\n";
+  auto epoch_curve = [&](const char* cls, const std::vector<std::pair<double, double>>& pts, const char* color) {
+    out += std::string("<g class=\"") + cls + "\">\n";
+    emit_curve(out, pts, sx, sy, color, 1.6);
+    if (pts.size() <= kMaxMarkers)
+      for (const auto& [x, y] : pts)
+        if (std::isfinite(x) && std::isfinite(y))
+          out += "<circle cx=\"" + coord(sx.px(x)) + "\" cy=\"" + coord(sy.px(y)) + "\" r=\"3.5\" fill=\"" + color +
+                 "\" stroke=\"white\" stroke-width=\"1\"/>\n";
     out += "</g>\n";
-  }
+  };
+  if (means) epoch_curve("epoch-train", plot.epoch_train, kTrainColor);
+  if (!val.empty()) epoch_curve("validation", val, kValColor);
 
   // Legend, top-right inside the plot area, on a translucent white box.
-  const double lx = kLeft + kPlotW - 122, ly = kTop + 10, lh = val.empty() ? 26 : 46;
-  out += "<g class=\"legend\">\n<rect x=\"" + coord(lx) + "\" y=\"" + coord(ly) + "\" width=\"112\" height=\"" +
+  const double lx = kLeft + kPlotW - 152, ly = kTop + 10, lh = 26 + (val.empty() ? 0 : 20) + (means ? 20 : 0);
+  out += "<g class=\"legend\">\n<rect x=\"" + coord(lx) + "\" y=\"" + coord(ly) + "\" width=\"142\" height=\"" +
          coord(lh) + "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#bbb\"/>\n";
   auto entry = [&](double y, const char* color, const char* name, bool marker) {
     out += "<line x1=\"" + coord(lx + 10) + "\" y1=\"" + coord(y) + "\" x2=\"" + coord(lx + 36) + "\" y2=\"" +
@@ -296,8 +314,9 @@ std::string render_loss_svg(const LossPlot& plot) {
              "\" stroke=\"white\" stroke-width=\"1\"/>\n";
     out += "<text x=\"" + coord(lx + 44) + "\" y=\"" + coord(y + 4) + "\">" + name + "</text>\n";
   };
-  entry(ly + 13, kTrainColor, "train", false);
-  if (!val.empty()) entry(ly + 33, kValColor, "validation", true);
+  entry(ly + 13, means ? kStepColor : kTrainColor, means ? "train (per step)" : "train", false);
+  if (means) entry(ly + 33, kTrainColor, "train (epoch mean)", plot.epoch_train.size() <= kMaxMarkers);
+  if (!val.empty()) entry(ly + (means ? 53 : 33), kValColor, "validation", val.size() <= kMaxMarkers);
   out += "</g>\n</svg>\n";
   return out;
 }

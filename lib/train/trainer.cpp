@@ -181,9 +181,11 @@ void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, c
 void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, const std::string& run_sha256) {
   write_file_atomic(o.out_dir + "/loss.csv", render_loss_csv(r.log));
   write_file_atomic(o.out_dir + "/metrics.csv", render_metrics_csv(r.log));
-  LossPlot plot{model.spec().name, r.log.step_loss, {}};
-  for (const EpochRecord& e : r.log.epochs)
+  LossPlot plot{model.spec().name, r.log.step_loss, {}, {}};
+  for (const EpochRecord& e : r.log.epochs) {
     if (!std::isnan(e.val_loss)) plot.validation.emplace_back(static_cast<double>(e.last_step), e.val_loss);
+    plot.epoch_train.emplace_back(static_cast<double>(e.last_step), e.train_loss);
+  }
   write_file_atomic(o.out_dir + "/loss.svg", render_loss_svg(plot));
   if (r.status == "complete") {
     const std::string steps = std::to_string(r.steps);
