@@ -161,6 +161,14 @@ TEST_CASE("matmul_exact matches reference on larger shapes (cache blocks, long k
   // Some rows, B read in place by the tiled path, several k slices.
   check_shape(g, 40, 700, 70, {false, false});
   check_shape(g, 13, 530, 47, {true, false});
+  // Narrow C, A read in place: 2*MR-row tiles of a transposed A (one and two vectors, several k
+  // slices parked in scratch), a row-major A, and few rows of a narrow C on the tiled path.
+  check_shape(g, 100, 900, 10, {true, false});
+  check_shape(g, 61, 450, 6, {true, true});
+  check_shape(g, 200, 64, 6, {false, false});
+  check_shape(g, 37, 800, 120, {false, false});
+  check_shape(g, 6, 200, 64, {true, false});
+  check_shape(g, 8, 128, 10, {false, false});
 }
 
 TEST_CASE("matmul_exact matches reference on padded and strided views", "[matmul]") {
@@ -170,7 +178,8 @@ TEST_CASE("matmul_exact matches reference on padded and strided views", "[matmul
     int64_t m, k, n, a_rs, a_cs, b_rs, b_cs;
   };
   const View views[] = {
-      {6, 10, 40, 13, 1, 45, 1},     // padded rows, row-streaming path
+      {6, 10, 40, 13, 1, 45, 1},     // padded rows, few rows of a narrow C (tiled, A and B in place)
+      {6, 10, 300, 13, 1, 310, 1},   // padded rows, row-streaming path (wide C)
       {30, 20, 37, 23, 1, 41, 1},    // padded rows, tiled path reading B in place
       {70, 300, 50, 1, 75, 2, 150},  // padded transposed A, B with column stride 2
       {5, 9, 19, 2, 11, 3, 40},      // every stride non-unit
@@ -206,7 +215,7 @@ TEST_CASE("matmul_exact: signed zeros, infinities and NaN", "[matmul]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double specials[] = {0.0, -0.0, 1.0, -1.0, inf, -inf, nan, 1e308, -1e308, 5e-324, 3.0};
   std::mt19937_64 rng(99);
-  for (int64_t m : {1, 5, 13, 29})
+  for (int64_t m : {1, 5, 13, 29, 40})
     for (int64_t k : {0, 1, 2, 3, 7, 300})
       for (int64_t n : {1, 8, 9, 17, 40}) {
         auto fill = [&](int64_t cnt) {
@@ -265,4 +274,34 @@ TEST_CASE("matmul: 1 and N threads give identical bytes", "[matmul][threads]") {
       REQUIRE(std::memcmp(c1.data(), c4.data(), c1.size() * sizeof(double)) == 0);
     }
   }
+}
+
+TEST_CASE("matmul_exact: thread grids over rows and columns match the reference", "[matmul][threads]") {
+  // Few rows split over column blocks (row-streaming and tiled paths), many rows over row blocks,
+  // mixed grids with 3 and 4 threads, ragged last column blocks, k past one slice (the running
+  // acc parked in C or in scratch per block), and transposed operands.
+  Gen g(23);
+  struct Case {
+    int64_t m, k, n;
+    Layout lay;
+  };
+  const Case cases[] = {
+      {6, 600, 300, {false, false}},    // rows path, column blocks
+      {3, 1000, 200, {false, true}},    // tiled path with few rows and a transposed B
+      {64, 784, 256, {false, false}},   // the MLP forward shape
+      {64, 256, 784, {false, true}},    // its input gradient g·Wᵀ
+      {784, 64, 256, {true, false}},    // its weight gradient Xᵀ·g
+      {37, 900, 133, {false, false}},   // several k slices, ragged last column block
+      {50, 520, 97, {true, true}},      // several k slices, both transposed
+      {130, 70, 70, {false, false}},    // rows only (too narrow for column blocks)
+      {300, 200, 10, {true, false}},    // row blocks of a narrow C, each computed as Cᵀ = Bᵀ·Aᵀ
+  };
+  for (int threads : {2, 3, 4}) {
+    gr::set_num_threads(threads);
+    for (const Case& c : cases) {
+      INFO("threads=" << threads);
+      check_shape(g, c.m, c.k, c.n, c.lay);
+    }
+  }
+  gr::set_num_threads(1);
 }

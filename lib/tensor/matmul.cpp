@@ -18,15 +18,16 @@
 // NR-wide k-major panels; for each MC-tall row block A is packed into MR-tall k-major panels; an
 // MR x NR register tile (MR broadcasts of A times NV vectors of B per k) runs over every panel
 // pair. Edge tiles use smaller instantiations of the same kernel (fewer rows / vectors). With few
-// rows, B is read in place rather than packed; with very few rows (<= 8) and a row-major B, a
-// row-streaming loop (acc rows in C or on the stack, four k steps per pass) replaces tiling.
+// rows, B is read in place rather than packed; with a narrow C, A is read in place (broadcasts
+// are scalar loads either way) and a transposed A gets 2*MR-row tiles; with very few rows (<= 8),
+// a wide row-major B, a row-streaming loop (acc rows in C or on the stack, four k steps per pass)
+// replaces tiling. Threads split C into row and/or column blocks (matmul_exact, at the end).
 // Tuning numbers and measurements: docs/performance.md.
 #include "tensor/matmul.h"
 
 #include "gr_reduce.h"
+#include "tensor/matmul_simd.h"
 #include "tensor/parallel.h"
-
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -35,20 +36,10 @@
 #include <new>
 #include <utility>
 
-// SIMD width in doubles. GCC vector extensions lower to whatever the target has (AVX-512, AVX2,
-// SSE2, or scalar code), so the same source is correct with any -march.
-#if defined(__AVX512F__)
-#define GR_MM_W 8
-#elif defined(__AVX__)
-#define GR_MM_W 4
-#else
-#define GR_MM_W 2
-#endif
-
 // Register tile: MR rows x NV vectors (NR = NV*W columns). Accumulators: MR*NV vector registers.
 #ifndef GR_MM_MR
 #if GR_MM_W == 8
-#define GR_MM_MR 12  // 12 x 16: 24 accumulators + 2 B vectors + broadcast + product of 32 zmm
+#define GR_MM_MR 6  // 6 x 32: 24 accumulators + 4 B vectors + broadcast of 32 zmm
 #elif GR_MM_W == 4
 #define GR_MM_MR 6  // 6 x 8: 12 accumulators of 16 ymm
 #else
@@ -56,17 +47,37 @@
 #endif
 #endif
 #ifndef GR_MM_NV
+#if GR_MM_W == 8
+// 6 x 4 vectors beat 12 x 2, 14 x 2 and 8 x 3 on Zen 5 (AVX-512, 2 FMA pipes): per k step 6
+// broadcasts + 4 loads feed 24 FMAs, fewer loads per FMA than 12 x 2's 12 + 2.
+#define GR_MM_NV 4
+#else
 #define GR_MM_NV 2
+#endif
 #endif
 // Cache blocks (in elements): B micro-panel KC x NR in L1, A block MC x KC in L2, B block KC x NC.
 #ifndef GR_MM_KC
-#define GR_MM_KC 256
+#define GR_MM_KC 384
 #endif
 #ifndef GR_MM_MC
 #define GR_MM_MC 192
 #endif
 #ifndef GR_MM_NC
 #define GR_MM_NC 2048
+#endif
+// The tiled path reads A in place instead of packing it when N <= GR_MM_DIRECT_A_N.
+#ifndef GR_MM_DIRECT_A_N
+#define GR_MM_DIRECT_A_N 128
+#endif
+#ifndef GR_MM_SWAP_MAX_N
+#define GR_MM_SWAP_MAX_N 16
+#endif
+#ifndef GR_MM_SWAP_MIN_M
+#define GR_MM_SWAP_MIN_M 32
+#endif
+// Products below this many flops run on one thread (a hand-off to another core costs µs).
+#ifndef GR_MM_MIN_PAR_FLOPS
+#define GR_MM_MIN_PAR_FLOPS 1048576
 #endif
 // Up to this many rows, with a row-major B, the row-streaming path replaces tiling.
 #ifndef GR_MM_ROWS_PATH_M
@@ -78,7 +89,7 @@
 // new page, which defeats the prefetchers, and power-of-two strides put all k rows in a few
 // cache sets; measured: 12x1024x1024 runs at 6.5 GFLOP/s in place, 18.6 packed).
 #ifndef GR_MM_DIRECT_B_ROWS
-#define GR_MM_DIRECT_B_ROWS 48
+#define GR_MM_DIRECT_B_ROWS 64
 #endif
 #ifndef GR_MM_DIRECT_B_LD
 #define GR_MM_DIRECT_B_LD 512
@@ -87,7 +98,11 @@
 namespace gr {
 namespace {
 
-constexpr int W = GR_MM_W;
+using detail::W;
+using detail::vd;
+using detail::load_v;
+using detail::store_v;
+using detail::fma_v;
 constexpr int MR = GR_MM_MR;
 constexpr int NV = GR_MM_NV;
 constexpr int NR = NV * W;
@@ -96,35 +111,12 @@ constexpr int64_t MC = (GR_MM_MC + MR - 1) / MR * MR;
 constexpr int64_t NC = (GR_MM_NC + NR - 1) / NR * NR;
 constexpr int64_t kDirectBRows = GR_MM_DIRECT_B_ROWS;
 constexpr int64_t kDirectBLd = GR_MM_DIRECT_B_LD;
-constexpr int64_t kRowsMax = 4;      // rows per pass of the row-streaming path
-constexpr int64_t kRowsChunk = 256;  // columns per pass; Accumulate keeps acc on the stack (8 KiB)
+constexpr int64_t kDirectANc = GR_MM_DIRECT_A_N;
 constexpr int64_t kRowsPathM = GR_MM_ROWS_PATH_M;
-
-typedef double vd __attribute__((vector_size(GR_MM_W * sizeof(double))));
-
-inline vd load_v(const double* p) {
-  vd v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store_v(double* p, vd v) { std::memcpy(p, &v, sizeof v); }
-
-// fma_v(b, a, acc): per lane, fma(a, b[l], acc[l]) with one rounding — gr_rfma of every lane
-// (kernels/gr_device.h), the step of gr_dot. An explicit instruction where the target has one;
-// otherwise __builtin_fma per lane (glibc's correctly rounded fma), the same bits, slowly.
-inline vd fma_v(vd b, double a, vd acc) {
-#if GR_MM_W == 8
-  return _mm512_fmadd_pd(_mm512_set1_pd(a), b, acc);
-#elif GR_MM_W == 4 && defined(__FMA__)
-  return _mm256_fmadd_pd(_mm256_set1_pd(a), b, acc);
-#elif GR_MM_W == 2 && defined(__FMA__)
-  return _mm_fmadd_pd(_mm_set1_pd(a), b, acc);
-#else
-  vd out;
-  for (int l = 0; l < GR_MM_W; ++l) out[l] = __builtin_fma(a, b[l], acc[l]);
-  return out;
-#endif
-}
+constexpr int64_t kRowsPathMinN = 128;
+constexpr int64_t kSwapMaxN = GR_MM_SWAP_MAX_N;  // narrow C computed as Cᵀ = Bᵀ·Aᵀ ...
+constexpr int64_t kSwapMinM = GR_MM_SWAP_MIN_M;  // ... when it has at least this many rows
+constexpr int kTransInit = 1, kTransDst = 2;     // kernel's `trans` bits: init / dst hold the tile transposed
 
 // A 64-byte-aligned scratch buffer that only grows: steady-state calls allocate nothing.
 struct Scratch {
@@ -154,9 +146,12 @@ struct Scratch {
 //   otherwise acc starts at init[r*ld_init + j] (the running value parked by the previous slice).
 //   At the end: dst[r*ld_dst + j] = acc, or with `accumulate`, dst = dst + acc.
 // Only the first n_valid columns are read from init and written to dst.
-template <int mr, int nv>
-void kernel(const double* __restrict ap, const double* __restrict bp, int64_t ldb, int64_t kc, const double* init,
-            int64_t ld_init, double* dst, int64_t ld_dst, bool accumulate, int n_valid) {
+// A is an MR-stride packed panel, or with `direct_a` A itself: A(r, k) = ap[r*ars + k*acs].
+template <int mr, int nv, bool direct_a>
+void kernel(const double* __restrict ap, int64_t ars, int64_t acs, const double* __restrict bp, int64_t ldb,
+            int64_t kc, const double* init, int64_t ld_init, double* dst, int64_t ld_dst, bool accumulate,
+            int n_valid, int trans) {
+  if (!direct_a) ars = 1, acs = MR;  // compile-time strides for the packed panel
   vd acc[mr][nv];
   const bool full = n_valid == nv * W;
   if (init == nullptr) {
@@ -169,7 +164,10 @@ void kernel(const double* __restrict ap, const double* __restrict bp, int64_t ld
     for (int r = 0; r < mr; ++r) {
       double tmp[nv * W] = {};
       const double* src = init + r * ld_init;
-      if (!full) {
+      if (trans & kTransInit) {  // init holds the tile transposed: element (r, j) at init[j*ld + r]
+        for (int j = 0; j < n_valid; ++j) tmp[j] = init[j * ld_init + r];
+        src = tmp;
+      } else if (!full) {
         for (int j = 0; j < n_valid; ++j) tmp[j] = src[j];
         src = tmp;
       }
@@ -178,24 +176,35 @@ void kernel(const double* __restrict ap, const double* __restrict bp, int64_t ld
     }
   }
 
+  // Unrolled by 4: the loop's own overhead (pointer bumps, compare, branch) is then small next
+  // to the MR*NV FMAs of each step.
+#pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
     vd b[nv];
 #pragma GCC unroll 4
     for (int v = 0; v < nv; ++v) b[v] = load_v(bp + v * W);
 #pragma GCC unroll 16
     for (int r = 0; r < mr; ++r) {
-      const double a = ap[r];
+      const double a = ap[r * ars];
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) acc[r][v] = fma_v(b[v], a, acc[r][v]);  // one rounding per lane
     }
-    ap += MR;
+    ap += acs;
     bp += ldb;
   }
 
 #pragma GCC unroll 16
   for (int r = 0; r < mr; ++r) {
     double* out = dst + r * ld_dst;
-    if (full) {
+    if (trans & kTransDst) {  // C is written transposed: element (r, j) at dst[j*ld + r]
+      double tmp[nv * W];
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);
+      for (int j = 0; j < n_valid; ++j) {
+        double& o = dst[j * ld_dst + r];
+        o = accumulate ? o + tmp[j] : tmp[j];
+      }
+    } else if (full) {
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) {
         if (accumulate)
@@ -212,16 +221,17 @@ void kernel(const double* __restrict ap, const double* __restrict bp, int64_t ld
   }
 }
 
-using KernelFn = void (*)(const double*, const double*, int64_t, int64_t, const double*, int64_t, double*, int64_t,
-                          bool, int);
+using KernelFn = void (*)(const double*, int64_t, int64_t, const double*, int64_t, int64_t, const double*, int64_t,
+                          double*, int64_t, bool, int, int);
 
 template <int mr, int... vs>
 constexpr void fill_row(KernelFn* row, std::integer_sequence<int, vs...>) {
-  ((row[vs] = &kernel<mr, vs + 1>), ...);
+  ((row[vs] = &kernel<mr, vs + 1, false>), ...);
+  ((row[NV + vs] = &kernel<mr, vs + 1, true>), ...);
 }
 template <int... rs>
 struct KernelTable {
-  KernelFn fn[MR][NV];
+  KernelFn fn[MR][2 * NV];  // [rows - 1][vectors - 1], then the same with direct A
   constexpr KernelTable() : fn{} { (fill_row<rs + 1>(fn[rs], std::make_integer_sequence<int, NV>{}), ...); }
 };
 template <int... rs>
@@ -278,84 +288,6 @@ void pack_a(const MatmulArgs& x, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
   }
 }
 
-// Few rows and a row-major B: stream B's rows instead of tiling. For rows i0 .. i0+R and columns
-// j0 .. j0+nb, acc[r][j] runs over k in ascending order, up to four k steps per pass over acc:
-// fma(a3, b3, fma(a2, b2, fma(a1, b1, fma(a0, b0, acc)))) is the serial loop's own sequence, and
-// the first pass starts from +0.0. B is read along its rows, which the prefetchers follow at any
-// row stride. acc (ld apart) is C itself for Overwrite, scratch for Accumulate.
-template <int R, int U, bool First>
-inline void rows_pass(const MatmulArgs& x, int64_t i0, int64_t j0, int64_t nb, int64_t k, double* acc, int64_t ld) {
-  const double* b[U];
-  for (int u = 0; u < U; ++u) b[u] = x.b + (k + u) * x.b_rs + j0;
-  double a[R][U];
-  for (int r = 0; r < R; ++r)
-    for (int u = 0; u < U; ++u) a[r][u] = x.a[(i0 + r) * x.a_rs + (k + u) * x.a_cs];
-  int64_t j = 0;
-  for (; j + W <= nb; j += W) {
-    vd v[U];
-#pragma GCC unroll 4
-    for (int u = 0; u < U; ++u) v[u] = load_v(b[u] + j);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      vd t = First ? vd{} : load_v(acc + r * ld + j);
-#pragma GCC unroll 4
-      for (int u = 0; u < U; ++u) t = fma_v(v[u], a[r][u], t);
-      store_v(acc + r * ld + j, t);
-    }
-  }
-  for (; j < nb; ++j)
-    for (int r = 0; r < R; ++r) {
-      double t = First ? 0.0 : acc[r * ld + j];
-      for (int u = 0; u < U; ++u) t = __builtin_fma(a[r][u], b[u][j], t);
-      acc[r * ld + j] = t;
-    }
-}
-
-template <int R>
-void rows_block(const MatmulArgs& x, int64_t i0, int64_t j0, int64_t nb, double* acc, int64_t ld) {
-  const int64_t K = x.k;  // >= 1
-  int64_t k = 0;
-  if (K >= 4) {
-    rows_pass<R, 4, true>(x, i0, j0, nb, 0, acc, ld);
-    for (k = 4; k + 4 <= K; k += 4) rows_pass<R, 4, false>(x, i0, j0, nb, k, acc, ld);
-  } else {
-    rows_pass<R, 1, true>(x, i0, j0, nb, 0, acc, ld);
-    k = 1;
-  }
-  for (; k < K; ++k) rows_pass<R, 1, false>(x, i0, j0, nb, k, acc, ld);
-}
-
-void rows_path(const MatmulArgs& x) {
-  const bool accumulate = x.store == MatmulStore::Accumulate;
-  alignas(64) double scratch[kRowsMax * kRowsChunk];
-  for (int64_t i0 = 0; i0 < x.m; i0 += kRowsMax) {
-    const int64_t r = x.m - i0 < kRowsMax ? x.m - i0 : kRowsMax;
-    for (int64_t j0 = 0; j0 < x.n; j0 += kRowsChunk) {
-      const int64_t nb = x.n - j0 < kRowsChunk ? x.n - j0 : kRowsChunk;
-      double* c = x.c + i0 * x.n + j0;
-      double* acc = accumulate ? scratch : c;
-      const int64_t ld = accumulate ? nb : x.n;
-      switch (r) {
-        case 1:
-          rows_block<1>(x, i0, j0, nb, acc, ld);
-          break;
-        case 2:
-          rows_block<2>(x, i0, j0, nb, acc, ld);
-          break;
-        case 3:
-          rows_block<3>(x, i0, j0, nb, acc, ld);
-          break;
-        default:
-          rows_block<4>(x, i0, j0, nb, acc, ld);
-          break;
-      }
-      if (accumulate)
-        for (int64_t i = 0; i < r; ++i)
-          for (int64_t j = 0; j < nb; ++j) c[i * x.n + j] = c[i * x.n + j] + acc[i * nb + j];
-    }
-  }
-}
-
 }  // namespace
 
 void matmul_reference(const MatmulArgs& x) {
@@ -370,16 +302,38 @@ void matmul_reference(const MatmulArgs& x) {
 
 namespace {
 
-void matmul_serial(const MatmulArgs& x) {
+// C's rows are ldc apart (x.n for the whole product; more for a column block of a threaded one).
+// With trans_c, C is stored transposed: element (i, j) at x.c[j*ldc + i].
+void matmul_serial(const MatmulArgs& x, int64_t ldc, bool trans_c = false) {
   const int64_t M = x.m, N = x.n, K = x.k;
   if (M <= 0 || N <= 0) return;
   const bool accumulate = x.store == MatmulStore::Accumulate;
   if (K <= 0) {  // acc = +0.0; C = C + 0.0 still turns -0.0 into +0.0, so do the add.
-    for (int64_t t = 0; t < M * N; ++t) x.c[t] = accumulate ? x.c[t] + 0.0 : 0.0;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double& c = x.c[i * ldc + j];
+        c = accumulate ? c + 0.0 : 0.0;
+      }
     return;
   }
-  if (M <= kRowsPathM && x.b_cs == 1) {
-    rows_path(x);
+  // The row-streaming path wins for few rows of a wide C (8x64x256: 3.0 µs vs 3.7 tiled) and for
+  // a tiny k; otherwise the tiled path with A and B in place is faster (1x64x64: 156 ns vs 300).
+  // A narrow C (N <= kSwapMaxN) fills at most two vectors per tile row, MR or 2*MR accumulators:
+  // too few FMAs per broadcast. Compute Cᵀ = Bᵀ·Aᵀ instead (vectors run down C's columns) and
+  // store it transposed. Each element is the same chain: fma(b, a, acc) == fma(a, b, acc),
+  // since the product inside an FMA is exact. Only for a transposed A (dW = Xᵀ·g) whose Aᵀ is
+  // then a row-major B read in place: packing a row-major A's columns as B panels costs more
+  // than it saves (200x64x6: 5.2 µs swapped, 3.0 not), and so does a B row stride past
+  // kDirectBLd (1024x256x10 Aᵀ: 107 µs swapped, 86 not).
+  if (!trans_c && N <= kSwapMaxN && M >= kSwapMinM && x.a_rs == 1 && x.a_cs <= kDirectBLd) {
+    MatmulArgs t = x;
+    t.a = x.b, t.a_rs = x.b_cs, t.a_cs = x.b_rs;
+    t.b = x.a, t.b_rs = x.a_cs, t.b_cs = x.a_rs;
+    t.m = N, t.n = M;
+    return matmul_serial(t, ldc, true);
+  }
+  if (!trans_c && M <= kRowsPathM && x.b_cs == 1 && (N > kRowsPathMinN || K < 4)) {
+    detail::matmul_rows(x, ldc);
     return;
   }
 
@@ -392,6 +346,9 @@ void matmul_serial(const MatmulArgs& x) {
   // Few rows: each B value is used by at most a few row panels, so packing would cost about as
   // much as it saves; read full panels of a row-major B in place.
   const bool direct_b = x.b_cs == 1 && M <= kDirectBRows && x.b_rs <= kDirectBLd;
+  // Narrow C: each A value is used by only a few column panels, so packing A costs about what it
+  // saves; the kernel broadcasts A's values from where they are (each a scalar load either way).
+  const bool direct_a = N <= kDirectANc;
   // Accumulate with more than one k slice parks the running acc for an M x nc block in scratch.
   const bool park_in_scratch = accumulate && K > KC;
   double* park = park_in_scratch ? t_buf.get(static_cast<size_t>(M * (N < NC ? N : NC))) : nullptr;
@@ -404,31 +361,47 @@ void matmul_serial(const MatmulArgs& x) {
       pack_b(x, k0, kc, j0, nc, bp, direct_b);
       for (int64_t i0 = 0; i0 < M; i0 += MC) {
         const int64_t mc = M - i0 < MC ? M - i0 : MC;
-        pack_a(x, i0, mc, k0, kc, ap);
+        if (!direct_a) pack_a(x, i0, mc, k0, kc, ap);
         for (int64_t jp = 0; jp < nc; jp += NR) {
           const int n_valid = static_cast<int>(nc - jp < NR ? nc - jp : NR);
           const int nv = (n_valid + W - 1) / W;
           const bool in_place = direct_b && n_valid == NR;
           const double* bpanel = in_place ? x.b + k0 * x.b_rs + j0 + jp : bp + jp * kc;
           const int64_t ldb = in_place ? x.b_rs : NR;
-          for (int64_t ip = 0; ip < mc; ip += MR) {
-            const int m_valid = static_cast<int>(mc - ip < MR ? mc - ip : MR);
+          // One register tile: rows ip .. ip+rows of this block, by kernel `fn`.
+          auto tile = [&](int64_t ip, KernelFn fn) {
             const int64_t i = i0 + ip, j = j0 + jp;
-            double* c_tile = x.c + i * N + j;
+            double* c_tile = trans_c ? x.c + j * ldc + i : x.c + i * ldc + j;
+            const int t_c = trans_c ? kTransInit | kTransDst : 0;
+            int trans = t_c & kTransDst;
             const double* init = nullptr;
             int64_t ld_init = 0;
             double* dst = c_tile;
-            int64_t ld_dst = N;
+            int64_t ld_dst = ldc;
             bool acc_store = accumulate;
             if (park_in_scratch) {
               double* p_tile = park + i * nc + jp;
               if (!first) init = p_tile, ld_init = nc;
-              if (!last) dst = p_tile, ld_dst = nc, acc_store = false;
+              if (!last) dst = p_tile, ld_dst = nc, acc_store = false, trans = 0;
             } else if (!first) {  // Overwrite: the running acc is parked in C itself
-              init = c_tile, ld_init = N;
+              init = c_tile, ld_init = ldc, trans |= t_c & kTransInit;
             }
-            kTable.fn[m_valid - 1][nv - 1](ap + ip * kc, bpanel, ldb, kc, init, ld_init, dst, ld_dst, acc_store,
-                                           n_valid);
+            if (direct_a)
+              fn(x.a + i * x.a_rs + k0 * x.a_cs, x.a_rs, x.a_cs, bpanel, ldb, kc, init, ld_init, dst, ld_dst, acc_store,
+                 n_valid, trans);
+            else
+              fn(ap + ip * kc, 1, MR, bpanel, ldb, kc, init, ld_init, dst, ld_dst, acc_store, n_valid, trans);
+          };
+          int64_t ip = 0;
+          // A panel of one or two vectors gives an MR-row tile only MR or 2*MR accumulators, too
+          // few to hide the FMA latency; with A in place (no MR-row packing) take 2*MR rows. Only
+          // for a transposed A (dW = Xᵀ·g), whose 2*MR values per k are contiguous: 2*MR rows of
+          // a row-major A a power-of-two stride apart conflict in L1 (256x1024x10 ran 6% slower).
+          if (direct_a && nv <= 2 && x.a_rs == 1)
+            for (; ip + 2 * MR <= mc; ip += 2 * MR) tile(ip, nv == 1 ? &kernel<2 * MR, 1, true> : &kernel<2 * MR, 2, true>);
+          for (; ip < mc; ip += MR) {
+            const int m_valid = static_cast<int>(mc - ip < MR ? mc - ip : MR);
+            tile(ip, kTable.fn[m_valid - 1][(direct_a ? NV : 0) + nv - 1]);
           }
         }
       }
@@ -438,24 +411,58 @@ void matmul_serial(const MatmulArgs& x) {
 
 }  // namespace
 
-// Threads split the OUTPUT rows: every element is still computed by one thread in ascending k,
-// so any thread count gives the same bytes. Small products stay serial (a wake-up costs µs).
+// Threads split the OUTPUT into a grid of row blocks x column blocks: every element is still
+// computed by one thread, in ascending k, by the same serial code, so any thread count and any
+// grid give the same bytes. Splitting rows makes every task pack all of B; splitting columns
+// makes every task pack all of A. The grid minimizes the largest task's cost, modelled per k step
+// as rows*cols FMA lanes (16 per cycle) plus (rows + cols) packed values (about 3 per cycle).
+// Column blocks are whole NR-wide panels, so no task gets an extra ragged edge. Products under
+// kMinFlops stay serial: handing work to another core costs a few µs.
+namespace {
+
+struct Grid {
+  int64_t rows, cols;      // block size
+  int64_t nrb, ncb;        // number of row / column blocks
+};
+
+Grid choose_grid(const MatmulArgs& x, int64_t threads) {
+  Grid best{x.m, x.n, 1, 1};
+  double best_cost = -1;
+  for (int64_t tc = 1; tc <= threads; ++tc) {
+    const int64_t tr = threads / tc;
+    int64_t cols = x.n;
+    if (tc > 1) {
+      cols = ((x.n + tc - 1) / tc + NR - 1) / NR * NR;
+      if (cols >= x.n) continue;  // too narrow to split
+    }
+    const int64_t rows = (x.m + tr - 1) / tr;
+    const double cost = static_cast<double>(rows) * static_cast<double>(cols) + 5.3 * static_cast<double>(rows + cols);
+    if (best_cost < 0 || cost < best_cost) {
+      best_cost = cost;
+      best = {rows, cols, (x.m + rows - 1) / rows, (x.n + cols - 1) / cols};
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
 void matmul_exact(const MatmulArgs& x) {
-  constexpr int64_t kMinRowsPerTask = 8;
-  constexpr double kMinFlops = 1 << 20;
+  constexpr double kMinFlops = GR_MM_MIN_PAR_FLOPS;
   const int threads = num_threads();
   const double flops = 2.0 * static_cast<double>(x.m) * static_cast<double>(x.n) * static_cast<double>(x.k);
-  if (threads <= 1 || x.m < 2 * kMinRowsPerTask || flops < kMinFlops) return matmul_serial(x);
-  const int64_t tasks = std::min<int64_t>(threads, x.m / kMinRowsPerTask);
-  const int64_t rows = (x.m + tasks - 1) / tasks;
-  parallel_for(tasks, [&](int64_t t) {
-    const int64_t i0 = t * rows, i1 = std::min(x.m, i0 + rows);
-    if (i0 >= i1) return;
+  if (threads <= 1 || flops < kMinFlops) return matmul_serial(x, x.n);
+  const Grid g = choose_grid(x, threads);
+  if (g.nrb * g.ncb <= 1) return matmul_serial(x, x.n);
+  parallel_for(g.nrb * g.ncb, [&](int64_t t) {
+    const int64_t i0 = t / g.ncb * g.rows, j0 = t % g.ncb * g.cols;
     MatmulArgs part = x;
     part.a = x.a + i0 * x.a_rs;
-    part.c = x.c + i0 * x.n;
-    part.m = i1 - i0;
-    matmul_serial(part);
+    part.b = x.b + j0 * x.b_cs;
+    part.c = x.c + i0 * x.n + j0;
+    part.m = std::min(g.rows, x.m - i0);
+    part.n = std::min(g.cols, x.n - j0);
+    matmul_serial(part, x.n);
   });
 }
 

@@ -1,0 +1,91 @@
+// matmul_rows.cpp — the row-streaming path of matmul_exact (matmul.cpp): few output rows and a
+// row-major B, where streaming B's rows beats register tiling. Same bits as the serial-k loop.
+#include "tensor/matmul_simd.h"
+
+namespace gr::detail {
+namespace {
+
+constexpr int64_t kRowsMax = 4;      // rows per pass of the row-streaming path
+constexpr int64_t kRowsChunk = 256;  // columns per pass; Accumulate keeps acc on the stack (8 KiB)
+
+// Few rows and a row-major B: stream B's rows instead of tiling. For rows i0 .. i0+R and columns
+// j0 .. j0+nb, acc[r][j] runs over k in ascending order, up to four k steps per pass over acc:
+// fma(a3, b3, fma(a2, b2, fma(a1, b1, fma(a0, b0, acc)))) is the serial loop's own sequence, and
+// the first pass starts from +0.0. B is read along its rows, which the prefetchers follow at any
+// row stride. acc (ld apart) is C itself for Overwrite, scratch for Accumulate.
+template <int R, int U, bool First>
+inline void rows_pass(const MatmulArgs& x, int64_t i0, int64_t j0, int64_t nb, int64_t k, double* acc, int64_t ld) {
+  const double* b[U];
+  for (int u = 0; u < U; ++u) b[u] = x.b + (k + u) * x.b_rs + j0;
+  double a[R][U];
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u) a[r][u] = x.a[(i0 + r) * x.a_rs + (k + u) * x.a_cs];
+  int64_t j = 0;
+  for (; j + W <= nb; j += W) {
+    vd v[U];
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) v[u] = load_v(b[u] + j);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      vd t = First ? vd{} : load_v(acc + r * ld + j);
+#pragma GCC unroll 4
+      for (int u = 0; u < U; ++u) t = fma_v(v[u], a[r][u], t);
+      store_v(acc + r * ld + j, t);
+    }
+  }
+  for (; j < nb; ++j)
+    for (int r = 0; r < R; ++r) {
+      double t = First ? 0.0 : acc[r * ld + j];
+      for (int u = 0; u < U; ++u) t = __builtin_fma(a[r][u], b[u][j], t);
+      acc[r * ld + j] = t;
+    }
+}
+
+template <int R>
+void rows_block(const MatmulArgs& x, int64_t i0, int64_t j0, int64_t nb, double* acc, int64_t ld) {
+  const int64_t K = x.k;  // >= 1
+  int64_t k = 0;
+  if (K >= 4) {
+    rows_pass<R, 4, true>(x, i0, j0, nb, 0, acc, ld);
+    for (k = 4; k + 4 <= K; k += 4) rows_pass<R, 4, false>(x, i0, j0, nb, k, acc, ld);
+  } else {
+    rows_pass<R, 1, true>(x, i0, j0, nb, 0, acc, ld);
+    k = 1;
+  }
+  for (; k < K; ++k) rows_pass<R, 1, false>(x, i0, j0, nb, k, acc, ld);
+}
+
+}  // namespace
+
+void matmul_rows(const MatmulArgs& x, int64_t ldc) {
+  const bool accumulate = x.store == MatmulStore::Accumulate;
+  alignas(64) double scratch[kRowsMax * kRowsChunk];
+  for (int64_t i0 = 0; i0 < x.m; i0 += kRowsMax) {
+    const int64_t r = x.m - i0 < kRowsMax ? x.m - i0 : kRowsMax;
+    for (int64_t j0 = 0; j0 < x.n; j0 += kRowsChunk) {
+      const int64_t nb = x.n - j0 < kRowsChunk ? x.n - j0 : kRowsChunk;
+      double* c = x.c + i0 * ldc + j0;
+      double* acc = accumulate ? scratch : c;
+      const int64_t ld = accumulate ? nb : ldc;
+      switch (r) {
+        case 1:
+          rows_block<1>(x, i0, j0, nb, acc, ld);
+          break;
+        case 2:
+          rows_block<2>(x, i0, j0, nb, acc, ld);
+          break;
+        case 3:
+          rows_block<3>(x, i0, j0, nb, acc, ld);
+          break;
+        default:
+          rows_block<4>(x, i0, j0, nb, acc, ld);
+          break;
+      }
+      if (accumulate)
+        for (int64_t i = 0; i < r; ++i)
+          for (int64_t j = 0; j < nb; ++j) c[i * ldc + j] = c[i * ldc + j] + acc[i * nb + j];
+    }
+  }
+}
+
+}  // namespace gr::detail
