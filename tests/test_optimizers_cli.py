@@ -8,7 +8,7 @@ spec reaches them and that the device optimizer (its kernels share kernels/gr_op
 the CPU tape's bytes: for each optimizer an iris MLP trains to the same loss.csv and weights on the
 CPU tape, --device host and --fuse; 3 epochs + --resume to 6 equals 6 straight (the momentum
 buffer travels in the checkpoint); each differs from plain SGD/Adam; bad settings are located
-errors (exit 2). Standard library only.
+errors (exit 2); a scalar l2 decays dense weights only. Standard library only.
 """
 import json
 import os
@@ -85,6 +85,15 @@ def main():
                                capture_output=True, text=True)
             check(p.returncode == 0, f"{name}: resume: {p.stderr}")
             check(read(r, "loss.csv") == read(out, "loss.csv"), f"{name}: 3 epochs + resume differs from 6 straight")
+
+        # a scalar l2 decays dense weights, not dense biases: the run equals the per-name dict
+        # naming only the weights, byte for byte, and differs from one that also names the biases
+        scalar, _ = train(tmp, "l2-scalar", spec({"kind": "adam", "lr": 0.01, "l2": 0.05}))
+        weights, _ = train(tmp, "l2-weights", spec({"kind": "adam", "lr": 0.01, "l2": {"h.W": 0.05, "logits.W": 0.05}}))
+        both, _ = train(tmp, "l2-all", spec({"kind": "adam", "lr": 0.01,
+                                             "l2": {"h.W": 0.05, "logits.W": 0.05, "h.b": 0.05, "logits.b": 0.05}}))
+        check(read(scalar, "loss.csv") == read(weights, "loss.csv"), "scalar l2: not the run of l2 on the dense weights only")
+        check(read(scalar, "loss.csv") != read(both, "loss.csv"), "scalar l2: the biases' decay makes no difference here")
 
         for name, opt, pointer in (("m-adam", {"kind": "adam", "momentum": 0.9}, "/optimizer/momentum"),
                                    ("nesterov0", {"kind": "sgd", "nesterov": True}, "/optimizer/nesterov"),

@@ -124,7 +124,7 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
       pn.weight = static_cast<int>(p.params.size());
       p.params.push_back({n.id + ".W", n.pointer, Shape{xs[1], n.units}, n.w_init, 0.0});
       pn.bias = static_cast<int>(p.params.size());
-      p.params.push_back({n.id + ".b", n.pointer, Shape{n.units}, n.b_init, 0.0});
+      p.params.push_back({n.id + ".b", n.pointer, Shape{n.units}, n.b_init, 0.0, true});
       params.push_back(t.constant_lazy(p.params[pn.weight].shape));
       params.push_back(t.constant_lazy(p.params[pn.bias].shape));
       p.names[n.id + ".W"] = {Ref::Kind::Param, pn.weight};
@@ -152,8 +152,9 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
       for (const Ref& r : p.nodes[i].inputs)
         if (r.kind == Ref::Kind::Node) p.nodes[r.index].reaches_loss = true;
 
-  // L2 coefficients: a default for every parameter, then per-name overrides.
-  for (ProgramParam& pp : p.params) pp.l2 = spec.optimizer.l2_default;
+  // L2 coefficients: the scalar for every parameter but dense-layer biases (what users of Keras and
+  // PyTorch weight decay expect), then per-name overrides, which can set any parameter.
+  for (ProgramParam& pp : p.params) pp.l2 = pp.dense_bias ? 0.0 : spec.optimizer.l2_default;
   for (const auto& [name, alpha] : spec.optimizer.l2) {
     auto it = p.names.find(name);
     if (it == p.names.end() || it->second.kind != Ref::Kind::Param) {

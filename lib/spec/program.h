@@ -26,6 +26,7 @@ struct ProgramParam {
   Shape shape;
   InitSpec init;
   double l2 = 0.0;
+  bool dense_bias = false;  // a dense layer's b: a scalar optimizer.l2 leaves it undecayed
 };
 
 struct ProgramNode {
