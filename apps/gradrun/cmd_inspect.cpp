@@ -46,14 +46,21 @@ void run_inspect(const std::string& path) {
                   static_cast<long long>(data.validation.rows));
   for (size_t i = 0; i < p.input_names.size(); ++i)
     std::printf("  input %-14s %s\n", p.input_names[i].c_str(), p.input_shapes[i].str().c_str());
-  int64_t total = 0;
+  int64_t total = 0, frozen = 0;
   std::printf("params:\n");
   for (const ProgramParam& pp : p.params) {
-    std::printf("  %-16s %-14s %10lld  l2 %g\n", pp.name.c_str(), pp.shape.str().c_str(),
-                static_cast<long long>(pp.shape.numel()), pp.l2);
+    if (pp.trainable)
+      std::printf("  %-16s %-14s %10lld  l2 %g\n", pp.name.c_str(), pp.shape.str().c_str(), static_cast<long long>(pp.shape.numel()), pp.l2);
+    else
+      std::printf("  %-16s %-14s %10lld  frozen\n", pp.name.c_str(), pp.shape.str().c_str(), static_cast<long long>(pp.shape.numel()));
     total += pp.shape.numel();
+    frozen += pp.trainable ? 0 : pp.shape.numel();
   }
-  std::printf("  total %lld parameters\n", static_cast<long long>(total));
+  std::printf("  total %lld parameters", static_cast<long long>(total));
+  if (frozen > 0)  // the plain line stays as it was for specs without frozen parameters
+    std::printf(": %lld trainable, %lld frozen", static_cast<long long>(total - frozen), static_cast<long long>(frozen));
+  std::printf("\n");
+  for (const TensorFileRecord& f : spec.tensor_files) std::printf("  init file %s  sha256 %.12s…\n", f.path.c_str(), f.sha256.c_str());
   for (const ConstSpec& c : spec.consts) std::printf("  const %-10s %s\n", c.name.c_str(), Shape(std::span<const int64_t>(c.shape)).str().c_str());
   std::printf("graph:\n  %-4s %-16s %-22s %-24s %-14s %-9s %s\n", "#", "id", "op", "inputs", "shape", "backward", "fusion");
   int64_t reached = 0, fusible = 0;

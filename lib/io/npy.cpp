@@ -234,7 +234,7 @@ std::vector<double> fortran_to_c(const std::vector<double>& f, const Shape& shap
 }
 
 // `prefix` is "" for a .npy file and "<member>: " inside an archive.
-Tensor parse_npy_in(std::string_view b, const std::string& path, const std::string& prefix) {
+Tensor parse_npy_in(std::string_view b, const std::string& path, const std::string& prefix, std::string* descr = nullptr) {
   const std::string hplace = prefix + "header";
   if (b.size() < 10 || b.substr(0, 6) != "\x93NUMPY")
     throw InputError(path, hplace, "not a .npy array (the file does not start with \\x93NUMPY)");
@@ -264,6 +264,7 @@ Tensor parse_npy_in(std::string_view b, const std::string& path, const std::stri
     throw InputError(path, hplace,
                      "dtype '" + printable(hp.descr) +
                          "' is not supported (gradrun reads <f8 <f4 <i8 <i4 <i2 |i1 |u1 <u2 <u4 <u8 |b1)");
+  if (descr) *descr = dt->descr;
   std::vector<int64_t> dims = hp.shape;
   if (dims.empty()) dims.push_back(1);  // a 0-d array is a scalar: shape [1]
   for (const int64_t d : dims)
@@ -335,13 +336,15 @@ struct Member {
 
 }  // namespace
 
-Tensor parse_npy(std::string_view bytes, const std::string& path) { return parse_npy_in(bytes, path, ""); }
+Tensor parse_npy(std::string_view bytes, const std::string& path, std::string* descr) {
+  return parse_npy_in(bytes, path, "", descr);
+}
 
 Tensor read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
 
 std::vector<NamedTensor> read_npz(const std::string& path) { return parse_npz(read_file(path), path); }
 
-std::vector<NamedTensor> parse_npz(std::string_view b, const std::string& path) {
+std::vector<NamedTensor> parse_npz(std::string_view b, const std::string& path, std::vector<std::string>* descrs) {
   auto zip_error = [&](const std::string& what) { return InputError(path, "zip", what); };
   // End of central directory: the last record signature within the last 22 + 65535 bytes.
   if (b.size() < 22) throw zip_error("not a zip archive (too short for an end-of-directory record)");
@@ -440,7 +443,9 @@ std::vector<NamedTensor> parse_npz(std::string_view b, const std::string& path) 
       npy = inflated;
     }
     if (crc32_of(npy) != m.crc) throw merr("CRC-32 mismatch: the member is damaged");
-    out.push_back({m.name.substr(0, m.name.size() - 4), parse_npy_in(npy, path, place + ": ")});
+    std::string descr;
+    out.push_back({m.name.substr(0, m.name.size() - 4), parse_npy_in(npy, path, place + ": ", &descr)});
+    if (descrs) descrs->push_back(descr);
   }
   return out;
 }

@@ -31,8 +31,11 @@ namespace gr {
 Tensor read_npy(const std::string& path);
 std::vector<NamedTensor> read_npz(const std::string& path);
 
-// The same, from bytes already in memory; `path` is only used in messages.
-Tensor parse_npy(std::string_view bytes, const std::string& path);
-std::vector<NamedTensor> parse_npz(std::string_view bytes, const std::string& path);
+// The same, from bytes already in memory; `path` is only used in messages. `descr` / `descrs`
+// (optional) receive each array's numpy dtype string as stored (e.g. "<f8", "<i8"), in result
+// order, for callers that accept fewer dtypes than the reader converts (weights: floats only).
+Tensor parse_npy(std::string_view bytes, const std::string& path, std::string* descr = nullptr);
+std::vector<NamedTensor> parse_npz(std::string_view bytes, const std::string& path,
+                                   std::vector<std::string>* descrs = nullptr);
 
 }  // namespace gr

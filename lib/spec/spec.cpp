@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -13,6 +14,7 @@
 #include "spec/json_reader.h"
 #include "spec/schedule_spec.h"
 #include "spec/suggest.h"
+#include "spec/tensor_file.h"
 #include "tensor/sha256.h"
 #include "tensor/shape.h"
 
@@ -61,6 +63,7 @@ InitSpec read_init(const JsonAt& j) {
     return init;
   }
   if (!j.is_object()) j.fail("expected an init name or object, got " + j.type_name());
+  if (j.has("file")) return read_file_init(j);  // tensor_file.h: loaded by load_tensor_files
   if (j.has("values")) {
     j.only_keys({"values"});
     init.kind = K::Values;
@@ -160,7 +163,17 @@ void read_attrs(const JsonAt& j, NodeSpec& n) {
   allowed("shape", kAttrShape);
   allowed("starts", kAttrWindow);
   allowed("stops", kAttrWindow);
+  allowed("eps", kAttrEps);
+  allowed("rate", kAttrRate);
+  if (attrs & kAttrRate) {
+    n.scalar = j.has("rate") ? j.at("rate").number() : 0.5;  // PyTorch's default
+    if (!(n.scalar >= 0.0 && n.scalar < 1.0)) j.at("rate").fail("rate must be in [0, 1)");
+  }
   if (attrs & kAttrScalar) n.scalar = j.at("scalar").number();
+  if (attrs & kAttrEps) {
+    n.scalar = j.has("eps") ? j.at("eps").number() : 1e-5;  // PyTorch's default
+    if (!(n.scalar > 0.0) || !std::isfinite(n.scalar)) j.at("eps").fail("eps must be a finite number > 0");
+  }
   if (j.has("axis")) n.axis = j.at("axis").integer(-kMaxDims, kMaxDims - 1);
   if (n.op == Op::Concat && !n.axis) j.at("axis");  // required: reports the missing key
   if (j.has("keepdims")) {
@@ -186,7 +199,12 @@ NodeSpec read_node(const JsonAt& j) {
   if (n.id.empty()) j.at("id").fail("an id cannot be empty");
   for (const JsonAt& in : j.at("inputs").array()) n.inputs.push_back(in.str());
   if (j.has("layer")) {
-    j.only_keys({"id", "layer", "inputs", "units", "activation", "init"});
+    j.only_keys({"id", "layer", "inputs", "units", "activation", "init", "trainable", "dropout"});
+    if (j.has("dropout")) {  // after the activation, as the op "dropout"
+      n.scalar = j.at("dropout").number();
+      if (!(n.scalar >= 0.0 && n.scalar < 1.0)) j.at("dropout").fail("dropout is a rate in [0, 1)");
+    }
+    if (j.has("trainable")) n.trainable = j.at("trainable").boolean();
     if (j.at("layer").str() != "dense") j.at("layer").fail("unknown layer \"" + j.at("layer").str() + "\" (known: dense)");
     n.kind = NodeSpec::Kind::Dense;
     n.units = j.at("units").integer(1, 1 << 24);
@@ -222,7 +240,7 @@ NodeSpec read_node(const JsonAt& j) {
     op.fail("unknown op \"" + name + "\"" + did_you_mean(name, words) + " (known: " + known + ", mse; or a \"layer\")");
   }
   n.op = *found;
-  j.only_keys({"id", "op", "inputs", "scalar", "axis", "keepdims", "shape", "starts", "stops"});
+  j.only_keys({"id", "op", "inputs", "scalar", "axis", "keepdims", "shape", "starts", "stops", "eps", "rate"});
   const int arity = op_info(n.op).arity;
   if (static_cast<int>(n.inputs.size()) != arity)
     j.at("inputs").fail("op \"" + name + "\" takes " + std::to_string(arity) + " input" + (arity == 1 ? "" : "s") +
@@ -267,9 +285,10 @@ Spec parse_spec(const std::string& text, const std::string& path) {
     if (!ps.is_object()) ps.fail("expected an object {name: {shape, init}}");
     for (auto it = ps.json().begin(); it != ps.json().end(); ++it) {
       const JsonAt p = ps.at(it.key());
-      p.only_keys({"shape", "init"});
+      p.only_keys({"shape", "init", "trainable"});
       ParamSpec param{it.key(), p.pointer(), read_shape(p.at("shape")), {}};
       if (p.has("init")) param.init = read_init(p.at("init"));
+      if (p.has("trainable")) param.trainable = p.at("trainable").boolean();
       define(param.name, p);
       s.params.push_back(std::move(param));
     }
@@ -280,7 +299,9 @@ Spec parse_spec(const std::string& text, const std::string& path) {
     for (auto it = cs.json().begin(); it != cs.json().end(); ++it) {
       const JsonAt c = cs.at(it.key());
       ConstSpec k{it.key(), c.pointer(), {1}, {}};
-      if (c.has("value")) {
+      if (c.has("file")) {
+        read_file_const(c, k);  // values and shape: load_tensor_files
+      } else if (c.has("value")) {
         c.only_keys({"value"});
         k.values.push_back(c.at("value").number());
       } else {
@@ -387,8 +408,8 @@ Spec parse_spec(const std::string& text, const std::string& path) {
       EarlyStoppingSpec es;
       if (e.has("monitor")) {
         es.monitor = e.at("monitor").str();
-        if (es.monitor != "val_loss" && es.monitor != "val_accuracy" && es.monitor != "train_loss")
-          e.at("monitor").fail("unknown monitor \"" + es.monitor + "\" (known: val_loss, val_accuracy, train_loss)");
+        if (es.monitor != "val_loss" && es.monitor != "val_accuracy" && es.monitor != "train_loss" && es.monitor != "train_accuracy")
+          e.at("monitor").fail("unknown monitor \"" + es.monitor + "\" (known: val_loss, val_accuracy, train_loss, train_accuracy)");
       }
       if (e.has("patience")) es.patience = e.at("patience").integer(1, 100000000);
       if (e.has("min_delta")) {
@@ -400,7 +421,7 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   }
   if (root.has("metrics")) {
     const JsonAt m = root.at("metrics");
-    m.only_keys({"accuracy"});
+    m.only_keys({"accuracy", "regression"});
     if (m.has("accuracy")) {
       const JsonAt a = m.at("accuracy");
       a.only_keys({"logits", "labels"});
@@ -410,11 +431,21 @@ Spec parse_spec(const std::string& text, const std::string& path) {
       for (const char* k : {"logits", "labels"})
         if (!names.count(a.at(k).str())) a.at(k).fail("unknown name \"" + a.at(k).str() + "\"");
     }
+    if (m.has("regression")) {  // kinds and shapes are checked against the program (lib/train/evaluate.cpp)
+      const JsonAt a = m.at("regression");
+      a.only_keys({"output", "target"});
+      s.metrics.regression = true;
+      s.metrics.output = a.at("output").str();
+      s.metrics.target = a.at("target").str();
+      for (const char* k : {"output", "target"})
+        if (!names.count(a.at(k).str())) a.at(k).fail("unknown name \"" + a.at(k).str() + "\"");
+    }
   }
   if (s.optimizer.schedule && s.optimizer.schedule->kind == "cosine" && s.optimizer.schedule->epochs == 0)
     s.optimizer.schedule->epochs = s.train.epochs;  // the period as written, not a later --epochs
-  if (s.train.early_stopping && s.train.early_stopping->monitor == "val_accuracy" && !s.metrics.accuracy)
-    root.at("train").at("early_stopping").at("monitor").fail("val_accuracy needs an accuracy metric (metrics.accuracy)");
+  if (s.train.early_stopping && (s.train.early_stopping->monitor == "val_accuracy" || s.train.early_stopping->monitor == "train_accuracy") &&
+      !s.metrics.accuracy)
+    root.at("train").at("early_stopping").at("monitor").fail(s.train.early_stopping->monitor + " needs an accuracy metric (metrics.accuracy)");
   if (root.has("device")) {
     const JsonAt d = root.at("device");
     d.only_keys({"kind", "dtype", "fuse"});
@@ -475,6 +506,7 @@ Spec parse_spec(const std::string& text, const std::string& path) {
       if (const std::string why = function_name_problem(s.emit.function); !why.empty()) e.at("function").fail(why);
     }
   }
+  load_tensor_files(s);  // inits and consts from files: read once, each file's sha256 recorded
   return s;
 }
 
@@ -485,6 +517,9 @@ Spec load_spec(const std::string& path) { return parse_spec(read_file(path), pat
 void require_trainable(const Spec& s) {
   if (s.params.empty() && std::none_of(s.graph.begin(), s.graph.end(), [](const NodeSpec& n) { return n.kind == NodeSpec::Kind::Dense; }))
     throw InputError(s.path, "/params", "the spec has no parameters to train: declare \"params\" or use a \"layer\" in the graph");
+  if (std::none_of(s.params.begin(), s.params.end(), [](const ParamSpec& p) { return p.trainable; }) &&
+      std::none_of(s.graph.begin(), s.graph.end(), [](const NodeSpec& n) { return n.kind == NodeSpec::Kind::Dense && n.trainable; }))
+    throw InputError(s.path, "/params", "every parameter is frozen (\"trainable\": false): nothing to train");
 }
 
 }  // namespace gr

@@ -21,18 +21,33 @@ struct InitSpec {
   Kind kind = Kind::Zeros;
   double a = 0.0, b = 0.0;     // constant: a · uniform: [a, b) · normal: mean a, std b
   std::vector<double> values;  // Kind::Values, row-major
+  // {"file", "tensor", "transpose"} (tensor_file.h): load_spec reads the tensor into `values`
+  // (kind Values) and keeps its shape, so resolve_program can check it against the parameter's.
+  std::string file{}, tensor{}, pointer{};  // file: as written in the spec; pointer: the init's place
+  bool transpose = false;
+  std::vector<int64_t> file_shape{};  // the loaded tensor's shape (after transpose); empty: no file
 };
 
 struct ParamSpec {
   std::string name, pointer;
   std::vector<int64_t> shape;
   InitSpec init;
+  bool trainable = true;  // false: frozen (no gradient work, no optimizer state, never updated)
 };
 
 struct ConstSpec {
   std::string name, pointer;
   std::vector<int64_t> shape;
   std::vector<double> values;
+  std::string file{}, tensor{};  // {"file", "tensor", "transpose"}: values come from a tensor file
+  bool transpose = false;
+};
+
+// A tensor file a spec loads weights or consts from, and the SHA-256 of its bytes (run.json's
+// "init_files", and part of the run identity).
+struct TensorFileRecord {
+  std::string path;  // resolved against the spec's folder
+  std::string sha256;
 };
 
 struct InputSpec {
@@ -64,8 +79,9 @@ struct NodeSpec {
   std::vector<int64_t> shape, starts, stops;
   // layer nodes ("layer": "dense"): params <id>.W [in, units], <id>.b [units]
   int64_t units = 0;
-  std::string activation = "none";  // none | relu | tanh | sigmoid
+  std::string activation = "none";  // none | relu | tanh | sigmoid | gelu; dense dropout: its rate in scalar
   InitSpec w_init{InitSpec::Kind::XavierUniform, 0.0, 0.0, {}}, b_init{InitSpec::Kind::Zeros, 0.0, 0.0, {}};
+  bool trainable = true;  // false: <id>.W and <id>.b are frozen
 };
 
 // optimizer.schedule: the learning rate of each step, computed on the host (lib/train/schedule.h).
@@ -92,7 +108,7 @@ struct OptimizerSpec {
 // train.early_stopping: stop when `monitor` has not improved by more than min_delta for `patience`
 // epochs, keeping the best epoch's weights (lib/train/early_stopping.h).
 struct EarlyStoppingSpec {
-  std::string monitor = "val_loss";  // val_loss | val_accuracy | train_loss
+  std::string monitor = "val_loss";  // val_loss | val_accuracy | train_loss | train_accuracy
   int64_t patience = 10;
   double min_delta = 0.0;
 };
@@ -107,6 +123,10 @@ struct TrainSpec {
 struct MetricsSpec {
   bool accuracy = false;
   std::string logits, labels;
+  // "regression": {"output": node, "target": input} — val_mae, val_rmse, val_r2. Without it, a
+  // loss node of op mse whose inputs are (a node, a data input) is the regression (lib/train/evaluate.h).
+  bool regression = false;
+  std::string output, target;
 };
 
 // Where a run trains: the CPU tape, or a device engine (lib/replay) on the host or CUDA backend;
@@ -192,6 +212,7 @@ struct Spec {
   std::string output_dir;
   EmitSpec emit;
   PredictSpec predict;
+  std::vector<TensorFileRecord> tensor_files;  // every file of an init or const, first use first
 };
 
 // Throws IoError (unreadable file) or InputError (everything else).

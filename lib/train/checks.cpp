@@ -16,8 +16,9 @@ std::vector<int64_t> first_batch_rows(const Model& model) {
 }
 
 namespace {
+// `grad` and `check --fd` take the first training step: its rows and its dropout masks.
 double loss_at(Model& model, const std::vector<int64_t>& rows) {
-  const std::vector<Var>& nodes = model.record(model.data().train, rows);
+  const std::vector<Var>& nodes = model.record(model.data().train, rows, model.dropout_key(1));
   const double v = model.tape().scalar(nodes[static_cast<size_t>(model.program().loss)]);
   model.reset();
   return v;
@@ -26,7 +27,7 @@ double loss_at(Model& model, const std::vector<int64_t>& rows) {
 
 GradResult evaluate_gradients(Model& model) {
   const std::vector<int64_t> rows = first_batch_rows(model);
-  const std::vector<Var>& nodes = model.record(model.data().train, rows);
+  const std::vector<Var>& nodes = model.record(model.data().train, rows, model.dropout_key(1));
   const Var loss = nodes[static_cast<size_t>(model.program().loss)];
   GradResult r;
   r.loss = model.tape().scalar(loss);
@@ -44,6 +45,7 @@ std::vector<FdRow> check_finite_differences(Model& model, const FdOptions& o) {
   const std::vector<int64_t> rows = first_batch_rows(model);
   std::vector<FdRow> out;
   for (size_t k = 0; k < model.params().size(); ++k) {
+    if (!model.program().params[k].trainable) continue;  // frozen: no analytic gradient to check
     FdRow row;
     row.param = model.program().params[k].name;
     std::span<double> w = model.tape().param_value(model.params()[k]);

@@ -12,6 +12,8 @@ namespace gr {
 
 Model::Model(const Spec& spec, Datasets data) : spec_(spec), data_(std::move(data)) {
   program_ = resolve_program(spec_, data_.train);
+  check_class_ids(program_, data_.train, "the training rows");
+  check_class_ids(program_, data_.validation, "the validation rows");
   // Refuse parameters that cannot fit before touching memory: a failed allocation is not always
   // an exception (sanitizers, overcommit), and a clear error beats an out-of-memory kill.
   // The budget is resource_limits() (io/limits.h): physical memory, ulimit -v, GRADRUN_MAX_MEMORY.
@@ -32,6 +34,7 @@ Model::Model(const Spec& spec, Datasets data) : spec_(spec), data_(std::move(dat
     const ProgramParam& pp = program_.params[i];
     try {
       params_.push_back(tape_.param(pp.shape, init_values(pp.init, pp.shape, spec_.seed, i)));
+      if (!pp.trainable) tape_.freeze(params_.back());  // no gradient work, on the tape and every device
     } catch (const std::bad_alloc&) {
       throw InputError(spec_.path, pp.pointer,
                        "cannot allocate parameter \"" + pp.name + "\" of shape " + pp.shape.str() + " (" +
@@ -64,11 +67,19 @@ Optimizer Model::make_optimizer() {
   Optimizer opt = o.kind == "sgd" ? Optimizer::sgd(o.lr, {o.momentum, o.nesterov})
                                   : Optimizer::adam(o.lr, {o.beta1, o.beta2, o.eps, o.kind == "adamw" ? o.weight_decay : 0.0});
   opt.set_clip(o.clip);
-  for (size_t i = 0; i < params_.size(); ++i) opt.add(tape_, params_[i], program_.params[i].l2);
+  for (size_t i = 0; i < params_.size(); ++i)  // frozen parameters get no moments, no L2, no clip share
+    if (program_.params[i].trainable) opt.add(tape_, params_[i], program_.params[i].l2);
   return opt;
 }
 
-const std::vector<Var>& Model::record(const DataTable& table, std::span<const int64_t> rows) {
+size_t Model::param_index(Var p) const {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i] == p) return i;
+  throw Error("model: node " + std::to_string(p.id) + " is not one of its parameters");
+}
+
+const std::vector<Var>& Model::record(const DataTable& table, std::span<const int64_t> rows, const DropoutKey& key) {
+  tape_.set_dropout_key(key);
   scratch_inputs_.clear();
   const bool full = static_cast<int64_t>(rows.size()) == program_.batch;
   for (size_t i = 0; i < slots_.size(); ++i) {

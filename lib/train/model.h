@@ -29,14 +29,20 @@ class Model {
   // Parameters from a safetensors file with the parameters' names and shapes (--init, --resume).
   // `prefix` selects tensors named prefix + name. Throws InputError on a missing name or bad shape.
   void load_params(const SafetensorsFile& file, const std::string& path, const std::string& prefix = "");
-  // The optimizer of the spec with every parameter registered.
+  // The optimizer of the spec with every trainable parameter registered (frozen ones are not:
+  // optimizer index i is parameter param_index(opt.param(i))).
   Optimizer make_optimizer();
+  size_t param_index(Var param) const;
 
   // Records one episode on the given rows of `table` (all of them when rows is empty and the spec
   // has no data). Returns the node Vars; the loss is nodes[program().loss]. Full batches use the
   // preallocated input slots; other sizes get constants after the mark (and may not fit the
   // graph: then the result is empty and the tape is healthy again). Valid until the next record.
-  const std::vector<Var>& record(const DataTable& table, std::span<const int64_t> rows);
+  // `key`: the dropout key of this recording (default: not training — dropout is the identity, as
+  // evaluate and predict want); training steps pass dropout_key(t).
+  const std::vector<Var>& record(const DataTable& table, std::span<const int64_t> rows, const DropoutKey& key = {});
+  // Training step t's (1-based) dropout key: the spec's seed, t, training.
+  DropoutKey dropout_key(int64_t t) const { return {spec_.seed, static_cast<uint64_t>(t), true}; }
   void reset() { tape_.reset_to(mark_); }
 
   // Parameter views in registration order, for weight files.

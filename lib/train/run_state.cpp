@@ -100,6 +100,10 @@ std::string run_identity(const Model& model) {
   for (const DataTable* t : {&model.data().train, &model.data().validation})
     for (const Tensor& x : t->tensors) h.update(x.data(), static_cast<size_t>(x.numel()) * sizeof(double));
   j["data_sha256"] = h.hex();
+  // Weights and consts loaded from files: their bytes count, not where they lie (only when there
+  // are any, so identities of runs without them stay what they were).
+  if (!spec.tensor_files.empty())
+    for (const TensorFileRecord& f : spec.tensor_files) j["init_files_sha256"].push_back(f.sha256);
   return sorted(j).dump();
 }
 
@@ -117,6 +121,10 @@ std::string identity_difference(const std::string& before, const std::string& no
   const std::string path = patch[0].value("path", "");
   if (pointer) *pointer = path;
   if (path == "/data_sha256") return "the data rows changed (their sha256 differs)";
+  if (path.rfind("/init_files_sha256", 0) == 0) {  // not a place in the spec: the run names no pointer
+    if (pointer) *pointer = "";
+    return "a tensor file its inits or consts load from changed (its sha256 differs; run.json's init_files lists them)";
+  }
   const nlohmann::ordered_json::json_pointer p(path);
   const std::string was = a.contains(p) ? a.at(p).dump() : "absent";
   const std::string is = b.contains(p) ? b.at(p).dump() : "absent";
