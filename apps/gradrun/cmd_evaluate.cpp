@@ -1,5 +1,5 @@
 // gradrun evaluate SPEC --weights RUN_DIR|FILE [--data FILE] [--json FILE] — loss and metrics of
-// trained weights, computed by the trainer's own validation function (train/trainer.h evaluate),
+// trained weights, computed by the trainer's own validation function (train/evaluate.h),
 // so on the run's validation rows they equal the last line of its metrics.csv bit for bit.
 #include <cmath>
 #include <cstdio>
@@ -46,19 +46,25 @@ void run_evaluate(const EvaluateFlags& f) {
     table = read_data_file(spec, w.prep, f.data, std::vector<bool>(spec.data->inputs.size(), true));
   }
   model->load_params(w.file, w.path);
-  const auto [loss, accuracy] = evaluate(*model, *rows, f.data.empty() ? "the validation split" : f.data);
+  const Evaluation ev = evaluate_metrics(*model, *rows, f.data.empty() ? "the validation split" : f.data);
+  const double loss = ev.loss, accuracy = ev.accuracy;
+  const bool regression = regression_of(*model).output >= 0;
+  auto number = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
   const std::string source = f.data.empty() ? "validation" : f.data;
   if (!f.json.empty()) {
     nlohmann::ordered_json j = {{"spec", spec.path}, {"weights", w.path}, {"data", source}, {"rows", rows->rows},
-                                {"loss", std::isfinite(loss) ? nlohmann::ordered_json(loss) : nlohmann::ordered_json(nullptr)}};
-    if (spec.metrics.accuracy)
-      j["accuracy"] = std::isfinite(accuracy) ? nlohmann::ordered_json(accuracy) : nlohmann::ordered_json(nullptr);
+                                {"loss", number(loss)}};
+    if (spec.metrics.accuracy) j["accuracy"] = number(accuracy);
+    if (regression) j["mae"] = number(ev.mae), j["rmse"] = number(ev.rmse), j["r2"] = number(ev.r2);
     write_file_atomic(f.json, j.dump(2) + "\n");
   }
   if (!f.quiet) {
     std::printf("%-10s %s (%lld rows)\n", "data", source.c_str(), static_cast<long long>(rows->rows));
     std::printf("%-10s %s\n", "loss", format_double(loss).c_str());
     if (spec.metrics.accuracy) std::printf("%-10s %s\n", "accuracy", format_double(accuracy).c_str());
+    if (regression)
+      for (const auto& [name, v] : {std::pair<const char*, double>{"mae", ev.mae}, {"rmse", ev.rmse}, {"r2", ev.r2}})
+        std::printf("%-10s %s\n", name, format_double(v).c_str());
   }
 }
 

@@ -55,17 +55,20 @@ double Optimizer::adam_lr_t(int64_t t) const {
   return lr_ * std::sqrt(1.0 - std::pow(adam_.beta2, td)) / (1.0 - std::pow(adam_.beta1, td));
 }
 
-void Optimizer::step(Tape& tape) {
-  double cs = 1.0;
-  if (clip_ > 0.0) {
-    double sq = 0.0;
-    for (const Entry& e : params_) {
-      if (!tape.node(e.var).touched) continue;
-      for (double g : tape.param_grad(e.var)) sq = __dadd_rn(sq, __dmul_rn(g, g));
-    }
-    const double norm = gr_sqrt(sq);
-    cs = norm > clip_ ? __ddiv_rn(clip_, norm) : 1.0;
+double Optimizer::grad_norm(Tape& tape) const {
+  double sq = 0.0;
+  for (const Entry& e : params_) {
+    if (!tape.node(e.var).touched) continue;
+    for (double g : tape.param_grad(e.var)) sq = __dadd_rn(sq, __dmul_rn(g, g));
   }
+  return gr_sqrt(sq);
+}
+
+void Optimizer::step(Tape& tape) {
+  // Every step: clipping needs it, and the trainer logs it (metrics.csv grad_norm).
+  const double norm = grad_norm(tape);
+  last_norm_ = norm;
+  const double cs = clip_ > 0.0 && norm > clip_ ? __ddiv_rn(clip_, norm) : 1.0;
   last_cs_ = cs;
   if (kind_ == OptimizerKind::Adam) {
     ++t_;

@@ -46,6 +46,9 @@ class Optimizer {
   void set_clip(double max_norm) { clip_ = max_norm; }  // 0 = off
   // One update from the gradients on the tape; parameters change in place on the tape.
   void step(Tape& tape);
+  // The global L2 norm of the touched parameters' gradients: sqrt(Σ g·g), registration order,
+  // elements ascending — the one definition behind clipping and metrics.csv's grad_norm.
+  double grad_norm(Tape& tape) const;
 
   OptimizerKind kind() const { return kind_; }
   double lr() const { return lr_; }
@@ -66,6 +69,7 @@ class Optimizer {
   std::span<double> v(size_t i) { return {v_.data() + params_[i].offset, static_cast<size_t>(params_[i].len)}; }
   // Per-step scalars of the last step (devices take them as inputs).
   double last_clip_scale() const { return last_cs_; }
+  double last_grad_norm() const { return last_norm_; }  // grad_norm() of the last step's gradients
   double last_lr_t() const { return last_lr_t_; }
   // lr_t for step t (Adam), exactly as step() computes it.
   double adam_lr_t(int64_t t) const;
@@ -85,7 +89,7 @@ class Optimizer {
   int64_t t_ = 0;
   std::vector<Entry> params_;
   std::vector<double> m_, v_;
-  double last_cs_ = 1.0, last_lr_t_ = 0.0;
+  double last_cs_ = 1.0, last_lr_t_ = 0.0, last_norm_ = 0.0;
 };
 
 }  // namespace gr

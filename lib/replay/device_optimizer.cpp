@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "tensor/reduce.h"
 
@@ -14,7 +15,8 @@ namespace gr::replay {
 using namespace detail;
 
 // ---- the device optimizer ----------------------------------------------------------------------------
-DeviceOptimizer::DeviceOptimizer(Program& prog, const Optimizer& config) : prog_(prog), cpu_(config), t_(config.t()) {
+DeviceOptimizer::DeviceOptimizer(Program& prog, const Optimizer& config, bool track_norm)
+    : prog_(prog), cpu_(config), t_(config.t()) {
   int64_t total = 0;
   std::vector<int64_t> tab;
   for (size_t i = 0; i < config.count(); ++i) {
@@ -46,7 +48,7 @@ DeviceOptimizer::DeviceOptimizer(Program& prog, const Optimizer& config) : prog_
   be.upload(tab_, tab.data(), tab.size() * sizeof(int64_t));
 
   // The device half of a step, fixed at construction (capturable).
-  if (cpu_.clip() > 0.0 && active_count > 0)
+  if ((cpu_.clip() > 0.0 || track_norm) && active_count > 0)
     prog.add_serial(launches_, "grk_clip_scale", {prog.grads_.handle, tab_.handle, I(active_count), ctl_.handle});
   const AdamConfig& ac = cpu_.adam_config();
   const double b1 = ac.beta1, b2 = ac.beta2;
@@ -82,7 +84,9 @@ void DeviceOptimizer::prepare() {
     ++t_;
     last_lr_t_ = cpu_.adam_lr_t(t_);
   }
-  const double ctl[5] = {cpu_.lr(), last_lr_t_, 1.0, cpu_.clip(), 0.0};
+  // Without clip the max norm is infinite: a tracked norm never scales (cs = 1, as on the CPU).
+  const double maxn = cpu_.clip() > 0.0 ? cpu_.clip() : std::numeric_limits<double>::infinity();
+  const double ctl[5] = {cpu_.lr(), last_lr_t_, 1.0, maxn, 0.0};
   prog_.be_.upload(ctl_, ctl, sizeof ctl);
 }
 

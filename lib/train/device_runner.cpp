@@ -67,14 +67,14 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int64_t> rows(static_cast<size_t>(model.program().batch));
   for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
-  const std::vector<Var>& nodes = model.record(model.data().train, rows);
+  const std::vector<Var>& nodes = model.record(model.data().train, rows, model.dropout_key(1));
   const Var loss = nodes[static_cast<size_t>(model.program().loss)];
   replay::ReplayOptions ro;
   ro.dtype = replay_dtype(dtype);
   ro.block = block;
   ro.max_grid = max_grid;
   auto program = std::make_unique<replay::Program>(*backend_, model.tape(), loss, ro);
-  dopt_ = std::make_unique<replay::DeviceOptimizer>(*program, opt);
+  dopt_ = std::make_unique<replay::DeviceOptimizer>(*program, opt, /*track_norm=*/true);  // metrics.csv grad_norm
   model.reset();
   episode_ = make_episode(std::move(program), fuse);  // fused: docs/fusion.md
   episode_->capture_episode(dopt_.get());
@@ -87,6 +87,7 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   const bool f32 = ro.dtype == replay::DType::F32;
   gather_ = backend_->kernel(module, f32 ? "gr_gather_rows_f32" : "gr_gather_rows_f64");
   store_loss_ = backend_->kernel(module, f32 ? "gr_store_loss_f32" : "gr_store_loss_f64");
+  store_norm_ = backend_->kernel(module, "gr_store_loss_f64");  // the norm lives in the optimizer's double control buffer
   for (const Tensor& t : model.data().train.tensors) {
     data_.push_back(backend_->alloc(static_cast<size_t>(t.numel()) * sizeof(double)));
     backend_->upload(data_.back(), t.data(), static_cast<size_t>(t.numel()) * sizeof(double));
@@ -94,12 +95,14 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   index_ = backend_->alloc(static_cast<size_t>(std::max<int64_t>(1, model.program().batch)) * sizeof(long long));
   losses_capacity_ = spec.data ? std::max<int64_t>(1, model.data().train.rows / std::max<int64_t>(1, model.program().batch)) : 1;
   losses_ = backend_->alloc(static_cast<size_t>(losses_capacity_) * sizeof(double));
+  norms_ = backend_->alloc(static_cast<size_t>(losses_capacity_) * sizeof(double));
 }
 
 DeviceRunner::~DeviceRunner() {
   for (device::Buffer b : data_) backend_->free(b);
   if (index_.bytes) backend_->free(index_);
   if (losses_.bytes) backend_->free(losses_);
+  if (norms_.bytes) backend_->free(norms_);
 }
 
 void DeviceRunner::upload_batch(const DataTable& table, std::span<const int64_t> rows) {
@@ -111,7 +114,7 @@ void DeviceRunner::upload_batch(const DataTable& table, std::span<const int64_t>
   }
 }
 
-void DeviceRunner::step(std::span<const int64_t> rows, int64_t step_in_epoch) {
+void DeviceRunner::step(std::span<const int64_t> rows, int64_t step_in_epoch, int64_t run_step) {
   GR_ASSERT(step_in_epoch < losses_capacity_);
   const std::vector<Var>& slots = model_.slots();
   const replay::Program& prog = episode_->program();
@@ -128,17 +131,28 @@ void DeviceRunner::step(std::span<const int64_t> rows, int64_t step_in_epoch) {
       backend_->launch(gather_, std::max(1u, grid), block, args);
     }
   }
+  episode_->set_dropout_key(model_.dropout_key(run_step));
   episode_->run_episode(dopt_.get());
   uint64_t loss = prog.value_address(prog.loss_var().id), out = losses_.handle;
   long long at = step_in_epoch;
   void* args[] = {&loss, &out, &at};
   backend_->launch(store_loss_, 1, 1, args);
+  uint64_t norm = dopt_->norm_address(), norms = norms_.handle;
+  void* norm_args[] = {&norm, &norms, &at};
+  backend_->launch(store_norm_, 1, 1, norm_args);
 }
 
 std::vector<double> DeviceRunner::epoch_losses(int64_t steps) {
   std::vector<double> out(static_cast<size_t>(steps));
   backend_->synchronize();
   backend_->download(out.data(), losses_, out.size() * sizeof(double));
+  return out;
+}
+
+std::vector<double> DeviceRunner::epoch_grad_norms(int64_t steps) {
+  std::vector<double> out(static_cast<size_t>(steps));
+  backend_->synchronize();
+  backend_->download(out.data(), norms_, out.size() * sizeof(double));
   return out;
 }
 

@@ -29,9 +29,13 @@ class DeviceRunner {
   // One optimizer step on these training rows, all on the device: the row indices are uploaded,
   // the rows gathered from the training set (uploaded once) into the input slots, the episode
   // replayed, and the loss stored at `step_in_epoch` of a device loss buffer.
-  void step(std::span<const int64_t> rows, int64_t step_in_epoch);
+  // `run_step`: the run's step t (1-based), the key of its dropout masks.
+  void step(std::span<const int64_t> rows, int64_t step_in_epoch, int64_t run_step);
   // The losses of the first `steps` steps of this epoch: one download per epoch.
   std::vector<double> epoch_losses(int64_t steps);
+  // Their gradient norms (Optimizer::grad_norm, computed by the device optimizer's clip kernel and
+  // kept per step like the losses): one more download per epoch.
+  std::vector<double> epoch_grad_norms(int64_t steps);
   // Parameters back into the tape and the optimizer state back into `opt` (checkpoints, weights).
   void sync(Optimizer& opt);
   std::string describe() const;
@@ -48,8 +52,8 @@ class DeviceRunner {
   std::unique_ptr<replay::DeviceOptimizer> dopt_;  // over episode_->program(): destroyed first
   // Device-side batches: the training set per input (f64), the batch's row indices, the losses.
   std::vector<device::Buffer> data_;
-  device::Buffer index_{}, losses_{};
-  device::Kernel *gather_ = nullptr, *store_loss_ = nullptr;
+  device::Buffer index_{}, losses_{}, norms_{};
+  device::Kernel *gather_ = nullptr, *store_loss_ = nullptr, *store_norm_ = nullptr;
   int64_t losses_capacity_ = 0;
 };
 

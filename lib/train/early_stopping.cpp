@@ -10,6 +10,7 @@ namespace gr {
 double EarlyStopping::value(const EpochRecord& e) const {
   if (spec_.monitor == "val_accuracy") return e.val_accuracy;
   if (spec_.monitor == "train_loss") return e.train_loss;
+  if (spec_.monitor == "train_accuracy") return e.train_accuracy;
   return e.val_loss;
 }
 
@@ -17,7 +18,8 @@ bool EarlyStopping::improves(const EpochRecord& e) const {
   const double v = value(e);
   if (!std::isfinite(v)) return false;
   if (best_.epoch == 0) return true;
-  return spec_.monitor == "val_accuracy" ? v > best_.value + spec_.min_delta : v < best_.value - spec_.min_delta;
+  const bool higher = spec_.monitor == "val_accuracy" || spec_.monitor == "train_accuracy";
+  return higher ? v > best_.value + spec_.min_delta : v < best_.value - spec_.min_delta;
 }
 
 void EarlyStopping::observe(const EpochRecord& e, const Model& model) {

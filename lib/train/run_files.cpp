@@ -13,6 +13,10 @@
 
 namespace gr {
 
+namespace {
+constexpr int64_t kEpochColumns = 11;  // epoch_metrics: the EpochRecord fields in declaration order
+}  // namespace
+
 std::string format_double(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -42,14 +46,18 @@ std::string format_shortest(double v) {
 
 std::string render_metrics_csv(const RunLog& log) {
   const bool lr = !log.step_lr.empty();  // a schedule: the rate of the epoch's last step
-  std::string s = lr ? "epoch,train_loss,val_loss,val_accuracy,seconds,lr\n" : "epoch,train_loss,val_loss,val_accuracy,seconds\n";
+  // The columns of before come first, in their order (scripts read them by position).
+  std::string s = lr ? "epoch,train_loss,val_loss,val_accuracy,seconds,lr" : "epoch,train_loss,val_loss,val_accuracy,seconds";
+  s += ",train_accuracy,grad_norm,val_mae,val_rmse,val_r2\n";
   char secs[32];
   for (const EpochRecord& e : log.epochs) {
     std::snprintf(secs, sizeof secs, "%.3f", e.seconds);
     s += std::to_string(e.epoch) + "," + format_shortest(e.train_loss) + "," + format_shortest(e.val_loss) + "," +
          format_shortest(e.val_accuracy) + "," + secs;
     const size_t last = static_cast<size_t>(e.last_step);
-    s += lr && last >= 1 && last <= log.step_lr.size() ? "," + format_shortest(log.step_lr[last - 1]) + "\n" : "\n";
+    if (lr) s += "," + (last >= 1 && last <= log.step_lr.size() ? format_shortest(log.step_lr[last - 1]) : std::string("nan"));
+    for (double v : {e.train_accuracy, e.grad_norm, e.val_mae, e.val_rmse, e.val_r2}) s += "," + format_shortest(v);
+    s += "\n";
   }
   return s;
 }
@@ -70,22 +78,25 @@ void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt
       tensors.emplace_back("best/" + model.program().params[i].name, ConstTensorView{model.program().params[i].shape, best.params[i].data()});
   const bool adam = opt.kind() == OptimizerKind::Adam;
   for (size_t i = 0; i < opt.count() && opt.has_moments(); ++i) {  // SGD momentum: its buffer, in m
-    const Shape& s = model.program().params[i].shape;
-    tensors.emplace_back((adam ? "adam_m/" : "momentum/") + model.program().params[i].name, ConstTensorView{s, opt.m(i).data()});
-    if (adam) tensors.emplace_back("adam_v/" + model.program().params[i].name, ConstTensorView{s, opt.v(i).data()});
+    const ProgramParam& pp = model.program().params[model.param_index(opt.param(i))];  // frozen ones have none
+    const Shape& s = pp.shape;
+    tensors.emplace_back((adam ? "adam_m/" : "momentum/") + pp.name, ConstTensorView{s, opt.m(i).data()});
+    if (adam) tensors.emplace_back("adam_v/" + pp.name, ConstTensorView{s, opt.v(i).data()});
   }
   std::vector<double> epochs(log.step_epoch.begin(), log.step_epoch.end());
   const int64_t steps = static_cast<int64_t>(log.step_loss.size());
   if (steps > 0) {
     tensors.emplace_back("loss_history", ConstTensorView{Shape{steps}, log.step_loss.data()});
     tensors.emplace_back("loss_epochs", ConstTensorView{Shape{steps}, epochs.data()});
+    if (log.step_grad_norm.size() == static_cast<size_t>(steps))  // (a diverged step may lack its norm: no checkpoint then)
+      tensors.emplace_back("grad_norm_history", ConstTensorView{Shape{steps}, log.step_grad_norm.data()});
   }
-  std::vector<double> rows;  // the metrics.csv rows so far: [epochs, 6]
+  std::vector<double> rows;  // the metrics.csv rows so far: [epochs, kEpochColumns]
   for (const EpochRecord& e : log.epochs)
     rows.insert(rows.end(), {static_cast<double>(e.epoch), e.train_loss, e.val_loss, e.val_accuracy, e.seconds,
-                             static_cast<double>(e.last_step)});
+                             static_cast<double>(e.last_step), e.train_accuracy, e.grad_norm, e.val_mae, e.val_rmse, e.val_r2});
   if (!log.epochs.empty())
-    tensors.emplace_back("epoch_metrics", ConstTensorView{Shape{static_cast<int64_t>(log.epochs.size()), 6}, rows.data()});
+    tensors.emplace_back("epoch_metrics", ConstTensorView{Shape{static_cast<int64_t>(log.epochs.size()), kEpochColumns}, rows.data()});
   std::map<std::string, std::string> meta = {{"format", "gradrun-checkpoint-1"},
                                                    {"spec_sha256", model.spec().sha256},
                                                    {"seed", std::to_string(model.spec().seed)},
@@ -145,7 +156,7 @@ Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt,
     const std::vector<std::string> kinds = opt.kind() == OptimizerKind::Adam ? std::vector<std::string>{"adam_m/", "adam_v/"}
                                                                              : std::vector<std::string>{"momentum/"};
     for (size_t i = 0; i < opt.count(); ++i) {
-      const std::string& name = model.program().params[i].name;
+      const std::string& name = model.program().params[model.param_index(opt.param(i))].name;
       for (const std::string& kind : kinds) {
         const Tensor* t = f.find(kind + name);
         if (!t || t->numel() != static_cast<int64_t>(opt.m(i).size()))
@@ -163,6 +174,10 @@ Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt,
       throw InputError(path, "loss_history", "missing or not " + std::to_string(c.step) + " steps long");
     c.loss_history.assign(h->values().begin(), h->values().end());
     for (double v : e->values()) c.loss_epochs.push_back(static_cast<int64_t>(v));
+    const Tensor* g = f.find("grad_norm_history");
+    if (g && g->numel() != c.step) throw InputError(path, "grad_norm_history", "not " + std::to_string(c.step) + " steps long");
+    if (g) c.grad_norm_history.assign(g->values().begin(), g->values().end());
+    else c.grad_norm_history.assign(static_cast<size_t>(c.step), kNaNMetric);  // a checkpoint from before grad_norm
   }
   if (f.metadata.count("best_epoch")) {
     c.best.epoch = integer("best_epoch");
@@ -173,10 +188,14 @@ Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt,
     }
   }
   if (const Tensor* m = f.find("epoch_metrics")) {
-    if (m->shape().rank() != 2 || m->shape()[1] != 6) throw InputError(path, "epoch_metrics", "expected shape [epochs, 6]");
+    const int64_t cols = m->shape().rank() == 2 ? m->shape()[1] : 0;
+    if (cols != 6 && cols != kEpochColumns)  // 6: a checkpoint from before the newer metrics (they read as NaN)
+      throw InputError(path, "epoch_metrics", "expected shape [epochs, " + std::to_string(kEpochColumns) + "] or [epochs, 6]");
     for (int64_t r = 0; r < m->shape()[0]; ++r) {
-      const double* v = m->data() + r * 6;
-      c.epochs.push_back({static_cast<int64_t>(v[0]), v[1], v[2], v[3], v[4], static_cast<int64_t>(v[5])});
+      const double* v = m->data() + r * cols;
+      EpochRecord e{static_cast<int64_t>(v[0]), v[1], v[2], v[3], v[4], static_cast<int64_t>(v[5])};
+      if (cols == kEpochColumns) e.train_accuracy = v[6], e.grad_norm = v[7], e.val_mae = v[8], e.val_rmse = v[9], e.val_r2 = v[10];
+      c.epochs.push_back(e);
     }
   }
   return c;

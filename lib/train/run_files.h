@@ -2,6 +2,7 @@
 // file rendered whole and written under a temporary name, then renamed (write_file_atomic).
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -10,16 +11,23 @@
 
 namespace gr {
 
+inline constexpr double kNaNMetric = std::numeric_limits<double>::quiet_NaN();
+
+// One metrics.csv row (docs/cli.md defines each number).
 struct EpochRecord {
   int64_t epoch;  // 1-based
   double train_loss, val_loss, val_accuracy, seconds;  // NaN where not applicable
   int64_t last_step;
+  double train_accuracy = kNaNMetric;  // classifiers: after the epoch, over the training rows
+  double grad_norm = kNaNMetric;       // the mean over the epoch's steps of Optimizer::grad_norm
+  double val_mae = kNaNMetric, val_rmse = kNaNMetric, val_r2 = kNaNMetric;  // regression models
 };
 
 struct RunLog {
   std::vector<double> step_loss;      // one per optimizer step, step k at index k-1
   std::vector<int64_t> step_epoch;    // 1-based epoch of each step
   std::vector<double> step_lr;        // with optimizer.schedule: each step's learning rate; else empty
+  std::vector<double> step_grad_norm;  // each step's Optimizer::grad_norm (NaN for steps of an older checkpoint)
   std::vector<EpochRecord> epochs;
 };
 
@@ -48,12 +56,14 @@ struct Checkpoint {
   int64_t target_epochs = 0;  // the run's total epochs (0: a checkpoint from before it was stored)
   std::vector<double> loss_history;
   std::vector<int64_t> loss_epochs;
+  std::vector<double> grad_norm_history;  // NaN where the checkpoint predates it
   std::vector<EpochRecord> epochs;
   BestWeights best;  // epoch 0 when the checkpoint holds none
 };
 
 // checkpoint/state.safetensors: param/<name>, adam_m/<name>, adam_v/<name>, loss_history,
-// loss_epochs, epoch_metrics; metadata: format, spec_sha256 (the spec file's text), run_identity
+// loss_epochs, grad_norm_history, epoch_metrics ([epochs, 11]: the EpochRecord fields in
+// declaration order; [epochs, 6] from older checkpoints is read with the new ones NaN); metadata: format, spec_sha256 (the spec file's text), run_identity
 // (train/run_state.h), seed, epoch (complete epochs), step_in_epoch, target_epochs, step, adam_t;
 // with best weights (epoch > 0) also best/<name> and best_epoch. One file, one rename.
 void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt, const RunLog& log, int64_t epoch,

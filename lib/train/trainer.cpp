@@ -19,6 +19,7 @@
 #include "tensor/parallel.h"
 #include "train/device_runner.h"
 #include "train/early_stopping.h"
+#include "train/evaluate.h"
 #include "train/schedule.h"
 #include "train/preprocess.h"
 #include "train/run_state.h"
@@ -55,12 +56,18 @@ class Progress {
   }
   void epoch(const EpochRecord& e) {
     if (quiet_) return;
-    char line[256];
+    char line[384];
     int n = std::snprintf(line, sizeof line, "epoch %lld/%lld  train_loss %.6g", static_cast<long long>(e.epoch),
                           static_cast<long long>(epochs_), e.train_loss);
     if (!std::isnan(e.val_loss)) n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  val_loss %.6g", e.val_loss);
     if (!std::isnan(e.val_accuracy))
       n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  val_accuracy %.4f", e.val_accuracy);
+    if (!std::isnan(e.train_accuracy))
+      n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  train_accuracy %.4f", e.train_accuracy);
+    if (!std::isnan(e.val_rmse))  // a regression model: its error in the target's units
+      n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  val_mae %.6g  val_rmse %.6g  val_r2 %.4f", e.val_mae,
+                         e.val_rmse, e.val_r2);
+    if (!std::isnan(e.grad_norm)) n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  grad_norm %.4g", e.grad_norm);
     std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  %.2fs", e.seconds);
     if (tty_) std::fprintf(stderr, "\r\033[K%s\n", line);
     else std::printf("%s\n", line), std::fflush(stdout);
@@ -73,65 +80,6 @@ class Progress {
 };
 
 }  // namespace
-
-// Index of the largest element (the first on ties), of row r of a [rows, cols] block.
-int64_t argmax_row(const double* x, int64_t cols) {
-  int64_t best = 0;
-  for (int64_t c = 1; c < cols; ++c)
-    if (x[c] > x[best]) best = c;
-  return best;
-}
-
-int64_t unfit_last_batch(Model& model, const DataTable& table) {
-  const int64_t batch = model.program().batch;
-  if (table.rows == 0 || batch <= 0 || table.rows % batch == 0) return 0;
-  std::vector<int64_t> rows(static_cast<size_t>(table.rows % batch));
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
-  const bool fits = !model.record(table, rows).empty();
-  model.reset();
-  return fits ? 0 : static_cast<int64_t>(rows.size());
-}
-
-InputError unfit_batch_error(const Model& model, int64_t table_rows, const std::string& rows_name) {
-  const int64_t batch = model.program().batch;
-  return InputError(model.spec().path, "/train/batch_size",
-                    "the last batch of " + std::to_string(table_rows % batch) + " of the " + std::to_string(table_rows) + " rows of " +
-                        rows_name + " does not fit the graph's fixed shapes (batch " + std::to_string(batch) +
-                        "), so those rows could not be evaluated; choose a batch_size that divides " + std::to_string(table_rows) +
-                        " (or change the rows), or make the graph's shapes follow the batch");
-}
-
-// Validation: mean loss over the batches, weighted by rows; accuracy over the same rows.
-std::pair<double, double> evaluate(Model& model, const DataTable& table, const std::string& rows_name) {
-  const Program& p = model.program();
-  if (table.rows == 0) return {kNaN, kNaN};
-  double loss_sum = 0.0, rows_seen = 0.0, correct = 0.0;
-  std::vector<int64_t> rows;
-  for (int64_t start = 0; start < table.rows; start += p.batch) {
-    const int64_t end = std::min(table.rows, start + p.batch);
-    rows.clear();
-    for (int64_t r = start; r < end; ++r) rows.push_back(r);
-    const std::vector<Var>& nodes = model.record(table, rows);
-    if (nodes.empty()) {  // a remainder the graph's fixed shapes cannot take
-      model.reset();
-      throw unfit_batch_error(model, table.rows, rows_name);
-    }
-    const double n = static_cast<double>(rows.size());
-    loss_sum = loss_sum + model.tape().scalar(nodes[static_cast<size_t>(p.loss)]) * n;
-    rows_seen = rows_seen + n;
-    if (p.metric_logits >= 0) {
-      const ConstTensorView logits = model.tape().value(nodes[static_cast<size_t>(p.metric_logits)]);
-      const Tensor& labels = table.tensors[static_cast<size_t>(p.metric_labels)];
-      const int64_t cols = logits.shape[1];
-      for (size_t i = 0; i < rows.size(); ++i)
-        if (argmax_row(logits.data + static_cast<int64_t>(i) * cols, cols) == argmax_row(labels.data() + rows[i] * cols, cols))
-          correct = correct + 1.0;
-    }
-    model.reset();
-  }
-  if (rows_seen == 0) return {kNaN, kNaN};
-  return {loss_sum / rows_seen, p.metric_logits >= 0 ? correct / rows_seen : kNaN};
-}
 
 namespace {
 
@@ -163,9 +111,16 @@ void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, c
       {"final_loss", number(last ? last->train_loss : kNaN)},
       {"final_val_loss", number(last ? last->val_loss : kNaN)},
       {"final_val_accuracy", number(last ? last->val_accuracy : kNaN)},
+      {"final_train_accuracy", number(last ? last->train_accuracy : kNaN)},
+      {"final_grad_norm", number(last ? last->grad_norm : kNaN)},
+      {"final_val_mae", number(last ? last->val_mae : kNaN)},
+      {"final_val_rmse", number(last ? last->val_rmse : kNaN)},
+      {"final_val_r2", number(last ? last->val_r2 : kNaN)},
       {"weights_sha256", r.weights_sha256},
       {"preprocessing", nlohmann::ordered_json::parse(prep)},
   };
+  run["init_files"] = nlohmann::ordered_json::array();  // the tensor files of inits and consts (docs/spec.md)
+  for (const TensorFileRecord& f : model.spec().tensor_files) run["init_files"].push_back({{"path", f.path}, {"sha256", f.sha256}});
   if (const auto& es = model.spec().train.early_stopping) {
     run["early_stopping"] = {{"monitor", es->monitor},
                              {"patience", es->patience},
@@ -216,6 +171,13 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, co
   write_run_json(model, o, r, run_sha256);
 }
 
+// The mean of the epoch's per-step values from `begin` (its first step), summed in step order.
+double epoch_mean(const std::vector<double>& steps, size_t begin, int64_t count) {
+  double sum = 0.0;
+  for (size_t i = begin; i < steps.size(); ++i) sum = sum + steps[i];
+  return steps.size() < begin + static_cast<size_t>(count) ? kNaN : sum / static_cast<double>(count);
+}
+
 // What to try when a run diverges: the optimizer's settings, one line.
 std::string divergence_advice(const Spec& spec) {
   const OptimizerSpec& opt = spec.optimizer;
@@ -249,10 +211,11 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   std::optional<EarlyStopping> early;
   if (const auto& es = spec.train.early_stopping) {
     early.emplace(*es);
-    if (es->monitor != "train_loss" && (!spec.data || model.data().validation.rows == 0))
+    if (es->monitor.rfind("val_", 0) == 0 && (!spec.data || model.data().validation.rows == 0))
       throw InputError(spec.path, "/train/early_stopping/monitor",
                        es->monitor + " needs validation rows (data.validation); monitor train_loss, or add a validation split");
   }
+  regression_of(model);  // a declared metrics.regression that does not fit the graph: refused before training
   if (!o.resume_dir.empty()) {
     std::string dir = o.resume_dir;
     if (fs::exists(dir + "/checkpoint/state.safetensors")) dir += "/checkpoint";
@@ -274,6 +237,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
                            "); resume it on the CPU tape (--device cpu), which continues from that step");
     r.log.step_loss = c.loss_history;
     r.log.step_epoch = c.loss_epochs;
+    r.log.step_grad_norm = c.grad_norm_history;
     r.log.epochs = c.epochs;
     r.steps = c.step;
     if (early) early->restore(r.log, c.best, model, dir);
@@ -392,11 +356,11 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
         for (int64_t i = s * batch; i < std::min(n, (s + 1) * batch); ++i) rows.push_back(order[static_cast<size_t>(i)]);
         set_lr(static_cast<int64_t>(epoch_begin) + s + 1, epoch);
         if (device) {  // forward, backward and the optimizer step replayed as one episode; the loss stays there
-          device->step(rows, s);
+          device->step(rows, s, static_cast<int64_t>(epoch_begin) + s + 1);
           progress.step(epoch + 1, s + 1, kNaN);
           continue;
         }
-        const std::vector<Var>& nodes = model.record(train_rows, rows);
+        const std::vector<Var>& nodes = model.record(train_rows, rows, model.dropout_key(static_cast<int64_t>(epoch_begin) + s + 1));
         const Var loss = nodes[static_cast<size_t>(p.loss)];
         const double value = model.tape().scalar(loss);
         if (!model.tape().backward(loss)) throw Error("backward failed: " + model.tape().error());
@@ -405,12 +369,15 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
           diverged(epoch);
         }
         opt.step(model.tape());
+        r.log.step_grad_norm.push_back(opt.last_grad_norm());
         model.reset();
         epoch_sum = epoch_sum + value;
         progress.step(epoch + 1, s + 1, value);
         if (InterruptGuard::requested() && s + 1 < steps_per_epoch) interrupted(epoch, s + 1);
       }
-      if (device) {  // one download per epoch
+      if (device) {  // one download per epoch (two: the gradient norms too)
+        const std::vector<double> norms = device->epoch_grad_norms(steps_per_epoch);
+        r.log.step_grad_norm.insert(r.log.step_grad_norm.end(), norms.begin(), norms.end());
         for (double value : device->epoch_losses(steps_per_epoch)) {
           if (!record_step(value, epoch)) diverged(epoch);
           epoch_sum = epoch_sum + value;
@@ -431,8 +398,12 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
                             "); " + divergence_advice(spec) + "; " + kept());
       }
       if (device) device->sync(opt);  // parameters to the tape (validation, files), optimizer state to opt
-      const auto [val_loss, val_acc] = evaluate(model, model.data().validation);
-      EpochRecord e{epoch + 1, mean, val_loss, val_acc, resumed_seconds + seconds_since(t0), r.steps};
+      const Evaluation val = evaluate_metrics(model, model.data().validation);
+      const double val_loss = val.loss;
+      EpochRecord e{epoch + 1, mean, val.loss, val.accuracy, resumed_seconds + seconds_since(t0), r.steps};
+      e.train_accuracy = train_accuracy(model);
+      e.grad_norm = epoch_mean(r.log.step_grad_norm, epoch_begin, steps_per_epoch);
+      e.val_mae = val.mae, e.val_rmse = val.rmse, e.val_r2 = val.r2;
       r.log.epochs.push_back(e);
       if (early) early->observe(e, model);
       const bool stop_early = early && early->should_stop(epoch + 1) && epoch + 1 < target;

@@ -3,7 +3,8 @@
 // Per epoch e (0-based): the training rows in the order random_permutation(n, seed,
 // kShuffleStream + e) (or ascending without shuffle), cut into batches of batch_size (the last
 // partial batch dropped unless drop_last is false); per batch: fill the input slots, record,
-// backward, optimizer step, reset_to(mark). After each epoch: validation loss and accuracy;
+// backward, optimizer step (logging the step's loss and gradient norm), reset_to(mark). After each
+// epoch: the metrics.csv row (train accuracy, validation loss, accuracy and regression metrics);
 // a checkpoint after the last epoch and at most every 2 s on the way. At the end: loss.csv, metrics.csv, weights.safetensors, loss.svg, run.json.
 #pragma once
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "io/errors.h"
 #include "spec/spec.h"
 
+#include "train/evaluate.h"
 #include "train/model.h"
 #include "train/run_files.h"
 
@@ -60,20 +62,7 @@ struct TrainResult {
 // opened here for options.device.
 TrainResult train(Model& model, const TrainOptions& options, std::unique_ptr<device::Backend> backend = nullptr);
 
-// Validation of `table` with the model's current parameters: mean loss over batches of the
-// training batch size (the last one partial), weighted by rows, and accuracy over the same rows
-// (NaN without an accuracy metric; both NaN for no rows). Training's val_loss/val_accuracy and
-// `gradrun evaluate` are this function. Every row counts: when the graph's fixed shapes cannot take
-// the last partial batch it throws unfit_batch_error (`rows_name` says whose rows) rather than
-// leave those rows out.
-std::pair<double, double> evaluate(Model& model, const DataTable& table, const std::string& rows_name = "the validation split");
-// The size of `table`'s last partial batch when the graph's fixed shapes cannot take it (so
-// evaluate would refuse the table), else 0. Records and resets the tape once.
-int64_t unfit_last_batch(Model& model, const DataTable& table);
-// The located error (at /train/batch_size) for such a table, saying what to change.
-InputError unfit_batch_error(const Model& model, int64_t table_rows, const std::string& rows_name);
-// Index of the largest of x[0..cols) (the first on ties): accuracy's class of a row.
-int64_t argmax_row(const double* x, int64_t cols);
+// Validation, train accuracy and evaluate(): train/evaluate.h.
 
 class DivergedError : public Error {
  public:

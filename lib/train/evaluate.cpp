@@ -1,0 +1,140 @@
+// evaluate.cpp — see evaluate.h.
+#include "train/evaluate.h"
+
+#include <cmath>
+#include <vector>
+
+namespace gr {
+
+// Index of the largest element (the first on ties), of row r of a [rows, cols] block.
+int64_t argmax_row(const double* x, int64_t cols) {
+  int64_t best = 0;
+  for (int64_t c = 1; c < cols; ++c)
+    if (x[c] > x[best]) best = c;
+  return best;
+}
+
+int64_t unfit_last_batch(Model& model, const DataTable& table) {
+  const int64_t batch = model.program().batch;
+  if (table.rows == 0 || batch <= 0 || table.rows % batch == 0) return 0;
+  std::vector<int64_t> rows(static_cast<size_t>(table.rows % batch));
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+  const bool fits = !model.record(table, rows).empty();
+  model.reset();
+  return fits ? 0 : static_cast<int64_t>(rows.size());
+}
+
+InputError unfit_batch_error(const Model& model, int64_t table_rows, const std::string& rows_name) {
+  const int64_t batch = model.program().batch;
+  return InputError(model.spec().path, "/train/batch_size",
+                    "the last batch of " + std::to_string(table_rows % batch) + " of the " + std::to_string(table_rows) + " rows of " +
+                        rows_name + " does not fit the graph's fixed shapes (batch " + std::to_string(batch) +
+                        "), so those rows could not be evaluated; choose a batch_size that divides " + std::to_string(table_rows) +
+                        " (or change the rows), or make the graph's shapes follow the batch");
+}
+
+Regression regression_of(const Model& model) {
+  const Program& p = model.program();
+  const Spec& spec = model.spec();
+  if (!spec.data || p.loss < 0) return {};
+  auto same_shape = [&](int node, int input) { return p.nodes[static_cast<size_t>(node)].shape == p.input_shapes[static_cast<size_t>(input)]; };
+  if (spec.metrics.regression) {  // declared: it must fit, or the user hears why
+    const Ref out = p.names.at(spec.metrics.output), tgt = p.names.at(spec.metrics.target);
+    if (out.kind != Ref::Kind::Node)
+      throw InputError(spec.path, "/metrics/regression/output", "\"" + spec.metrics.output + "\" is not a graph node");
+    if (tgt.kind != Ref::Kind::Input)
+      throw InputError(spec.path, "/metrics/regression/target", "\"" + spec.metrics.target + "\" is not a data input");
+    if (!same_shape(out.index, tgt.index))
+      throw InputError(spec.path, "/metrics/regression",
+                       "output \"" + spec.metrics.output + "\" has shape " + p.nodes[static_cast<size_t>(out.index)].shape.str() +
+                           " but target \"" + spec.metrics.target + "\" has " + p.input_shapes[static_cast<size_t>(tgt.index)].str());
+    return {out.index, tgt.index};
+  }
+  // Undeclared: an mse loss between a node and a data input is a regression on that input.
+  const ProgramNode& loss = p.nodes[static_cast<size_t>(p.loss)];
+  if (loss.spec->kind != NodeSpec::Kind::Mse || loss.inputs.size() != 2) return {};
+  for (int k = 0; k < 2; ++k) {
+    const Ref a = loss.inputs[static_cast<size_t>(k)], b = loss.inputs[static_cast<size_t>(1 - k)];
+    if (a.kind == Ref::Kind::Node && b.kind == Ref::Kind::Input && same_shape(a.index, b.index)) return {a.index, b.index};
+  }
+  return {};
+}
+
+Evaluation evaluate_metrics(Model& model, const DataTable& table, const std::string& rows_name, bool skip_unfit) {
+  const Program& p = model.program();
+  Evaluation ev;
+  if (table.rows == 0) return ev;
+  const Regression reg = regression_of(model);
+  // The regression target's column means over every row of the table (SS_tot is about them).
+  const Tensor* target = reg.output >= 0 ? &table.tensors[static_cast<size_t>(reg.target)] : nullptr;
+  const int64_t width = target ? target->numel() / table.rows : 0;
+  std::vector<double> mean(static_cast<size_t>(width), 0.0), ss_res(mean.size(), 0.0), ss_tot(mean.size(), 0.0);
+  for (int64_t r = 0; target && r < table.rows; ++r)
+    for (int64_t c = 0; c < width; ++c) mean[static_cast<size_t>(c)] = mean[static_cast<size_t>(c)] + target->data()[r * width + c];
+  for (double& m : mean) m = m / static_cast<double>(table.rows);
+  double loss_sum = 0.0, rows_seen = 0.0, correct = 0.0, abs_sum = 0.0, sq_sum = 0.0;
+  std::vector<int64_t> rows;
+  for (int64_t start = 0; start < table.rows; start += p.batch) {
+    const int64_t end = std::min(table.rows, start + p.batch);
+    rows.clear();
+    for (int64_t r = start; r < end; ++r) rows.push_back(r);
+    const std::vector<Var>& nodes = model.record(table, rows);
+    if (nodes.empty()) {  // a remainder the graph's fixed shapes cannot take
+      model.reset();
+      if (skip_unfit) break;
+      throw unfit_batch_error(model, table.rows, rows_name);
+    }
+    const double n = static_cast<double>(rows.size());
+    loss_sum = loss_sum + model.tape().scalar(nodes[static_cast<size_t>(p.loss)]) * n;
+    rows_seen = rows_seen + n;
+    if (p.metric_logits >= 0) {
+      const ConstTensorView logits = model.tape().value(nodes[static_cast<size_t>(p.metric_logits)]);
+      const Tensor& labels = table.tensors[static_cast<size_t>(p.metric_labels)];
+      const int64_t cols = logits.shape[1];
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const int64_t predicted = argmax_row(logits.data + static_cast<int64_t>(i) * cols, cols);
+        const bool hit = p.metric_label_ids ? static_cast<double>(predicted) == labels.data()[rows[i]]
+                                            : predicted == argmax_row(labels.data() + rows[i] * cols, cols);
+        if (hit) correct = correct + 1.0;
+      }
+    }
+    if (target) {  // residuals element by element: rows ascending, columns ascending
+      const ConstTensorView out = model.tape().value(nodes[static_cast<size_t>(reg.output)]);
+      for (size_t i = 0; i < rows.size(); ++i)
+        for (int64_t c = 0; c < width; ++c) {
+          const double t = target->data()[rows[i] * width + c];
+          const double d = out.data[static_cast<int64_t>(i) * width + c] - t;
+          const double dt = t - mean[static_cast<size_t>(c)];
+          abs_sum = abs_sum + std::fabs(d);
+          sq_sum = sq_sum + d * d;
+          ss_res[static_cast<size_t>(c)] = ss_res[static_cast<size_t>(c)] + d * d;
+          ss_tot[static_cast<size_t>(c)] = ss_tot[static_cast<size_t>(c)] + dt * dt;
+        }
+    }
+    model.reset();
+  }
+  if (rows_seen == 0) return ev;
+  ev.loss = loss_sum / rows_seen;
+  if (p.metric_logits >= 0) ev.accuracy = correct / rows_seen;
+  if (target && width > 0) {
+    const double elems = rows_seen * static_cast<double>(width);
+    ev.mae = abs_sum / elems;
+    ev.rmse = std::sqrt(sq_sum / elems);
+    double r2 = 0.0;
+    for (size_t c = 0; c < mean.size(); ++c) r2 = r2 + (ss_tot[c] > 0.0 ? 1.0 - ss_res[c] / ss_tot[c] : Evaluation::kNaN);
+    ev.r2 = r2 / static_cast<double>(width);
+  }
+  return ev;
+}
+
+std::pair<double, double> evaluate(Model& model, const DataTable& table, const std::string& rows_name) {
+  const Evaluation ev = evaluate_metrics(model, table, rows_name);
+  return {ev.loss, ev.accuracy};
+}
+
+double train_accuracy(Model& model) {
+  if (!model.spec().data || model.program().metric_logits < 0) return Evaluation::kNaN;
+  return evaluate_metrics(model, model.data().train, "the training rows", /*skip_unfit=*/true).accuracy;
+}
+
+}  // namespace gr
