@@ -10,8 +10,9 @@
 // Adding an elementwise op = one row here + gr_<stem>_fwd / gr_<stem>_bwd[_a,_b] in gr_ops_scalar.h.
 //
 // X(Enum, "name", arity, Class, attrs, stem, Fwd, BwdA, BwdB, Shape, Fusion, Emit, DomA, DomB, "torch")
-//   Class   Leaf | Unary | Binary (the elementwise ops) | Reduction | Contraction | Lane | Movement
-//   attrs   kAttr* bits (lib/grad/op_table.h): Scalar (adds, muls), Axis, Keepdims, Shape, Window
+//   Class   Leaf | Unary | Binary (the elementwise ops) | Reduction | Contraction | Lane | Movement |
+//           Random (dropout: a counter-based mask keyed by the tape's dropout key, gr_ops_lane.h)
+//   attrs   kAttr* bits (lib/grad/op_table.h): Scalar (adds, muls), Axis, Keepdims, Shape, Window, Eps, Rate
 //   stem    names the scalar functions gr_<stem>_fwd, gr_<stem>_bwd (unary) / _bwd_a, _bwd_b
 //           (binary) in gr_ops_scalar.h and the per-node kernels grk_<stem>_fwd / _bwd[_a, _b]
 //   Fwd, BwdA, BwdB   the arguments of those functions, in order, '_'-separated; the saved values a
@@ -28,7 +29,8 @@
 //             Copy         a serial stage when it holds one element      Opaque  never fused
 //   Emit    Yes when the scalar CUDA-C emitter emits it (every node one element)
 //   DomA, DomB  where the op is defined and smooth, for tests and finite differences:
-//             Any | Positive | AwayFromZero (a kink or pole at 0) | OneHot | None (no such input)
+//             Any | Positive | AwayFromZero (a kink or pole at 0) | OneHot | ClassId (integer class ids,
+//             a constant) | None (no such input)
 //   torch   the op in PyTorch over tensors a, b and float s ("" when the oracle maps it by hand)
 #pragma once
 
@@ -54,8 +56,10 @@
   X(Sin,                 "sin",                   1, Unary,       kAttrNone,                 sin,         a,    g_a,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.sin(a)") \
   X(Cos,                 "cos",                   1, Unary,       kAttrNone,                 cos,         a,    g_a,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.cos(a)") \
   X(Gelu,                "gelu",                  1, Unary,       kAttrNone,                 gelu,        a,    g_a,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.nn.functional.gelu(a, approximate='tanh')") \
+  X(BceWithLogits,       "bce_with_logits",       2, Binary,      kAttrNone,                 bce_logits,  a_b,  g_a_b, g_a,   Broadcast, Elementwise, Yes, Any,          Any,    "torch.nn.functional.binary_cross_entropy_with_logits(*torch.broadcast_tensors(a, b), reduction='none')") \
   X(Sum,                 "sum",                   1, Reduction,   kAttrAxis | kAttrKeepdims, sum,         none, none,  none,  Reduce,    Reduce,      Yes, Any,          None,   "") \
   X(Mean,                "mean",                  1, Reduction,   kAttrAxis | kAttrKeepdims, mean,        none, none,  none,  Reduce,    Reduce,      Yes, Any,          None,   "") \
+  X(Max,                 "max",                   1, Reduction,   kAttrAxis | kAttrKeepdims, max,         none, none,  none,  Reduce,    Opaque,      No,  Any,          None,   "") \
   X(Matmul,              "matmul",                2, Contraction, kAttrNone,                 matmul,      none, none,  none,  Matmul,    Matmul,      No,  Any,          Any,    "") \
   X(Bmm,                 "bmm",                   2, Contraction, kAttrNone,                 bmm,         none, none,  none,  Bmm,       Opaque,      No,  Any,          Any,    "") \
   X(Transpose,           "transpose",             1, Movement,    kAttrNone,                 transpose,   none, none,  none,  Transpose, Opaque,      No,  Any,          None,   "") \
@@ -64,7 +68,10 @@
   X(Concat,              "concat",                2, Movement,    kAttrAxis,                 concat,      none, none,  none,  Concat,    Opaque,      No,  Any,          Any,    "") \
   X(Softmax,             "softmax",               1, Lane,        kAttrAxis,                 softmax,     none, none,  none,  Same,      Lane,        No,  Any,          None,   "") \
   X(LogSoftmax,          "log_softmax",           1, Lane,        kAttrAxis,                 log_softmax, none, none,  none,  Same,      Lane,        No,  Any,          None,   "") \
-  X(SoftmaxCrossEntropy, "softmax_cross_entropy", 2, Lane,        kAttrNone,                 sce,         none, none,  none,  Loss,      LaneLoss,    No,  Any,          OneHot, "")
+  X(SoftmaxCrossEntropy, "softmax_cross_entropy", 2, Lane,        kAttrNone,                 sce,         none, none,  none,  Loss,      LaneLoss,    No,  Any,          OneHot, "") \
+  X(LayerNorm,           "layer_norm",            1, Lane,        kAttrEps,                  layer_norm,  none, none,  none,  Same,      Lane,        No,  Any,          None,   "") \
+  X(CrossEntropy,        "cross_entropy",         2, Lane,        kAttrNone,                 ce,          none, none,  none,  Loss,      Opaque,      No,  Any,          ClassId, "") \
+  X(Dropout,             "dropout",               1, Random,      kAttrRate,                 dropout,     none, none,  none,  Same,      Opaque,      No,  Any,          None,   "")
 // clang-format on
 
 // ---- selecting rows by class: GR_OP_IF_<Class>(...) keeps its arguments for that class only --------
@@ -75,6 +82,7 @@
 #define GR_OP_IF_UNARY_Contraction(...)
 #define GR_OP_IF_UNARY_Lane(...)
 #define GR_OP_IF_UNARY_Movement(...)
+#define GR_OP_IF_UNARY_Random(...)
 #define GR_OP_IF_BINARY_Unary(...)
 #define GR_OP_IF_BINARY_Binary(...) __VA_ARGS__
 #define GR_OP_IF_BINARY_Leaf(...)
@@ -82,6 +90,7 @@
 #define GR_OP_IF_BINARY_Contraction(...)
 #define GR_OP_IF_BINARY_Lane(...)
 #define GR_OP_IF_BINARY_Movement(...)
+#define GR_OP_IF_BINARY_Random(...)
 
 // ---- calling a scalar function with the arguments its row names -----------------------------------
 // GR_OP_ARGS_<list>(g, a, b, y, s) → the parenthesized argument list, e.g. GR_OP_ARGS_g_y → (g, y).

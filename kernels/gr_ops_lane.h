@@ -1,5 +1,6 @@
 // gr_ops_lane.h — per-lane arithmetic of the lane ops (softmax, log_softmax, softmax
-// cross-entropy), forward and backward: one definition for the CPU tape and every device kernel.
+// cross-entropy, layer_norm, max, cross-entropy with class ids), forward and backward: one
+// definition for the CPU tape and every device kernel.
 //
 // A lane is `len` elements `stride` apart (an axis of a tensor). Orders (the numerics contract):
 //   m = running max (x[k] > m replaces; NaN propagates through the later exp/sum)
@@ -102,3 +103,115 @@ GR_HD static inline void gr_sce_row_bwd(const T* x, const T* t, T q, typename gr
     if (slot_t) slot_t[k] = gr_radd(slot_t[k], -gr_rmul(q, ls));
   }
 }
+
+// ---- layer_norm over a lane (no affine; scale and shift are mul/add with params) -----------------
+//   mean = (Σ_{asc} x[k]) / n     var = (Σ_{asc} (x[k] − mean)²) / n     r = 1 / sqrt(var + eps)
+//   y[k] = (x[k] − mean)·r
+//   backward  mg = (Σ_{asc} g[k]) / n,  mgy = (Σ_{asc} g[k]·y[k]) / n   (two separate ascending sums)
+//             slot[k] += r·((g[k] − mg) − y[k]·mgy)          (r recomputed from x, as the forward)
+template <class T>
+GR_HD static inline T gr_layer_norm_stats(const T* x, long long len, long long stride, T eps, T* mean_out) {
+  T s = T(0);
+  for (long long k = 0; k < len; ++k) s = gr_radd(s, x[k * stride]);
+  const T mean = gr_rdiv(s, (T)len);
+  T v = T(0);
+  for (long long k = 0; k < len; ++k) {
+    const T d = gr_rsub(x[k * stride], mean);
+    v = gr_radd(v, gr_rmul(d, d));
+  }
+  *mean_out = mean;
+  return gr_rdiv(T(1), gr_sqrt(gr_radd(gr_rdiv(v, (T)len), eps)));
+}
+
+template <class T>
+GR_HD static inline void gr_layer_norm_lane_fwd(const T* x, T* y, long long len, long long stride, T eps) {
+  T mean;
+  const T r = gr_layer_norm_stats(x, len, stride, eps, &mean);
+  for (long long k = 0; k < len; ++k) y[k * stride] = gr_rmul(gr_rsub(x[k * stride], mean), r);
+}
+
+template <class T>
+GR_HD static inline void gr_layer_norm_lane_bwd(const T* g, const T* x, const T* y, T* slot, long long len,
+                                                long long stride, T eps) {
+  T mean;
+  const T r = gr_layer_norm_stats(x, len, stride, eps, &mean);
+  T sg = T(0), sgy = T(0);
+  for (long long k = 0; k < len; ++k) sg = gr_radd(sg, g[k * stride]);
+  for (long long k = 0; k < len; ++k) sgy = gr_radd(sgy, gr_rmul(g[k * stride], y[k * stride]));
+  const T mg = gr_rdiv(sg, (T)len), mgy = gr_rdiv(sgy, (T)len);
+  for (long long k = 0; k < len; ++k) {
+    const long long i = k * stride;
+    slot[i] = gr_radd(slot[i], gr_rmul(r, gr_rsub(gr_rsub(g[i], mg), gr_rmul(y[i], mgy))));
+  }
+}
+
+// ---- max over a lane: the first index of the largest element (a NaN is the largest: the first NaN
+// wins, so NaN propagates as in PyTorch); the backward routes g to that one index --------------------
+template <class T>
+GR_HD static inline long long gr_lane_argmax(const T* x, long long len, long long stride) {
+  long long best = 0;
+  T m = x[0];
+  for (long long k = 1; k < len; ++k) {
+    const T v = x[k * stride];
+    if (v > m || (v != v && m == m)) m = v, best = k;
+  }
+  return best;
+}
+
+// ---- cross-entropy with integer class ids: one row of logits x[0..C) and its class id c ---------------
+// The row value is log_softmax(x)[c] (as gr_sce_row_fwd's terms); the loss is gr_sce_finish of the
+// ascending row sum. Backward with q = g/rows: slot_x[k] += q·(exp(ls[k]) − [k = c]) — the same bits as
+// softmax_cross_entropy with the one-hot row of c. An id that is not an integer in [0, C) makes the row
+// value and its gradients NaN (the same on every path; the trainer refuses such data up front).
+template <class T>
+GR_HD static inline long long gr_class_index(T c, long long C) {
+  if (!(c >= T(0)) || !(c < (T)C)) return -1;
+  const long long k = (long long)c;
+  return (T)k == c ? k : -1;
+}
+
+template <class T>
+GR_HD static inline T gr_ce_row_fwd(const T* x, T c, long long len) {
+  const long long k = gr_class_index(c, len);
+  const T m = gr_lane_max(x, len, 1);
+  const T l = gr_log(gr_lane_sumexp(x, len, 1, m));
+  if (k < 0) return gr_rdiv(T(0), T(0));
+  return gr_rsub(gr_rsub(x[k], m), l);
+}
+
+template <class T>
+GR_HD static inline void gr_ce_row_bwd(const T* x, T c, T q, typename gr_same<T>::type* slot_x, long long len) {
+  const long long cls = gr_class_index(c, len);
+  const T m = gr_lane_max(x, len, 1);
+  const T l = gr_log(gr_lane_sumexp(x, len, 1, m));
+  for (long long k = 0; k < len; ++k) {
+    const T p = gr_exp(gr_rsub(gr_rsub(x[k], m), l));
+    const T t = k == cls ? T(1) : T(0);
+    slot_x[k] = gr_radd(slot_x[k], cls < 0 ? gr_rdiv(T(0), T(0)) : gr_rmul(q, gr_rsub(p, t)));
+  }
+}
+
+// ---- dropout: a counter-based mask, keyed by (seed, step, node, element) ----------------------------
+// u = the top 53 bits of mix(seed ^ mix(step ^ mix(node ^ mix(e)))) · 2^-53 (mix: SplitMix64's
+// finalizer), so a mask depends on nothing but its key: not on threads, launch geometry, fusion,
+// the element type (u and rate compare in double) or the order batches arrive in. Element e is kept
+// when u >= rate; y = x · (kept ? 1/(1 − rate) : 0), so NaN still propagates (as in PyTorch).
+// Backward: slot += g · (the same factor). Outside training the op is the identity.
+GR_HD static inline unsigned long long gr_mix64(unsigned long long z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+GR_HD static inline double gr_counter_unit(unsigned long long seed, unsigned long long step, unsigned long long node,
+                                           unsigned long long e) {
+  const unsigned long long h = gr_mix64(seed ^ gr_mix64(step ^ gr_mix64(node ^ gr_mix64(e))));
+  return (double)(h >> 11) * 0x1p-53;
+}
+// The factor element e is multiplied by (forward) and its gradient too (backward).
+template <class T>
+GR_HD static inline T gr_dropout_factor(unsigned long long seed, unsigned long long step, unsigned long long node,
+                                        unsigned long long e, double rate, T scale) {
+  return gr_counter_unit(seed, step, node, e) >= rate ? scale : T(0);
+}
+template <class T> GR_HD static inline T gr_dropout_scale(T rate) { return gr_rdiv(T(1), gr_rsub(T(1), rate)); }

@@ -114,5 +114,16 @@ template <class T> GR_HD static inline T gr_gelu_bwd(T g, T x) {
   return gr_rmul(g, gr_radd(first, second));
 }
 
+// Binary cross-entropy on a logit a with target b, per element (PyTorch's reduction='none'; a spec
+// takes its mean): max(a, 0) − a·b + log(1 + exp(−|a|)), stable for any |a| because exp sees
+// −|a| ≤ 0. d/da = σ(a) − b (σ as gr_sigmoid_fwd); d/db = −a.
+template <class T> GR_HD static inline T gr_bce_logits_fwd(T a, T b) {
+  return gr_radd(gr_rsub(gr_relu_fwd(a), gr_rmul(a, b)), gr_log(gr_radd(T(1), gr_exp(-gr_abs(a)))));
+}
+template <class T> GR_HD static inline T gr_bce_logits_bwd_a(T g, T a, T b) {
+  return gr_rmul(g, gr_rsub(gr_sigmoid_fwd(a), b));
+}
+template <class T> GR_HD static inline T gr_bce_logits_bwd_b(T g, T a) { return -gr_rmul(g, a); }
+
 // ---- accumulation: the one way a contribution lands in a gradient slot -------------------------
 template <class T> GR_HD static inline T gr_accumulate(T slot, T c) { return gr_radd(slot, c); }

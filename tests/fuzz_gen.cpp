@@ -181,6 +181,7 @@ class Gen {
   // The bound of a ∘ b: a divisor kept >= 0.25 (the b-side adapter) at most quadruples |a|.
   static double binary_bound(const OpInfo& info, const Val& a, const Val& b) {
     if (op_test(info).fuzz_b == Dom::Positive) return a.bound * 4.0;
+    if (info.op == Op::BceWithLogits) return a.bound * (1.0 + b.bound) + 1.0;  // relu(a) − a·b + log(1 + e^−|a|)
     return info.op == Op::Mul ? a.bound * b.bound : a.bound + b.bound;
   }
 
@@ -209,7 +210,7 @@ class Gen {
 
   Val move(const Val& a) {
     const int64_t R = a.shape[0], C = a.shape[1];
-    switch (pick(14)) {
+    switch (pick(15)) {
       case 0:
       case 1: return unary(a);
       case 2:
@@ -273,6 +274,16 @@ class Gen {
         const bool last = !coin(4);
         return op(coin() ? "softmax" : "log_softmax", {a}, {{"axis", last ? -1 : 0}}, a.shape, a.bound + 3);
       }
+      case 13: {  // layer_norm over the rows, a − max(a) over the last axis (or the batch), or dropout
+        if (coin(3)) return op("dropout", {a}, {{"rate", coin() ? 0.25 : 0.6}}, a.shape, a.bound * 2.5);
+        if (coin()) {
+          const double eps = coin() ? 1e-5 : 0.25;
+          return op("layer_norm", {a}, {{"eps", eps}}, a.shape, std::sqrt(static_cast<double>(C)));
+        }
+        const bool last = !coin(3);
+        const Val m = op("max", {a}, {{"axis", last ? -1 : 0}, {"keepdims", true}}, last ? Dims{R, 1} : Dims{1, C}, a.bound);
+        return op("sub", {a, m}, json::object(), a.shape, 2.0 * a.bound);
+      }
       case 12: {  // a [R, C] param on the a-side, or a reshape round trip
         if (coin()) return binary_with(a, leaf(true, a.shape, -1, 1));
         const Val f = reshape(a, {C, R}, coin());
@@ -290,7 +301,7 @@ class Gen {
 
   Val loss(const Val& a) {
     const int64_t R = a.shape[0], C = a.shape[1];
-    switch (pick(6)) {
+    switch (pick(7)) {
       case 0: return reduce("mean", a, -9, false);
       case 1: return reduce("sum", a, -9, false);
       case 2: {
@@ -305,6 +316,15 @@ class Gen {
         return op("softmax_cross_entropy", {a, Val{l.name, a.shape, 1}}, json::object(), {1}, 0);
       }
       case 4: return scal("adds", scal("muls", reduce("sum", a, -9, false), 0.5), 1.25);  // a serial tail
+      case 5: {  // integer class ids [R] or [R, 1]; or the max of everything
+        if (coin(4)) return op("max", {a}, json::object(), {1}, a.bound);
+        const Dims ids = coin() ? Dims{R} : Dims{R, 1};
+        Leaf& l = c_.graph.leaves.emplace_back(Leaf{pre_ + "k" + std::to_string(leaves_++), false, ids, {}});
+        l.values.assign(static_cast<size_t>(R), 0.0);
+        for (double& v : l.values) v = static_cast<double>(pick(C));
+        c_.ops.insert("const");
+        return op("cross_entropy", {a, Val{l.name, ids, static_cast<double>(C)}}, json::object(), {1}, 0);
+      }
       default: {
         const Val m = reduce("mean", op("mul", {a, a}, json::object(), a.shape, a.bound * a.bound), -9, false);
         return op("mul", {un("sqrt", scal("adds", m, 1.0)), leaf(false, {1}, 0.5, 1.0)}, json::object(), {1}, 0);

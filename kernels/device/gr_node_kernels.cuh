@@ -361,3 +361,77 @@ extern "C" __global__ void grk_sce_bwd(const gr_real* g, const gr_real* x, const
   }
 }
 GR_EXPORT_KERNEL(grk_sce_bwd)
+
+// ---- max over a lane of [outer, len, inner] (or over everything: 1, n, 1): one thread per lane -----------
+extern "C" __global__ void grk_max_fwd(const gr_real* x, gr_real* y, long long outer, long long len, long long inner) {
+  GRK_LOOP(l, outer * inner) {
+    const long long o = l / inner, i = l - o * inner, base = o * len * inner + i;
+    y[l] = x[base + gr_lane_argmax(x + base, len, inner) * inner];
+  }
+}
+GR_EXPORT_KERNEL(grk_max_fwd)
+
+// Backward: the lane's g lands on its argmax (lanes own disjoint slots).
+extern "C" __global__ void grk_max_bwd(const gr_real* g, const gr_real* x, gr_real* slot, long long outer, long long len,
+                                       long long inner) {
+  GRK_LOOP(l, outer * inner) {
+    const long long o = l / inner, i = l - o * inner, base = o * len * inner + i;
+    const long long at = base + gr_lane_argmax(x + base, len, inner) * inner;
+    slot[at] = GRK_ADD(slot[at], g[l]);
+  }
+}
+GR_EXPORT_KERNEL(grk_max_bwd)
+
+// ---- layer_norm over the last axis: one thread per row -------------------------------------------------
+extern "C" __global__ void grk_layer_norm_fwd(const gr_real* x, gr_real* y, long long rows, long long len, double eps) {
+  GRK_LOOP(r, rows) gr_layer_norm_lane_fwd(x + r * len, y + r * len, len, 1LL, GRK_REAL(eps));
+}
+GR_EXPORT_KERNEL(grk_layer_norm_fwd)
+
+extern "C" __global__ void grk_layer_norm_bwd(const gr_real* g, const gr_real* x, const gr_real* y, gr_real* slot,
+                                              long long rows, long long len, double eps) {
+  GRK_LOOP(r, rows) gr_layer_norm_lane_bwd(g + r * len, x + r * len, y + r * len, slot + r * len, len, 1LL, GRK_REAL(eps));
+}
+GR_EXPORT_KERNEL(grk_layer_norm_bwd)
+
+// ---- cross-entropy with class ids: the forward in ONE thread (rows ascending), the backward per row -----
+extern "C" __global__ void grk_ce_fwd(const gr_real* x, const gr_real* ids, gr_real* y, long long rows, long long C) {
+  if (!GRK_FIRST_THREAD) return;
+  gr_real total = 0;
+  for (long long r = 0; r < rows; ++r) total = GRK_ADD(total, gr_ce_row_fwd(x + r * C, ids[r], C));
+  y[0] = gr_sce_finish(total, rows);
+}
+GR_EXPORT_KERNEL(grk_ce_fwd)
+
+extern "C" __global__ void grk_ce_bwd(const gr_real* g, const gr_real* x, const gr_real* ids, gr_real* sx, long long rows,
+                                      long long C) {
+  GRK_LOOP(r, rows) {
+    const gr_real q = GRK_DIV(g[0], (gr_real)rows);
+    gr_ce_row_bwd(x + r * C, ids[r], q, sx + r * C, C);
+  }
+}
+GR_EXPORT_KERNEL(grk_ce_bwd)
+
+// ---- dropout: the counter mask of gr_ops_lane.h; key = {seed, step, training} in the metadata slab -----
+extern "C" __global__ void grk_dropout_fwd(const gr_real* x, gr_real* y, const long long* key, double rate, long long node,
+                                           long long n) {
+  const gr_real scale = gr_dropout_scale(GRK_REAL(rate));
+  GRK_LOOP(e, n) {
+    y[e] = key[2] ? GRK_MUL(x[e], gr_dropout_factor((unsigned long long)key[0], (unsigned long long)key[1],
+                                                    (unsigned long long)node, (unsigned long long)e, rate, scale))
+                  : x[e];
+  }
+}
+GR_EXPORT_KERNEL(grk_dropout_fwd)
+
+extern "C" __global__ void grk_dropout_bwd(const gr_real* g, gr_real* slot, const long long* key, double rate, long long node,
+                                           long long n) {
+  const gr_real scale = gr_dropout_scale(GRK_REAL(rate));
+  GRK_LOOP(e, n) {
+    const gr_real c = key[2] ? GRK_MUL(g[e], gr_dropout_factor((unsigned long long)key[0], (unsigned long long)key[1],
+                                                               (unsigned long long)node, (unsigned long long)e, rate, scale))
+                             : g[e];
+    slot[e] = GRK_ADD(slot[e], c);
+  }
+}
+GR_EXPORT_KERNEL(grk_dropout_bwd)

@@ -37,7 +37,11 @@ constexpr bool has_rule(Op op) {
     case Op::Concat:
     case Op::Softmax:
     case Op::LogSoftmax:
-    case Op::SoftmaxCrossEntropy: return false;
+    case Op::SoftmaxCrossEntropy:
+    case Op::Max:
+    case Op::LayerNorm:
+    case Op::CrossEntropy:
+    case Op::Dropout: return false;
   }
   return false;
 }
@@ -229,7 +233,11 @@ class Emitter {
       case Op::Concat:
       case Op::Softmax:
       case Op::LogSoftmax:
-      case Op::SoftmaxCrossEntropy: break;
+      case Op::SoftmaxCrossEntropy:
+      case Op::Max:
+      case Op::LayerNorm:
+      case Op::CrossEntropy:
+      case Op::Dropout: break;
     }
     fail(id, "no scalar rule");  // unreachable: check_nodes refused it
   }
@@ -284,7 +292,11 @@ class Emitter {
       case Op::Concat:
       case Op::Softmax:
       case Op::LogSoftmax:
-      case Op::SoftmaxCrossEntropy: fail(id, "no scalar rule");  // unreachable: check_nodes refused it
+      case Op::SoftmaxCrossEntropy:
+      case Op::Max:
+      case Op::LayerNorm:
+      case Op::CrossEntropy:
+      case Op::Dropout: fail(id, "no scalar rule");  // unreachable: check_nodes refused it
     }
     std::vector<Contribution> out;
     if (!ca.empty() && t_.node(n.a).requires_grad) out.push_back({n.a, ca});

@@ -86,6 +86,9 @@ void gen_row_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
       g.line("      " + g.V(k) + "[" + row + "] = gr_dot(" + g.V(y.a) + " + s * " + L(K) + ", 1LL, " + g.V(y.b) + " + c, " + L(C) +
              ", " + L(K) + ");");
       g.line("    }");
+    } else if (y.op == Op::LayerNorm) {  // one thread per row, as the per-node kernel
+      g.line("    if (threadIdx.x == 0) gr_layer_norm_lane_fwd(" + g.V(y.a) + " + s * " + L(C) + ", " + g.V(k) + " + s * " +
+             L(C) + ", " + L(C) + ", 1LL, GRK_REAL(" + lit(y.scalar) + "));");
     } else {  // softmax / log_softmax over the last axis: one thread per lane (= row), as the per-node kernel
       const char* fn = y.op == Op::Softmax ? "gr_softmax_lane_fwd" : "gr_log_softmax_lane_fwd";
       g.line("    if (threadIdx.x == 0) " + std::string(fn) + "(" + g.V(y.a) + " + s * " + L(C) + ", " + g.V(k) + " + s * " +
@@ -216,6 +219,11 @@ void gen_row_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
       body += "      " + g.G(y.a) + "[s * " + L(K) + " + c] = GRK_ADD(" + g.G(y.a) + "[s * " + L(K) + " + c], gr_dot(" + g.G(k) +
               " + s * " + L(C) + ", 1LL, " + g.V(y.b) + " + c * " + L(C) + ", 1LL, " + L(C) + "));\n";
       body += "    }";
+    } else if (y.op == Op::LayerNorm) {
+      if (!an.active(y.a)) continue;
+      body = "    if (threadIdx.x == 0) gr_layer_norm_lane_bwd(" + g.G(k) + " + s * " + L(C) + ", " + g.V(y.a) + " + s * " + L(C) +
+             ", " + g.V(k) + " + s * " + L(C) + ", " + g.G(y.a) + " + s * " + L(C) + ", " + L(C) + ", 1LL, GRK_REAL(" +
+             lit(y.scalar) + "));";
     } else {  // softmax / log_softmax lane
       if (!an.active(y.a)) continue;
       const char* fn = y.op == Op::Softmax ? "gr_softmax_lane_bwd" : "gr_log_softmax_lane_bwd";

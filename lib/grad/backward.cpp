@@ -187,6 +187,51 @@ struct TapeRules {
       }
   }
 
+  void layer_norm() {
+    if (!wants(n.a)) return;
+    double* slot = t.ensure_grad(n.a);
+    const int64_t L = n.shape[n.shape.rank() - 1];
+    const double* x = in(n.a).val;
+    for (int64_t r = 0; r < n.numel() / L; ++r)
+      gr_layer_norm_lane_bwd(g + r * L, x + r * L, n.val + r * L, slot + r * L, L, 1LL, n.scalar);
+  }
+
+  // max: each lane's g lands on its first largest element (found again from the saved input).
+  void max() {
+    if (!wants(n.a)) return;
+    const Node& x = in(n.a);
+    double* slot = t.ensure_grad(n.a);
+    const AxisLanes l = n.axis == kAllAxes ? AxisLanes{1, x.numel(), 1} : axis_lanes(x.shape, n.axis);
+    for (int64_t o = 0; o < l.outer; ++o)
+      for (int64_t i = 0; i < l.inner; ++i) {
+        const int64_t base = o * l.len * l.inner + i;
+        double& s = slot[base + gr_lane_argmax(x.val + base, l.len, l.inner) * l.inner];
+        s = gr_accumulate(s, g[o * l.inner + i]);
+      }
+  }
+
+  void dropout(int32_t id) {
+    if (!wants(n.a)) return;
+    double* slot = t.ensure_grad(n.a);
+    const bool training = n.starts[2] != 0;
+    const uint64_t seed = static_cast<uint64_t>(n.starts[0]), step = static_cast<uint64_t>(n.starts[1]);
+    const double scale = gr_dropout_scale(n.scalar);
+    for (int64_t e = 0; e < n.numel(); ++e) {
+      const double c = training ? __dmul_rn(g[e], gr_dropout_factor(seed, step, static_cast<uint64_t>(id), static_cast<uint64_t>(e), n.scalar, scale))
+                                : g[e];
+      slot[e] = gr_accumulate(slot[e], c);
+    }
+  }
+
+  void cross_entropy() {
+    if (!wants(n.a)) return;  // class ids get no gradient
+    const Node& X = in(n.a);
+    const int64_t rows = X.shape[0], C = X.shape[1];
+    double* sx = t.ensure_grad(n.a);
+    const double q = __ddiv_rn(g[0], static_cast<double>(rows));
+    for (int64_t r = 0; r < rows; ++r) gr_ce_row_bwd(X.val + r * C, in(n.b).val[r], q, sx + r * C, C);
+  }
+
   void softmax_cross_entropy() {
     const Node &X = in(n.a), &T = in(n.b);
     const int64_t rows = X.shape[0], C = X.shape[1];
@@ -215,6 +260,7 @@ struct TapeRules {
 #undef GR_TAPE_EW_BWD
       case Op::Sum:
       case Op::Mean: return reduction();
+      case Op::Max: return max();
       case Op::Matmul: return matmul();
       case Op::Bmm: return bmm();
       case Op::Transpose: return transpose();
@@ -224,6 +270,9 @@ struct TapeRules {
       case Op::Softmax:
       case Op::LogSoftmax: return lane();
       case Op::SoftmaxCrossEntropy: return softmax_cross_entropy();
+      case Op::LayerNorm: return layer_norm();
+      case Op::CrossEntropy: return cross_entropy();
+      case Op::Dropout: return dropout(static_cast<int32_t>(&n - &t.nodes_[0]));
     }
   }
 };

@@ -15,10 +15,10 @@ enum class Op : uint8_t {
 #undef GR_OP_ENUM
 };
 
-enum class OpClass : uint8_t { Leaf, Unary, Binary, Reduction, Contraction, Lane, Movement };
+enum class OpClass : uint8_t { Leaf, Unary, Binary, Reduction, Contraction, Lane, Movement, Random };
 enum class ShapeRule : uint8_t { Leaf, Same, Broadcast, Reduce, Matmul, Bmm, Transpose, Reshape, Slice, Concat, Loss };
 enum class FusionClass : uint8_t { Opaque, Elementwise, Matmul, Lane, Reduce, LaneLoss, Copy };
-enum class Domain : uint8_t { None, Any, Positive, AwayFromZero, OneHot };
+enum class Domain : uint8_t { None, Any, Positive, AwayFromZero, OneHot, ClassId };
 
 enum OpAttr : uint32_t {
   kAttrNone = 0,
@@ -27,6 +27,8 @@ enum OpAttr : uint32_t {
   kAttrKeepdims = 1u << 2,  // "keepdims" for axis reductions
   kAttrShape = 1u << 3,     // "shape": reshape target, one -1 allowed
   kAttrWindow = 1u << 4,    // "starts"/"stops": slice
+  kAttrEps = 1u << 5,       // "eps": layer_norm (kept in the node's scalar; default 1e-5)
+  kAttrRate = 1u << 6,      // "rate": dropout (kept in the node's scalar; default 0.5)
 };
 
 struct OpInfo {

@@ -41,12 +41,19 @@ struct Node {
   int32_t axis = 0;            // normalized axis, or kAllAxes
   double scalar = 0.0;         // adds / muls operand
   Shape shape;
-  int64_t starts[kMaxDims] = {};  // slice window: [starts, starts + shape)
+  int64_t starts[kMaxDims] = {};  // slice window: [starts, starts + shape); dropout: its key (seed, step, training)
   double* val = nullptr;          // null: no host value (lazy or dropped const, or downstream of one)
   double* grad = nullptr;         // null: no gradient memory (never reached by backward)
   Arena::Pos pos_before;          // arena position before this node's value
   Arena::Pos grad_pos;            // where its gradient was allocated
   int64_t numel() const { return shape.numel(); }
+};
+
+// What a dropout node's mask is keyed by (with its node id and element index): the run's seed and
+// the step (1-based, as the optimizer's t); outside training dropout is the identity.
+struct DropoutKey {
+  uint64_t seed = 0, step = 0;
+  bool training = false;
 };
 
 class Tape {
@@ -62,6 +69,9 @@ class Tape {
   Var constant(const Tensor& t) { return constant(t.shape(), t.values()); }
   Var constant(const Shape& shape, std::span<const double> values);
   Var constant_lazy(const Shape& shape);
+  // Make a param a frozen leaf: it keeps its value but requires no gradient, so nothing derived
+  // from it alone does, and backward skips that work (tape_freeze.cpp). Before any op uses it.
+  void freeze(Var param);
   // Overwrite a param's or const's values in place (same element count): minibatch input slots.
   void set_value(Var leaf, std::span<const double> values);
 
@@ -87,6 +97,9 @@ class Tape {
   Var mean(Var x);
   Var sum(Var x, int64_t axis, bool keepdims = false);
   Var mean(Var x, int64_t axis, bool keepdims = false);
+  // max over all elements, or along `axis`; the gradient goes to the first largest element.
+  Var max(Var x);
+  Var max(Var x, int64_t axis, bool keepdims = false);
   Var matmul(Var a, Var b);
   Var bmm(Var a, Var b);
   Var transpose(Var x);
@@ -94,6 +107,16 @@ class Tape {
   Var softmax(Var x, int64_t axis = -1);
   Var log_softmax(Var x, int64_t axis = -1);
   Var softmax_cross_entropy(Var logits, Var targets);
+  // layer_norm over the last axis (no affine), eps > 0 inside the square root.
+  Var layer_norm(Var x, double eps = 1e-5);
+  // Mean over rows of −log_softmax(logits)[id]: logits [N,C], class ids [N] or [N,1] (integers in
+  // [0, C); others give NaN). The ids get no gradient.
+  Var cross_entropy(Var logits, Var ids);
+  // Dropout with rate in [0, 1): the mask of gr_ops_lane.h keyed by dropout_key() as it is when the
+  // node is recorded (the node keeps it for its backward); the identity when not training.
+  Var dropout(Var x, double rate);
+  void set_dropout_key(const DropoutKey& key) { dropout_key_ = key; }
+  const DropoutKey& dropout_key() const { return dropout_key_; }
   Var slice(Var x, std::span<const int64_t> starts, std::span<const int64_t> stops);
   Var concat(Var a, Var b, int64_t axis);
   Var mse(Var y, Var target);
@@ -149,6 +172,7 @@ class Tape {
   std::vector<double> zeros_;  // backing for grad() of unreached nodes
   bool ok_ = true;
   std::string error_;
+  DropoutKey dropout_key_;
 };
 
 }  // namespace gr

@@ -1,5 +1,7 @@
-// tape_lanes.cpp — forward of the lane ops (softmax, log_softmax, softmax cross-entropy), the
+// tape_lanes.cpp — forward of the lane ops (softmax, log_softmax, softmax cross-entropy,
+// layer_norm, cross-entropy with class ids), the
 // window ops (slice, concat) and the composite mse.
+#include <cmath>
 #include <cstring>
 
 #include "gr_ops_lane.h"
@@ -51,6 +53,63 @@ Var Tape::softmax_cross_entropy(Var logits, Var targets) {
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r) total = __dadd_rn(total, gr_sce_row_fwd(px + r * C, pt + r * C, C));
   n->val[0] = gr_sce_finish(total, rows);
+  return Var{size() - 1};
+}
+
+// layer_norm over the last axis: lane (o, 0) of [outer, L, 1]; eps rides in the node's scalar.
+Var Tape::layer_norm(Var x, double eps) {
+  const Op op = Op::LayerNorm;
+  if (!usable(op, x)) return Var{};
+  if (!(eps > 0.0) || !std::isfinite(eps)) return poison(op, "eps must be a finite number > 0, got " + std::to_string(eps));
+  const Shape in = nodes_[x.id].shape;
+  Node* n = push(op, x.id, -1, in);
+  n->axis = in.rank() - 1;
+  n->scalar = eps;
+  if (!n->val) return Var{size() - 1};
+  const int64_t L = in[in.rank() - 1];
+  for (int64_t r = 0; r < in.numel() / L; ++r) gr_layer_norm_lane_fwd(nodes_[x.id].val + r * L, n->val + r * L, L, 1LL, eps);
+  return Var{size() - 1};
+}
+
+// cross_entropy: logits [N,C] and class ids [N] or [N,1] → [1], the mean over rows of
+// −log_softmax(x)[id]; an id that is not an integer in [0, C) gives NaN (gr_ce_row_fwd).
+Var Tape::cross_entropy(Var logits, Var ids) {
+  const Op op = Op::CrossEntropy;
+  if (!usable(op, logits) || !usable(op, ids)) return Var{};
+  const Shape sx = nodes_[logits.id].shape, si = nodes_[ids.id].shape;
+  const bool ids_fit = sx.rank() == 2 && ((si.rank() == 1 && si[0] == sx[0]) || (si.rank() == 2 && si[0] == sx[0] && si[1] == 1));
+  if (!ids_fit)
+    return poison(op, "needs logits [N,C] and class ids [N] or [N,1], got " + sx.str() + " and " + si.str());
+  Node* n = push(op, logits.id, ids.id, Shape{1});
+  if (!n->val) return Var{size() - 1};
+  const int64_t rows = sx[0], C = sx[1];
+  const double* px = nodes_[logits.id].val;
+  const double* pc = nodes_[ids.id].val;
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) total = __dadd_rn(total, gr_ce_row_fwd(px + r * C, pc[r], C));
+  n->val[0] = gr_sce_finish(total, rows);
+  return Var{size() - 1};
+}
+
+// dropout: y[e] = x[e]·factor(e) in training (gr_dropout_factor), else x[e].
+Var Tape::dropout(Var x, double rate) {
+  const Op op = Op::Dropout;
+  if (!usable(op, x)) return Var{};
+  if (!(rate >= 0.0 && rate < 1.0)) return poison(op, "rate must be in [0, 1), got " + std::to_string(rate));
+  const Shape in = nodes_[x.id].shape;
+  Node* n = push(op, x.id, -1, in);
+  n->scalar = rate;
+  n->starts[0] = static_cast<int64_t>(dropout_key_.seed);
+  n->starts[1] = static_cast<int64_t>(dropout_key_.step);
+  n->starts[2] = dropout_key_.training ? 1 : 0;
+  if (!n->val) return Var{size() - 1};
+  const double* px = nodes_[x.id].val;
+  const uint64_t id = static_cast<uint64_t>(size() - 1);
+  const double scale = gr_dropout_scale(rate);
+  for (int64_t e = 0; e < in.numel(); ++e)
+    n->val[e] = dropout_key_.training
+                    ? __dmul_rn(px[e], gr_dropout_factor(dropout_key_.seed, dropout_key_.step, id, static_cast<uint64_t>(e), rate, scale))
+                    : px[e];
   return Var{size() - 1};
 }
 

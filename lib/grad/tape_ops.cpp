@@ -139,6 +139,15 @@ Var Tape::reduce(Op op, Var x, int64_t axis, bool keepdims) {
   n->keepdims = keepdims;
   if (!n->val) return Var{size() - 1};
   const double* px = nodes_[x.id].val;
+  if (op == Op::Max) {
+    const AxisLanes l = ax == kAllAxes ? AxisLanes{1, in.numel(), 1} : axis_lanes(in, ax);
+    for (int64_t o = 0; o < l.outer; ++o)
+      for (int64_t i = 0; i < l.inner; ++i) {
+        const double* lane = px + o * l.len * l.inner + i;
+        n->val[o * l.inner + i] = lane[gr_lane_argmax(lane, l.len, l.inner) * l.inner];
+      }
+    return Var{size() - 1};
+  }
   if (ax == kAllAxes) {
     const double s = sum_ascending(px, in.numel());
     n->val[0] = op == Op::Mean ? __ddiv_rn(s, static_cast<double>(in.numel())) : s;
@@ -155,6 +164,8 @@ Var Tape::sum(Var x) { return reduce(Op::Sum, x, kAllAxes, false); }
 Var Tape::mean(Var x) { return reduce(Op::Mean, x, kAllAxes, false); }
 Var Tape::sum(Var x, int64_t axis, bool keepdims) { return reduce(Op::Sum, x, axis, keepdims); }
 Var Tape::mean(Var x, int64_t axis, bool keepdims) { return reduce(Op::Mean, x, axis, keepdims); }
+Var Tape::max(Var x) { return reduce(Op::Max, x, kAllAxes, false); }
+Var Tape::max(Var x, int64_t axis, bool keepdims) { return reduce(Op::Max, x, axis, keepdims); }
 
 // ---- contractions ------------------------------------------------------------------------------
 // matmul: [M,K]·[K,N] → [M,N]

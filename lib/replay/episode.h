@@ -60,6 +60,8 @@ class Episode {
 
   // The per-node program that owns the buffers (node views, device addresses, launch geometry).
   virtual Program& program() = 0;
+  // The dropout key of the next episodes (replay::Program::set_dropout_key; the same buffers).
+  void set_dropout_key(const DropoutKey& key);
   virtual const Program& program() const = 0;
 };
 

@@ -146,7 +146,12 @@ Program::Program(device::Backend& backend, const Tape& tape, Var loss, ReplayOpt
       }
     }
   }
-  if (meta.empty()) meta.push_back(0);
+  // The dropout key (seed, step, training) rides at the end of the slab: set_dropout_key rewrites it
+  // between episodes, so a captured episode's masks follow the step.
+  key_off_ = static_cast<int64_t>(meta.size());
+  meta.push_back(static_cast<int64_t>(tape.dropout_key().seed));
+  meta.push_back(static_cast<int64_t>(tape.dropout_key().step));
+  meta.push_back(tape.dropout_key().training ? 1 : 0);
 
   module_ = be_.compile(kernel_source(opt_.dtype), opt_.dtype == DType::F32 ? "gr_replay_f32" : "gr_replay_f64");
   vals_ = be_.alloc(static_cast<size_t>(std::max<int64_t>(vtotal, 1)) * esize_);
@@ -231,6 +236,11 @@ void Program::download_real(double* dst, device::Buffer src, int64_t n, int64_t 
   be_.download(stage_.data(), src, static_cast<size_t>(n) * sizeof(float), static_cast<size_t>(elem_off) * sizeof(float));
   for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<double>(stage_[static_cast<size_t>(i)]);
 }
+void Program::set_dropout_key(const DropoutKey& key) {
+  const int64_t k[3] = {static_cast<int64_t>(key.seed), static_cast<int64_t>(key.step), key.training ? 1 : 0};
+  be_.upload(meta_, k, sizeof k, static_cast<size_t>(key_off_) * sizeof(int64_t));
+}
+
 uint64_t Program::mptr(int64_t off) const { return meta_.handle + static_cast<uint64_t>(off) * sizeof(int64_t); }
 
 void Program::add(std::vector<Launch>& list, const char* name, int64_t work, std::initializer_list<uint64_t> args) {
@@ -325,6 +335,9 @@ void Program::sync_params_to(Tape& tape) {
     if (id >= tape.size() || tape.node(id).op != Op::Param || tape.node(id).numel() != n.numel)
       throw Error("replay: sync_params_to: the tape does not hold " + node_label(id, n.op, n.shape) +
                   " (a different node structure)");
+    // A frozen parameter (no requires_grad) never changes on the device: the tape keeps its exact
+    // bits (an f32 program would otherwise round them on the way back).
+    if (!tape.node(id).requires_grad) continue;
     const std::span<double> dst = tape.param_value(Var{id});
     download_real(dst.data(), vals_, n.numel, n.val_off);
   }
@@ -399,4 +412,8 @@ size_t Program::node_backward_launches(int32_t id) const {
   return bwd_at_[static_cast<size_t>(id)].second - bwd_at_[static_cast<size_t>(id)].first;
 }
 
+}  // namespace gr::replay
+
+namespace gr::replay {
+void Episode::set_dropout_key(const DropoutKey& key) { program().set_dropout_key(key); }
 }  // namespace gr::replay

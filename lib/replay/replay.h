@@ -63,6 +63,9 @@ class Program final : public Episode {
 
   // Fresh values for a param or const (same element count): minibatch rows, or new weights.
   void set_input(Var leaf, std::span<const double> values) override;
+  // The key every dropout node's mask uses from the next launch on (the constructor takes the
+  // tape's dropout_key()); captured episodes read it from device memory, so no recapture.
+  void set_dropout_key(const DropoutKey& key);
   // Recomputes every non-leaf value, in tape order (one or more launches per node).
   void forward() override;
   // Zeroes EVERY gradient buffer (parameters' too: one device backward is one episode, like the
@@ -149,6 +152,7 @@ class Program final : public Episode {
   uint64_t vptr(int32_t id) const;
   uint64_t gptr(int32_t id) const;
   uint64_t mptr(int64_t off) const;
+  int64_t key_off_ = 0;  // the dropout key's three int64s in the metadata slab
   void upload_real(device::Buffer dst, const double* src, int64_t n, int64_t elem_off);
   void download_real(double* dst, device::Buffer src, int64_t n, int64_t elem_off);
   void add(std::vector<Launch>& list, const char* kernel, int64_t work, std::initializer_list<uint64_t> args);
@@ -186,7 +190,9 @@ class DeviceOptimizer {
   // Copies the configuration (kind, lr, Adam config, clip, registered params and their L2) and the
   // state (step counter t, Adam moments) of `config`. Every registered param must be a param node
   // of the program.
-  DeviceOptimizer(Program& prog, const Optimizer& config);
+  // track_norm: compute the gradient norm (ctl[4], norm_address()) every step even without clip,
+  // with the clip kernel at an infinite max norm (cs stays 1: the same update bits).
+  DeviceOptimizer(Program& prog, const Optimizer& config, bool track_norm = false);
   ~DeviceOptimizer();
   DeviceOptimizer(const DeviceOptimizer&) = delete;
   DeviceOptimizer& operator=(const DeviceOptimizer&) = delete;
@@ -212,6 +218,9 @@ class DeviceOptimizer {
   double last_clip_scale();
   double last_lr_t() const { return last_lr_t_; }
   size_t launches_per_step() const { return launches_.size(); }
+  // Device address of the last step's gradient norm (a double; 0 until a step ran), when clipping
+  // or track_norm: Optimizer::grad_norm's bits for f64 programs.
+  uint64_t norm_address() const { return ctl_.handle + 4 * sizeof(double); }
   // The device half of a step only (no prepare()): for episodes captured by lib/fuse.
   void run_launches();
 

@@ -67,6 +67,21 @@ void Program::plan_forward(int32_t id) {
       const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
       return add_serial(fwd_, "grk_sce_fwd", {vptr(n.a), vptr(n.b), y, I(sx[0]), I(sx[1])});
     }
+    case Op::Max: {
+      const NodeInfo& x = nodes_[static_cast<size_t>(n.a)];
+      const AxisLanes l = n.axis == kAllAxes ? AxisLanes{1, x.numel, 1} : axis_lanes(x.shape, n.axis);
+      return add(fwd_, "grk_max_fwd", l.outer * l.inner, {vptr(n.a), y, I(l.outer), I(l.len), I(l.inner)});
+    }
+    case Op::LayerNorm: {
+      const int64_t L = n.shape[n.shape.rank() - 1];
+      return add(fwd_, "grk_layer_norm_fwd", n.numel / L, {vptr(n.a), y, I(n.numel / L), I(L), D(n.scalar)});
+    }
+    case Op::CrossEntropy: {
+      const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
+      return add_serial(fwd_, "grk_ce_fwd", {vptr(n.a), vptr(n.b), y, I(sx[0]), I(sx[1])});
+    }
+    case Op::Dropout:
+      return add(fwd_, "grk_dropout_fwd", n.numel, {vptr(n.a), y, mptr(key_off_), D(n.scalar), I(id), I(n.numel)});
   }
 }
 
@@ -149,6 +164,25 @@ void Program::plan_backward(int32_t id) {
       return add(bwd_, "grk_sce_bwd", sx[0],
                  {g, vptr(n.a), vptr(n.b), gptr(n.a), gptr(n.b), I(sx[0]), I(sx[1])});
     }
+    case Op::Max: {
+      if (!active(n.a)) return;
+      const NodeInfo& x = nodes_[static_cast<size_t>(n.a)];
+      const AxisLanes l = n.axis == kAllAxes ? AxisLanes{1, x.numel, 1} : axis_lanes(x.shape, n.axis);
+      return add(bwd_, "grk_max_bwd", l.outer * l.inner, {g, vptr(n.a), gptr(n.a), I(l.outer), I(l.len), I(l.inner)});
+    }
+    case Op::LayerNorm: {
+      if (!active(n.a)) return;
+      const int64_t L = n.shape[n.shape.rank() - 1];
+      return add(bwd_, "grk_layer_norm_bwd", n.numel / L, {g, vptr(n.a), y, gptr(n.a), I(n.numel / L), I(L), D(n.scalar)});
+    }
+    case Op::CrossEntropy: {
+      if (!active(n.a)) return;
+      const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
+      return add(bwd_, "grk_ce_bwd", sx[0], {g, vptr(n.a), vptr(n.b), gptr(n.a), I(sx[0]), I(sx[1])});
+    }
+    case Op::Dropout:
+      if (active(n.a)) add(bwd_, "grk_dropout_bwd", n.numel, {g, gptr(n.a), mptr(key_off_), D(n.scalar), I(id), I(n.numel)});
+      return;
   }
 }
 

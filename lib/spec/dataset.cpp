@@ -51,7 +51,7 @@ auto read_data_file(const Spec& spec, const std::string& key, const std::string&
 }
 
 // The accuracy metric compares argmaxes: its labels must be one-hot rows (a "one_hot" binding, or
-// data that already holds one 1 per row), not features.
+// data that already holds one 1 per row) or one class id per row, not features.
 void check_label_input(const Spec& spec, const DataTable& t) {
   if (!spec.metrics.accuracy || !spec.data) return;
   for (size_t i = 0; i < t.names.size(); ++i) {
@@ -63,11 +63,14 @@ void check_label_input(const Spec& spec, const DataTable& t) {
       int64_t ones = 0;
       bool binary = true;
       for (int64_t c = 0; c < width; ++c) ones += y[r * width + c] == 1.0, binary = binary && (y[r * width + c] == 0.0 || y[r * width + c] == 1.0);
-      if (!binary || ones != 1 || in.standardize)
+      // One column: a class id per row (a non-negative integer), as cross_entropy takes.
+      const double id = width == 1 ? y[r] : -1.0;
+      const bool class_id = width == 1 && id >= 0.0 && id == static_cast<double>(static_cast<int64_t>(id));
+      if ((!class_id && (!binary || ones != 1)) || in.standardize)
         throw InputError(spec.path, "/metrics/accuracy/labels",
                          "\"" + in.name + "\" is not a label input (row " + std::to_string(r + 1) +
-                             " is not one-hot" + (in.standardize ? ", and it is standardized" : "") +
-                             "); bind the class column with \"one_hot\": CLASSES");
+                             " is neither one-hot nor a class id" + (in.standardize ? ", and it is standardized" : "") +
+                             "); bind the class column with \"one_hot\": CLASSES, or use it as class ids");
     }
   }
 }

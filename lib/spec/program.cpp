@@ -1,8 +1,10 @@
 #include "spec/program.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "io/errors.h"
+#include "spec/tensor_file.h"
 
 namespace gr {
 
@@ -25,11 +27,12 @@ Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const s
     case NodeSpec::Kind::Mse: return t.mse(in[0], in[1]);
     case NodeSpec::Kind::Dense: {
       const Var z = t.add(t.matmul(in[0], params[pn.weight]), params[pn.bias]);
-      if (n.activation == "relu") return t.relu(z);
-      if (n.activation == "tanh") return t.tanh(z);
-      if (n.activation == "sigmoid") return t.sigmoid(z);
-      if (n.activation == "gelu") return t.unary_op(Op::Gelu, z);
-      return z;
+      Var y = z;
+      if (n.activation == "relu") y = t.relu(z);
+      if (n.activation == "tanh") y = t.tanh(z);
+      if (n.activation == "sigmoid") y = t.sigmoid(z);
+      if (n.activation == "gelu") y = t.unary_op(Op::Gelu, z);
+      return n.scalar > 0.0 ? t.dropout(y, n.scalar) : y;
     }
     case NodeSpec::Kind::Op: break;
   }
@@ -45,6 +48,7 @@ Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const s
 #undef GR_RECORD_EW
     case Op::Sum: return n.axis ? t.sum(a, *n.axis, n.keepdims) : t.sum(a);
     case Op::Mean: return n.axis ? t.mean(a, *n.axis, n.keepdims) : t.mean(a);
+    case Op::Max: return n.axis ? t.max(a, *n.axis, n.keepdims) : t.max(a);
     case Op::Matmul: return t.matmul(a, b);
     case Op::Bmm: return t.bmm(a, b);
     case Op::Transpose: return t.transpose(a);
@@ -54,6 +58,9 @@ Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const s
     case Op::Softmax: return t.softmax(a, n.axis.value_or(-1));
     case Op::LogSoftmax: return t.log_softmax(a, n.axis.value_or(-1));
     case Op::SoftmaxCrossEntropy: return t.softmax_cross_entropy(a, b);
+    case Op::LayerNorm: return t.layer_norm(a, n.scalar);
+    case Op::CrossEntropy: return t.cross_entropy(a, b);
+    case Op::Dropout: return t.dropout(a, n.scalar);
   }
   return Var{};
 }
@@ -89,12 +96,13 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
   }
   for (const ParamSpec& ps : spec.params) {
     const Shape shape{std::span<const int64_t>(ps.shape)};
+    check_file_init(spec, ps.init, shape, ps.name);
     if (ps.init.kind == InitSpec::Kind::Values && static_cast<int64_t>(ps.init.values.size()) != shape.numel())
       throw InputError(spec.path, ps.pointer + "/init/values",
                        "shape " + shape.str() + " needs " + std::to_string(shape.numel()) + " values, got " +
                            std::to_string(ps.init.values.size()));
     p.names[ps.name] = {Ref::Kind::Param, static_cast<int>(p.params.size())};
-    p.params.push_back({ps.name, ps.pointer, shape, ps.init, 0.0});
+    p.params.push_back({ps.name, ps.pointer, shape, ps.init, 0.0, false, ps.trainable});
   }
   for (size_t i = 0; i < spec.consts.size(); ++i) p.names[spec.consts[i].name] = {Ref::Kind::Const, static_cast<int>(i)};
 
@@ -105,11 +113,11 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
   for (const ProgramParam& pp : p.params) params.push_back(t.constant_lazy(pp.shape));
   for (const ConstSpec& c : spec.consts) consts.push_back(t.constant_lazy(Shape(std::span<const int64_t>(c.shape))));
   for (const NodeSpec& n : spec.graph) {
-    ProgramNode pn{&n, {}, -1, -1, Shape{1}, false, n.kind == NodeSpec::Kind::Dense};
+    ProgramNode pn{&n, {}, -1, -1, Shape{1}, false, n.kind == NodeSpec::Kind::Dense && n.trainable};
     for (const std::string& name : n.inputs) {
       const Ref r = p.names.at(name);
       pn.inputs.push_back(r);
-      pn.requires_grad = pn.requires_grad || r.kind == Ref::Kind::Param ||
+      pn.requires_grad = pn.requires_grad || (r.kind == Ref::Kind::Param && p.params[r.index].trainable) ||
                          (r.kind == Ref::Kind::Node && p.nodes[r.index].requires_grad);
     }
     if (n.kind == NodeSpec::Kind::Dense) {
@@ -122,9 +130,11 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
       if (xs.rank() != 2)
         throw InputError(spec.path, n.pointer, "a dense layer needs a [B, in] input, got " + xs.str());
       pn.weight = static_cast<int>(p.params.size());
-      p.params.push_back({n.id + ".W", n.pointer, Shape{xs[1], n.units}, n.w_init, 0.0});
+      p.params.push_back({n.id + ".W", n.pointer, Shape{xs[1], n.units}, n.w_init, 0.0, false, n.trainable});
       pn.bias = static_cast<int>(p.params.size());
-      p.params.push_back({n.id + ".b", n.pointer, Shape{n.units}, n.b_init, 0.0, true});
+      p.params.push_back({n.id + ".b", n.pointer, Shape{n.units}, n.b_init, 0.0, true, n.trainable});
+      check_file_init(spec, n.w_init, p.params[pn.weight].shape, n.id + ".W");
+      check_file_init(spec, n.b_init, p.params[pn.bias].shape, n.id + ".b");
       params.push_back(t.constant_lazy(p.params[pn.weight].shape));
       params.push_back(t.constant_lazy(p.params[pn.bias].shape));
       p.names[n.id + ".W"] = {Ref::Kind::Param, pn.weight};
@@ -154,7 +164,7 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
 
   // L2 coefficients: the scalar for every parameter but dense-layer biases (what users of Keras and
   // PyTorch weight decay expect), then per-name overrides, which can set any parameter.
-  for (ProgramParam& pp : p.params) pp.l2 = pp.dense_bias ? 0.0 : spec.optimizer.l2_default;
+  for (ProgramParam& pp : p.params) pp.l2 = pp.dense_bias || !pp.trainable ? 0.0 : spec.optimizer.l2_default;
   for (const auto& [name, alpha] : spec.optimizer.l2) {
     auto it = p.names.find(name);
     if (it == p.names.end() || it->second.kind != Ref::Kind::Param) {
@@ -172,13 +182,47 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
     if (la.kind != Ref::Kind::Input)
       throw InputError(spec.path, "/metrics/accuracy/labels", "\"" + spec.metrics.labels + "\" is not a data input");
     const Shape &sl = p.nodes[lo.index].shape, &sy = p.input_shapes[la.index];
-    if (sl.rank() != 2 || !(sl == sy))
+    // Labels are one-hot rows like the logits, or one class id per row ([B] or [B, 1]).
+    p.metric_label_ids = sl.rank() == 2 && sl[1] > 1 && sy[0] == sl[0] && (sy.rank() == 1 || (sy.rank() == 2 && sy[1] == 1));
+    if (sl.rank() != 2 || (!(sl == sy) && !p.metric_label_ids))
       throw InputError(spec.path, "/metrics/accuracy",
-                       "accuracy needs logits [B, C] and one-hot labels of the same shape, got " + sl.str() + " and " + sy.str());
+                       "accuracy needs logits [B, C] and one-hot labels of the same shape or class ids [B] / [B, 1], got " +
+                           sl.str() + " and " + sy.str());
     p.metric_logits = lo.index;
     p.metric_labels = la.index;
   }
   return p;
+}
+
+namespace {
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+}  // namespace
+
+void check_class_ids(const Program& p, const DataTable& table, const std::string& whose) {
+  for (const ProgramNode& pn : p.nodes) {
+    if (pn.spec->kind != NodeSpec::Kind::Op || pn.spec->op != Op::CrossEntropy) continue;
+    const Ref ids = pn.inputs[1], logits = pn.inputs[0];
+    if (ids.kind != Ref::Kind::Input || static_cast<size_t>(ids.index) >= table.tensors.size()) continue;
+    Shape sx;
+    if (logits.kind == Ref::Kind::Node) sx = p.nodes[static_cast<size_t>(logits.index)].shape;
+    else if (logits.kind == Ref::Kind::Input) sx = p.input_shapes[static_cast<size_t>(logits.index)];
+    else if (logits.kind == Ref::Kind::Param) sx = p.params[static_cast<size_t>(logits.index)].shape;
+    if (sx.rank() != 2) continue;  // a const's logits: the recording checked the shapes already
+    const int64_t C = sx[1];
+    const Tensor& t = table.tensors[static_cast<size_t>(ids.index)];
+    for (int64_t e = 0; e < t.numel(); ++e) {
+      const double v = t.data()[e];
+      if (v >= 0.0 && v < static_cast<double>(C) && v == static_cast<double>(static_cast<int64_t>(v))) continue;
+      throw InputError(p.spec->path, pn.spec->pointer + "/inputs/1",
+                       "row " + std::to_string(e) + " of " + whose + " has class id " + number_text(v) + " in \"" +
+                           p.input_names[static_cast<size_t>(ids.index)] + "\", not an integer in [0, " + std::to_string(C) +
+                           ") (cross_entropy takes class ids; one-hot rows go to softmax_cross_entropy)");
+    }
+  }
 }
 
 }  // namespace gr

@@ -27,6 +27,7 @@ struct ProgramParam {
   InitSpec init;
   double l2 = 0.0;
   bool dense_bias = false;  // a dense layer's b: a scalar optimizer.l2 leaves it undecayed
+  bool trainable = true;    // false: frozen — a tape leaf without requires_grad, outside the optimizer
 };
 
 struct ProgramNode {
@@ -49,11 +50,17 @@ struct Program {
   int loss = -1;
   int metric_logits = -1;  // node index, -1 without an accuracy metric
   int metric_labels = -1;  // input index
+  bool metric_label_ids = false;  // the labels are class ids (one per row), not one-hot rows
 };
 
 // `train` provides the input shapes (its row count bounds the batch size); it may be empty when
 // the spec has no data.
 Program resolve_program(const Spec& spec, const DataTable& train);
+
+// Refuses (InputError at the node's second input) data rows whose class ids, fed to a
+// cross_entropy node, are not integers in [0, C): the op would make the loss NaN mid-run.
+// `whose` names the rows ("the training rows", a file).
+void check_class_ids(const Program& p, const DataTable& table, const std::string& whose);
 
 // Records the graph on `tape` given a Var for every input, param and const; fills `nodes` with one
 // Var per program node (its capacity is reused: no allocation in steady state). The tape must be healthy afterwards for a resolved program (shapes were checked),

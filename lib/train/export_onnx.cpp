@@ -154,14 +154,18 @@ struct Builder {
     switch (n.op) {
       case Op::Param:
       case Op::Const:
-      case Op::SoftmaxCrossEntropy: return true;
+      case Op::SoftmaxCrossEntropy:
+      case Op::CrossEntropy: return true;
 #define GR_ONNX_ROWWISE(E, name, arity, cls, ...) GR_OP_IF_UNARY_##cls(case Op::E:) GR_OP_IF_BINARY_##cls(case Op::E:)
         GR_OP_TABLE(GR_ONNX_ROWWISE)
 #undef GR_ONNX_ROWWISE
       case Op::Matmul:
       case Op::Bmm: return true;
       case Op::Sum:
-      case Op::Mean: return n.axis.has_value() && !axis0(in);
+      case Op::Mean:
+      case Op::Max: return n.axis.has_value() && !axis0(in);
+      case Op::LayerNorm: return in.rank() >= 2;
+      case Op::Dropout: return true;
       case Op::Softmax:
       case Op::LogSoftmax:
       case Op::Concat: return !axis0(in);
@@ -274,6 +278,10 @@ struct Builder {
         if (n.axis) return emit("ReduceMean", {a}, out, {attr_ints("axes", {axis}), attr_int("keepdims", n.keepdims ? 1 : 0)});
         return emit("Reshape", {emit("ReduceMean", {a}, out + "_all", {attr_int("keepdims", 0)}), ints("shape", {1})},
                     out);
+      case Op::Max:  // opset 13: ReduceMax takes its axes as an attribute
+        if (n.axis) return emit("ReduceMax", {a}, out, {attr_ints("axes", {axis}), attr_int("keepdims", n.keepdims ? 1 : 0)});
+        return emit("Reshape", {emit("ReduceMax", {a}, out + "_all", {attr_int("keepdims", 0)}), ints("shape", {1})},
+                    out);
       case Op::Matmul:
       case Op::Bmm: return emit("MatMul", {a, b}, out);
       case Op::Transpose: {
@@ -297,7 +305,10 @@ struct Builder {
       case Op::Softmax: return emit("Softmax", {a}, out, {attr_int("axis", axis)});
       case Op::LogSoftmax: return emit("LogSoftmax", {a}, out, {attr_int("axis", axis)});
       case Op::SoftmaxCrossEntropy:
-        refuse(n, "(softmax_cross_entropy) is a loss; the exported model computes the prediction only");
+      case Op::CrossEntropy:
+        refuse(n, "(" + std::string(op_name(n.op)) + ") is a loss; the exported model computes the prediction only");
+      case Op::LayerNorm: refuse(n, "(layer_norm) has no opset-13 operator (LayerNormalization is opset 17)");
+      case Op::Dropout: return emit("Identity", {a}, out);  // a prediction is inference: dropout is the identity
     }
     refuse(n, "has an op the export does not know");
   }

@@ -287,6 +287,11 @@ struct Emitter {
         return n.axis ? "torch.sum(" + a + ", dim=" + axis + ", keepdim=" + keep + ")" : "torch.sum(" + a + ").reshape(1)";
       case Op::Mean:
         return n.axis ? "torch.mean(" + a + ", dim=" + axis + ", keepdim=" + keep + ")" : "torch.mean(" + a + ").reshape(1)";
+      case Op::Max:
+        return n.axis ? "torch.amax(" + a + ", dim=" + axis + ", keepdim=" + keep + ")" : "torch.amax(" + a + ").reshape(1)";
+      case Op::Dropout: return a;  // the exported module predicts: dropout is the identity
+      case Op::LayerNorm:
+        return "torch.nn.functional.layer_norm(" + a + ", (" + a + ".shape[-1],), eps=" + py_num(n.scalar) + ")";
       case Op::Matmul:
       case Op::Bmm: return "torch.matmul(" + a + ", " + b + ")";
       case Op::Transpose: return a + ".transpose(-2, -1)";
@@ -296,7 +301,8 @@ struct Emitter {
       case Op::Softmax: return "torch.softmax(" + a + ", dim=" + axis + ")";
       case Op::LogSoftmax: return "torch.log_softmax(" + a + ", dim=" + axis + ")";
       case Op::SoftmaxCrossEntropy:
-        return refuse("(softmax_cross_entropy) is a loss; the exported module computes the prediction only");
+      case Op::CrossEntropy:
+        return refuse("(" + std::string(op_name(n.op)) + ") is a loss; the exported module computes the prediction only");
     }
     return refuse("has an op the export does not know");
   }

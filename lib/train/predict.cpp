@@ -61,7 +61,7 @@ PredictTarget predict_target(const Program& p) {
   } else {
     const NodeSpec& loss = *p.nodes[static_cast<size_t>(p.loss)].spec;
     t.name = loss.inputs.empty() ? "" : loss.inputs[0];
-    t.transform = loss.kind == NodeSpec::Kind::Op && loss.op == Op::SoftmaxCrossEntropy ? "softmax" : "none";
+    t.transform = loss.kind == NodeSpec::Kind::Op && (loss.op == Op::SoftmaxCrossEntropy || loss.op == Op::CrossEntropy) ? "softmax" : "none";
   }
   const auto it = p.names.find(t.name);
   if (it == p.names.end() || it->second.kind != Ref::Kind::Node)
@@ -210,6 +210,7 @@ Predictions predict_rows_device(Model& model, const PredictTarget& target, const
   for (int64_t i = 0; i < batch; ++i) rows[static_cast<size_t>(i)] = 0;
   const Var out = model.record(model.data().train, rows)[static_cast<size_t>(target.node)];  // the captured episode's ids
   model.reset();
+  runner.episode().set_dropout_key({});  // a prediction is not training: dropout is the identity
   Predictions p;
   p.rows = table.rows;
   std::vector<double> buf;

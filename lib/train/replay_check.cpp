@@ -50,9 +50,10 @@ ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> ba
     for (int64_t i = s * batch; i < (s + 1) * batch; ++i) rows.push_back(order[static_cast<size_t>(i)]);
     // Device: inputs, forward, backward (launch by launch). CPU: the same episode on the tape.
     runner.upload_batch(model.data().train, rows);
+    ep.set_dropout_key(model.dropout_key(e + 1));  // episode e + 1 is training step e + 1: its masks
     ep.forward();
     ep.backward();
-    const std::vector<Var>& nodes = model.record(model.data().train, rows);
+    const std::vector<Var>& nodes = model.record(model.data().train, rows, model.dropout_key(e + 1));
     const Var loss = nodes[static_cast<size_t>(model.program().loss)];
     model.tape().backward(loss);
     for (int32_t id = 0; id < model.tape().size() && r.equal; ++id) {

@@ -84,6 +84,8 @@ def parse(path):
             if nid != len(nodes) - 1:
                 die("expr record for node %d does not follow it" % nid)
             nodes[nid]["expr"] = ln.split(None, 2)[2] if len(t) > 2 else ""
+        elif k == "key":
+            nodes[int(t[1])]["key"] = (int(t[2]), int(t[3]), int(t[4]))
         elif k == "vals":
             nid, cnt = int(t[1]), int(t[2])
             hx = t[3:]
@@ -99,6 +101,23 @@ def parse(path):
     if loss is None:
         die("no loss record")
     return nodes, vals, loss, mutate
+
+
+M64 = (1 << 64) - 1
+
+
+def mix64(z):
+    """SplitMix64's finalizer (docs/numerics.md, dropout), on Python integers."""
+    z = (z + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def counter_unit(seed, step, node, e):
+    """Dropout's uniform for element e of a node: written from the documented formula, not the C++."""
+    h = mix64(seed ^ mix64(step ^ mix64(node ^ mix64(e))))
+    return (h >> 11) / float(1 << 53)
 
 
 class ScaleGrad(torch.autograd.Function):
@@ -166,6 +185,31 @@ def run(nodes, vals, loss_id, mutate=None, mode=None):
             if a.dim() != 2:
                 die("softmax_cross_entropy node %d: logits are not 2-D" % n["id"])
             y = (-(b * torch.log_softmax(a, dim=-1)).sum() / a.shape[0]).reshape(1)
+        elif op == "max":  # torch.max over a dim routes the gradient to the index it returns
+            if ax == ALL_AXES:
+                y = torch.max(a.reshape(-1), dim=0)[0].reshape(1)
+            else:
+                y = torch.max(a, dim=ax, keepdim=n["keepdims"])[0]
+                if y.dim() == 0:
+                    y = y.reshape(1)
+        elif op == "dropout":
+            seed, step, training = n["key"]
+            if training:
+                rate = n["scalar"]
+                keep = [counter_unit(seed, step, n["id"], e) >= rate for e in range(a.numel())]
+                factor = torch.tensor([1.0 / (1.0 - rate) if k else 0.0 for k in keep], dtype=torch.float64)
+                y = a * factor.reshape(a.shape)
+            else:
+                y = a.clone()
+        elif op == "layer_norm":
+            # From primitives, differentiated by autograd: torch 1.13's fused layer_norm backward on
+            # the CPU agrees only to ~1e-10 in float64, looser than this oracle's gate.
+            mu = a.mean(dim=-1, keepdim=True)
+            y = (a - mu) / torch.sqrt(((a - mu) ** 2).mean(dim=-1, keepdim=True) + n["scalar"])
+        elif op == "cross_entropy":
+            if a.dim() != 2:
+                die("cross_entropy node %d: logits are not 2-D" % n["id"])
+            y = torch.nn.functional.cross_entropy(a, b.detach().reshape(-1).long()).reshape(1)
         else:
             die("node %d: no torch mapping for op '%s'" % (n["id"], op))
         if list(y.shape) != list(shape):

@@ -31,6 +31,7 @@ enum class Dom : uint8_t {
   Positive,      // uniform in [0.5, 2.5]  (log, sqrt, soft targets)
   AwayFromZero,  // |x| in [0.2, 2], random sign: away from a kink or pole at 0 (relu, divisors)
   OneHot,        // one 1 per row of the last axis, the rest 0 (a constant: cross-entropy targets)
+  ClassId,       // integer class ids in {0, 1, 2} (a constant: cross_entropy's ids; cases use C >= 3)
   Big,           // test-only: uniform in [-300, 300] (large logits; no finite differences)
   Bounded,       // test-only, the fuzzer: its input squashed to |x| <= 3 first (exp)
 };
@@ -42,6 +43,7 @@ constexpr Dom dom_of(Domain d) {
     case Domain::Positive: return Dom::Positive;
     case Domain::AwayFromZero: return Dom::AwayFromZero;
     case Domain::OneHot: return Dom::OneHot;
+    case Domain::ClassId: return Dom::ClassId;
   }
   return Dom::Any;
 }
@@ -50,7 +52,7 @@ struct CaseInput {
   Shape shape;
   Dom dom = Dom::Any;
   bool constant = false;  // a const leaf (OneHot inputs are always constants)
-  bool is_constant() const { return constant || dom == Dom::OneHot; }
+  bool is_constant() const { return constant || dom == Dom::OneHot || dom == Dom::ClassId; }
 };
 
 enum CaseUse : unsigned {
@@ -125,6 +127,9 @@ inline std::vector<double> draw(Rng& rng, const Shape& shape, Dom dom) {
     case Dom::Bounded: return rng.uniform_vec(n, -2.0, 2.0);
     case Dom::AwayFromZero:
       for (double& x : v) x = rng.uniform(0.2, 2.0) * (rng.next() & 1 ? 1.0 : -1.0);
+      return v;
+    case Dom::ClassId:
+      for (double& x : v) x = static_cast<double>(rng.next() % 3);
       return v;
     case Dom::OneHot: {
       const int64_t cols = shape[shape.rank() - 1];
@@ -231,6 +236,46 @@ inline std::vector<OpCase> hand_cases() {
        [](Tape& t, V v) { return t.softmax_cross_entropy(v[0], v[1]); }},
       {"softmax_cross_entropy x with x", Op::SoftmaxCrossEntropy, {{{3, 4}, P}},
        [](Tape& t, V v) { return t.softmax_cross_entropy(v[0], v[0]); }},
+      // A row's Σy² is n·var/(var + eps) ≈ n whatever x is, so the plain op's checks get a const scale
+      // after it (the affine form users write), or else their gradients would be rounding noise.
+      {"layer_norm, const scale", Op::LayerNorm, {{{3, 5}}, {{5}, Dom::Any, true}},
+       [](Tape& t, V v) { return t.mul(t.layer_norm(v[0]), v[1]); }},
+      {"layer_norm 3-D, eps 0.1", Op::LayerNorm, {{{2, 3, 4}}}, [](Tape& t, V v) { return t.layer_norm(v[0], 0.1); }},
+      // one column: y = 0 exactly and no gradient (the oracle wants a non-zero one)
+      {"layer_norm one column", Op::LayerNorm, {{{3, 1}}}, [](Tape& t, V v) { return t.layer_norm(v[0]); }, false,
+       kUseReplay},
+      {"layer_norm fan-out", Op::LayerNorm, {{{4, 3}}}, [](Tape& t, V v) { return t.mul(t.layer_norm(v[0]), v[0]); }},
+      {"cross_entropy ids [N]", Op::CrossEntropy, {{{4, 5}}, {{4}, Dom::ClassId}},
+       [](Tape& t, V v) { return t.cross_entropy(v[0], v[1]); }},
+      {"cross_entropy ids [N,1], batch 1", Op::CrossEntropy, {{{1, 3}}, {{1, 1}, Dom::ClassId}},
+       [](Tape& t, V v) { return t.cross_entropy(v[0], v[1]); }},
+      {"cross_entropy large logits", Op::CrossEntropy, {{{3, 4}, Dom::Big}, {{3}, Dom::ClassId}},
+       [](Tape& t, V v) { return t.cross_entropy(v[0], v[1]); }, false, kUseReplay},
+      // reductions by selection
+      {"max", Op::Max, {{{3, 4}}}, [](Tape& t, V v) { return t.max(v[0]); }},
+      {"max axis 0", Op::Max, {{{3, 4}}}, [](Tape& t, V v) { return t.max(v[0], 0); }},
+      {"max axis -1 keepdims", Op::Max, {{{2, 3, 4}}}, [](Tape& t, V v) { return t.max(v[0], -1, true); }},
+      {"max middle axis, fan-out", Op::Max, {{{2, 3, 2}}}, [](Tape& t, V v) { return t.add(t.max(v[0], 1), t.sum(v[0], 1)); }},
+      // ties: the first index takes the gradient (no derivative at a tie, so no FD or oracle)
+      {"max ties to the first index", Op::Max, {{{2, 3}}}, [](Tape& t, V v) { return t.max(t.concat(v[0], v[0], 1), 1); },
+       false, kUseReplay},
+      // dropout: the counter mask in training (cases set the tape's key; the oracle draws the same mask
+      // from the documented formula), the identity outside it
+      {"dropout rate 0.3", Op::Dropout, {{{4, 6}}},
+       [](Tape& t, V v) {
+         t.set_dropout_key({12345, 7, true});
+         return t.dropout(v[0], 0.3);
+       }},
+      {"dropout rate 0.75, fan-out", Op::Dropout, {{{3, 5}}},
+       [](Tape& t, V v) {
+         t.set_dropout_key({0xfeedfacecafebeefULL, 1, true});
+         return t.mul(t.dropout(v[0], 0.75), v[0]);
+       }},
+      {"dropout outside training", Op::Dropout, {{{2, 3}}},
+       [](Tape& t, V v) {
+         t.set_dropout_key({1, 1, false});
+         return t.dropout(v[0], 0.5);
+       }},
       // composites
       {"mse composite", Op::Mean, {{{3, 4}}, {{3, 4}}}, [](Tape& t, V v) { return t.mse(v[0], v[1]); }},
       {"mse composite, const target", Op::Mean, {{{3, 4}}, {{3, 4}, Dom::Any, true}},

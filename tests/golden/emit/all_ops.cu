@@ -1,4 +1,4 @@
-// all_ops_grad: the gradient of "loss" from all_ops.json (spec "emit-all-ops", sha256 585f8210375a97002b2b0724aa32871e521ac609fa18bc4d6d305072726ee71b)
+// all_ops_grad: the gradient of "loss" from all_ops.json (spec "emit-all-ops", sha256 b3676aecbfb57cf941029a415c99958bb2afa0ecdffc9bdeb466e6236bc06826)
 // parameters: p[0] = a, p[1] = b, p[2] = c, p[3] = d, p[4] = unused
 // data: scale = 0.125, x = (double)x, y = v
 //
@@ -541,6 +541,17 @@ template <class T> GR_HD static inline T gr_gelu_bwd(T g, T x) {
   return gr_rmul(g, gr_radd(first, second));
 }
 
+// Binary cross-entropy on a logit a with target b, per element (PyTorch's reduction='none'; a spec
+// takes its mean): max(a, 0) − a·b + log(1 + exp(−|a|)), stable for any |a| because exp sees
+// −|a| ≤ 0. d/da = σ(a) − b (σ as gr_sigmoid_fwd); d/db = −a.
+template <class T> GR_HD static inline T gr_bce_logits_fwd(T a, T b) {
+  return gr_radd(gr_rsub(gr_relu_fwd(a), gr_rmul(a, b)), gr_log(gr_radd(T(1), gr_exp(-gr_abs(a)))));
+}
+template <class T> GR_HD static inline T gr_bce_logits_bwd_a(T g, T a, T b) {
+  return gr_rmul(g, gr_rsub(gr_sigmoid_fwd(a), b));
+}
+template <class T> GR_HD static inline T gr_bce_logits_bwd_b(T g, T a) { return -gr_rmul(g, a); }
+
 // ---- accumulation: the one way a contribution lands in a gradient slot -------------------------
 template <class T> GR_HD static inline T gr_accumulate(T slot, T c) { return gr_radd(slot, c); }
 
@@ -595,44 +606,48 @@ __device__ void all_ops_grad(long long x, double v, double* g, const double* p) 
   const double t34 = gr_sin_fwd(t13);                   // /graph/23  sn = sin(h2)
   const double t35 = gr_cos_fwd(t13);                   // /graph/24  cs = cos(h2)
   const double t36 = gr_gelu_fwd(t13);                  // /graph/25  gl = gelu(h2)
-  const double t37 = gr_add_fwd(t31, t32);              // /graph/26  n1 = add(ab, pw)
-  const double t38 = gr_add_fwd(t34, t35);              // /graph/27  n2 = add(sn, cs)
-  const double t39 = gr_add_fwd(t36, t33);              // /graph/28  n3 = add(gl, pw3)
-  const double t40 = gr_add_fwd(t37, t38);              // /graph/29  n4 = add(n1, n2)
-  const double t41 = gr_add_fwd(t40, t39);              // /graph/30  n5 = add(n4, n3)
-  const double t42 = gr_add_fwd(t26, t41);              // /graph/31  ngx = add(ng, n5)
-  const double t43 = gr_add_fwd(t25, t42);              // /graph/32  t1 = add(dv, ngx)
-  const double t44 = gr_add_fwd(t43, t24);              // /graph/33  t2 = add(t1, lg)
-  const double t45 = gr_mul_fwd(t44, t3);               // /graph/34  t3 = mul(t2, d)
-  const double t46 = gr_div_fwd(t45, t22);              // /graph/35  t4 = div(t3, q)
-  const double t47 = gr_sub_fwd(t46, t30);              // /graph/36  r1 = sub(t4, yk)
-  const double t48 = t47;                               // /graph/37  rs = reshape(r1)
-  const double t49 = __dadd_rn(0.0, t48);               // /graph/38  sm = sum(rs)
-  const double t50 = __ddiv_rn(__dadd_rn(0.0, t49), 1.0); // /graph/39  mn = mean(sm)
-  const double t51 = gr_mul_fwd(t50, t50);              // /graph/40  sq = mul(mn, mn)
-  const double t52 = __ddiv_rn(__dadd_rn(0.0, t51), 1.0); // /graph/41  loss = mean(sq)
+  const double t37 = gr_bce_logits_fwd(t13, t14);       // /graph/26  bc = bce_with_logits(h2, s)
+  const double t38 = gr_add_fwd(t31, t32);              // /graph/27  n1 = add(ab, pw)
+  const double t39 = gr_add_fwd(t34, t35);              // /graph/28  n2 = add(sn, cs)
+  const double t40 = gr_add_fwd(t36, t33);              // /graph/29  n3a = add(gl, pw3)
+  const double t41 = gr_add_fwd(t40, t37);              // /graph/30  n3 = add(n3a, bc)
+  const double t42 = gr_add_fwd(t38, t39);              // /graph/31  n4 = add(n1, n2)
+  const double t43 = gr_add_fwd(t42, t41);              // /graph/32  n5 = add(n4, n3)
+  const double t44 = gr_add_fwd(t26, t43);              // /graph/33  ngx = add(ng, n5)
+  const double t45 = gr_add_fwd(t25, t44);              // /graph/34  t1 = add(dv, ngx)
+  const double t46 = gr_add_fwd(t45, t24);              // /graph/35  t2 = add(t1, lg)
+  const double t47 = gr_mul_fwd(t46, t3);               // /graph/36  t3 = mul(t2, d)
+  const double t48 = gr_div_fwd(t47, t22);              // /graph/37  t4 = div(t3, q)
+  const double t49 = gr_sub_fwd(t48, t30);              // /graph/38  r1 = sub(t4, yk)
+  const double t50 = t49;                               // /graph/39  rs = reshape(r1)
+  const double t51 = __dadd_rn(0.0, t50);               // /graph/40  sm = sum(rs)
+  const double t52 = __ddiv_rn(__dadd_rn(0.0, t51), 1.0); // /graph/41  mn = mean(sm)
+  const double t53 = gr_mul_fwd(t52, t52);              // /graph/42  sq = mul(mn, mn)
+  const double t54 = __ddiv_rn(__dadd_rn(0.0, t53), 1.0); // /graph/43  loss = mean(sq)
 #ifdef gr_emit_loss
-  gr_emit_loss(t52);
+  gr_emit_loss(t54);
 #endif
-  (void)t52;
+  (void)t54;
   // backward: the tape's reverse walk (descending id); every slot starts at 0.0 and takes
   // each contribution as slot = slot + c; nodes without a parameter upstream get none
-  double g52 = 0.0;                                     // loss
-  double g51 = 0.0;                                     // sq
-  double g50 = 0.0;                                     // mn
-  double g49 = 0.0;                                     // sm
-  double g48 = 0.0;                                     // rs
-  double g47 = 0.0;                                     // r1
-  double g46 = 0.0;                                     // t4
-  double g45 = 0.0;                                     // t3
-  double g44 = 0.0;                                     // t2
-  double g43 = 0.0;                                     // t1
-  double g42 = 0.0;                                     // ngx
-  double g41 = 0.0;                                     // n5
-  double g40 = 0.0;                                     // n4
-  double g39 = 0.0;                                     // n3
-  double g38 = 0.0;                                     // n2
-  double g37 = 0.0;                                     // n1
+  double g54 = 0.0;                                     // loss
+  double g53 = 0.0;                                     // sq
+  double g52 = 0.0;                                     // mn
+  double g51 = 0.0;                                     // sm
+  double g50 = 0.0;                                     // rs
+  double g49 = 0.0;                                     // r1
+  double g48 = 0.0;                                     // t4
+  double g47 = 0.0;                                     // t3
+  double g46 = 0.0;                                     // t2
+  double g45 = 0.0;                                     // t1
+  double g44 = 0.0;                                     // ngx
+  double g43 = 0.0;                                     // n5
+  double g42 = 0.0;                                     // n4
+  double g41 = 0.0;                                     // n3
+  double g40 = 0.0;                                     // n3a
+  double g39 = 0.0;                                     // n2
+  double g38 = 0.0;                                     // n1
+  double g37 = 0.0;                                     // bc
   double g36 = 0.0;                                     // gl
   double g35 = 0.0;                                     // cs
   double g34 = 0.0;                                     // sn
@@ -658,34 +673,38 @@ __device__ void all_ops_grad(long long x, double v, double* g, const double* p) 
   double g2 = 0.0;                                      // c
   double g1 = 0.0;                                      // b
   double g0 = 0.0;                                      // a
-  g52 = gr_accumulate(g52, 1.0);                        // seed: dloss/dloss = 1
-  g51 = gr_accumulate(g51, __ddiv_rn(g52, 1.0));        // mean loss -> sq
-  g50 = gr_accumulate(g50, gr_mul_bwd_a(g51, t50));     // mul sq -> mn
-  g50 = gr_accumulate(g50, gr_mul_bwd_b(g51, t50));     // mul sq -> mn
-  g49 = gr_accumulate(g49, __ddiv_rn(g50, 1.0));        // mean mn -> sm
-  g48 = gr_accumulate(g48, g49);                        // sum sm -> rs
-  g47 = gr_accumulate(g47, g48);                        // reshape rs -> r1
-  g46 = gr_accumulate(g46, gr_sub_bwd_a(g47));          // sub r1 -> t4
-  g45 = gr_accumulate(g45, gr_div_bwd_a(g46, t22));     // div t4 -> t3
-  g22 = gr_accumulate(g22, gr_div_bwd_b(g46, t46, t22)); // div t4 -> q
-  g44 = gr_accumulate(g44, gr_mul_bwd_a(g45, t3));      // mul t3 -> t2
-  g3 = gr_accumulate(g3, gr_mul_bwd_b(g45, t44));       // mul t3 -> d
-  g43 = gr_accumulate(g43, gr_add_bwd_a(g44));          // add t2 -> t1
-  g24 = gr_accumulate(g24, gr_add_bwd_b(g44));          // add t2 -> lg
-  g25 = gr_accumulate(g25, gr_add_bwd_a(g43));          // add t1 -> dv
-  g42 = gr_accumulate(g42, gr_add_bwd_b(g43));          // add t1 -> ngx
-  g26 = gr_accumulate(g26, gr_add_bwd_a(g42));          // add ngx -> ng
-  g41 = gr_accumulate(g41, gr_add_bwd_b(g42));          // add ngx -> n5
-  g40 = gr_accumulate(g40, gr_add_bwd_a(g41));          // add n5 -> n4
-  g39 = gr_accumulate(g39, gr_add_bwd_b(g41));          // add n5 -> n3
-  g37 = gr_accumulate(g37, gr_add_bwd_a(g40));          // add n4 -> n1
-  g38 = gr_accumulate(g38, gr_add_bwd_b(g40));          // add n4 -> n2
-  g36 = gr_accumulate(g36, gr_add_bwd_a(g39));          // add n3 -> gl
-  g33 = gr_accumulate(g33, gr_add_bwd_b(g39));          // add n3 -> pw3
-  g34 = gr_accumulate(g34, gr_add_bwd_a(g38));          // add n2 -> sn
-  g35 = gr_accumulate(g35, gr_add_bwd_b(g38));          // add n2 -> cs
-  g31 = gr_accumulate(g31, gr_add_bwd_a(g37));          // add n1 -> ab
-  g32 = gr_accumulate(g32, gr_add_bwd_b(g37));          // add n1 -> pw
+  g54 = gr_accumulate(g54, 1.0);                        // seed: dloss/dloss = 1
+  g53 = gr_accumulate(g53, __ddiv_rn(g54, 1.0));        // mean loss -> sq
+  g52 = gr_accumulate(g52, gr_mul_bwd_a(g53, t52));     // mul sq -> mn
+  g52 = gr_accumulate(g52, gr_mul_bwd_b(g53, t52));     // mul sq -> mn
+  g51 = gr_accumulate(g51, __ddiv_rn(g52, 1.0));        // mean mn -> sm
+  g50 = gr_accumulate(g50, g51);                        // sum sm -> rs
+  g49 = gr_accumulate(g49, g50);                        // reshape rs -> r1
+  g48 = gr_accumulate(g48, gr_sub_bwd_a(g49));          // sub r1 -> t4
+  g47 = gr_accumulate(g47, gr_div_bwd_a(g48, t22));     // div t4 -> t3
+  g22 = gr_accumulate(g22, gr_div_bwd_b(g48, t48, t22)); // div t4 -> q
+  g46 = gr_accumulate(g46, gr_mul_bwd_a(g47, t3));      // mul t3 -> t2
+  g3 = gr_accumulate(g3, gr_mul_bwd_b(g47, t46));       // mul t3 -> d
+  g45 = gr_accumulate(g45, gr_add_bwd_a(g46));          // add t2 -> t1
+  g24 = gr_accumulate(g24, gr_add_bwd_b(g46));          // add t2 -> lg
+  g25 = gr_accumulate(g25, gr_add_bwd_a(g45));          // add t1 -> dv
+  g44 = gr_accumulate(g44, gr_add_bwd_b(g45));          // add t1 -> ngx
+  g26 = gr_accumulate(g26, gr_add_bwd_a(g44));          // add ngx -> ng
+  g43 = gr_accumulate(g43, gr_add_bwd_b(g44));          // add ngx -> n5
+  g42 = gr_accumulate(g42, gr_add_bwd_a(g43));          // add n5 -> n4
+  g41 = gr_accumulate(g41, gr_add_bwd_b(g43));          // add n5 -> n3
+  g38 = gr_accumulate(g38, gr_add_bwd_a(g42));          // add n4 -> n1
+  g39 = gr_accumulate(g39, gr_add_bwd_b(g42));          // add n4 -> n2
+  g40 = gr_accumulate(g40, gr_add_bwd_a(g41));          // add n3 -> n3a
+  g37 = gr_accumulate(g37, gr_add_bwd_b(g41));          // add n3 -> bc
+  g36 = gr_accumulate(g36, gr_add_bwd_a(g40));          // add n3a -> gl
+  g33 = gr_accumulate(g33, gr_add_bwd_b(g40));          // add n3a -> pw3
+  g34 = gr_accumulate(g34, gr_add_bwd_a(g39));          // add n2 -> sn
+  g35 = gr_accumulate(g35, gr_add_bwd_b(g39));          // add n2 -> cs
+  g31 = gr_accumulate(g31, gr_add_bwd_a(g38));          // add n1 -> ab
+  g32 = gr_accumulate(g32, gr_add_bwd_b(g38));          // add n1 -> pw
+  g13 = gr_accumulate(g13, gr_bce_logits_bwd_a(g37, t13, t14)); // bce_with_logits bc -> h2
+  g14 = gr_accumulate(g14, gr_bce_logits_bwd_b(g37, t13)); // bce_with_logits bc -> s
   g13 = gr_accumulate(g13, gr_gelu_bwd(g36, t13));      // gelu gl -> h2
   g13 = gr_accumulate(g13, gr_cos_bwd(g35, t13));       // cos cs -> h2
   g13 = gr_accumulate(g13, gr_sin_bwd(g34, t13));       // sin sn -> h2
