@@ -54,5 +54,6 @@ void add_export(CLI::App& app);
 void add_emit(CLI::App& app);
 void add_predict(CLI::App& app);
 void add_evaluate(CLI::App& app);
+void add_import(CLI::App& app);
 
 }  // namespace gr::cli
