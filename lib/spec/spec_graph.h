@@ -1,0 +1,14 @@
+// spec_graph.h — the parts of the spec parser shared between spec.cpp (the document) and
+// spec_graph.cpp (graph nodes: ops with their attributes, dense layers). Internal to lib/spec.
+#pragma once
+#include "spec/json_reader.h"
+#include "spec/spec.h"
+
+namespace gr {
+
+// An INIT value (docs/spec.md): a kind name, {"kind": ...}, {"values": [...]} or a file.
+InitSpec read_init(const JsonAt& j);
+// One graph node: an op with its inputs and attributes, "mse", or a dense layer.
+NodeSpec read_node(const JsonAt& j);
+
+}  // namespace gr
