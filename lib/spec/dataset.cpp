@@ -65,7 +65,7 @@ void check_label_input(const Spec& spec, const DataTable& t) {
       for (int64_t c = 0; c < width; ++c) ones += y[r * width + c] == 1.0, binary = binary && (y[r * width + c] == 0.0 || y[r * width + c] == 1.0);
       // One column: a class id per row (a non-negative integer), as cross_entropy takes.
       const double id = width == 1 ? y[r] : -1.0;
-      const bool class_id = width == 1 && id >= 0.0 && id == static_cast<double>(static_cast<int64_t>(id));
+      const bool class_id = width == 1 && id >= 0.0 && id < 0x1p53 && id == static_cast<double>(static_cast<int64_t>(id));
       if ((!class_id && (!binary || ones != 1)) || in.standardize)
         throw InputError(spec.path, "/metrics/accuracy/labels",
                          "\"" + in.name + "\" is not a label input (row " + std::to_string(r + 1) +
