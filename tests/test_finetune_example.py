@@ -17,36 +17,18 @@ Standard library only.
 import hashlib
 import json
 import os
-import struct
-import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GR = sys.argv[1]
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from cli_support import Cli, read, tensors  # noqa: E402
+
 SPEC = os.path.join(ROOT, "specs", "digits-finetune.json")
 GOLDEN = os.path.join(ROOT, "tests", "golden", "finetune", "digits-finetune.loss.csv")
-fails = []
-
-
-def check(ok, what):
-    if not ok:
-        fails.append(what)
-
-
-def run(*args, code=0):
-    p = subprocess.run([GR, *args], capture_output=True, text=True, timeout=600)
-    if p.returncode != code:
-        fails.append(f"{' '.join(args)}: exit {p.returncode}, wanted {code}\n{p.stderr}")
-    return p
-
-
-def tensors(path):
-    data = open(path, "rb").read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    return {k: data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in header.items()}
+cli = Cli(GR)
+check, run, fails = cli.check, cli.run, cli.fails
 
 
 def main():
@@ -65,13 +47,13 @@ def main():
             check(got["code.W"] == want["code.W"] and got["code.b"] == want["code.b"], f"{name}: the frozen trunk changed")
             if name == "cpu":
                 files = json.load(open(os.path.join(out, "run.json"))).get("init_files", [])
-                sha = hashlib.sha256(open(ae_weights, "rb").read()).hexdigest()
+                sha = hashlib.sha256(read(ae_weights)).hexdigest()
                 check(any(f.get("sha256") == sha for f in files), f"run.json init_files does not name the encoder: {files}")
         # the trunk trainable: a different run, a moved trunk
         out = os.path.join(tmp, "trainable")
         run("train", SPEC, "--out", out, "--quiet", "--set", "/graph/0/trainable=true", *redirect)
         if os.path.exists(os.path.join(out, "loss.csv")):
-            check(open(os.path.join(out, "loss.csv"), "rb").read() != open(GOLDEN, "rb").read(),
+            check(read(os.path.join(out, "loss.csv")) != read(GOLDEN),
                   "a trainable trunk trained to the frozen run's log")
             check(tensors(os.path.join(out, "weights.safetensors"))["code.W"] != tensors(ae_weights)["code.W"],
                   "a trainable trunk did not move")
@@ -80,11 +62,7 @@ def main():
                 "--set", f"/graph/0/init/W/file={os.path.join(tmp, 'nowhere', 'weights.safetensors')}", code=2)
         lines = p.stderr.strip().splitlines()
         check(len(lines) == 1 and "/graph/0/init/W" in lines[0] and "nowhere" in lines[0], f"missing encoder: {p.stderr!r}")
-    if fails:
-        print("FAILED:\n" + "\n".join(fails))
-        return 1
-    print("digits-finetune: golden log on cpu/host/fused, trunk bytes unchanged, trainable trunk differs, missing file refused")
-    return 0
+    return cli.finish("digits-finetune: golden log on cpu/host/fused, trunk bytes unchanged, trainable trunk differs, missing file refused")
 
 
 if __name__ == "__main__":

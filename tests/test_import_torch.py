@@ -18,7 +18,6 @@ import csv
 import json
 import os
 import struct
-import subprocess
 import sys
 import tempfile
 
@@ -27,27 +26,11 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GR = sys.argv[1]
-fails = []
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from cli_support import Cli, read, tensors  # noqa: E402
 
-
-def check(ok, what):
-    if not ok:
-        fails.append(what)
-
-
-def run(*args, code=0):
-    p = subprocess.run([GR, *args], capture_output=True, text=True, timeout=600)
-    if p.returncode != code:
-        fails.append(f"{' '.join(args)}: exit {p.returncode}, wanted {code}\n{p.stderr}")
-    return p
-
-
-def tensors(path):
-    data = open(path, "rb").read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    return {k: data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in header.items()}
+cli = Cli(GR)
+check, run, fails = cli.check, cli.run, cli.fails
 
 
 def save_safetensors(path, named):
@@ -86,7 +69,7 @@ def main():
             run("train", spec, "--out", a, "--epochs", "2", "--quiet", "--init", init)
             run("train", spec, "--out", b, "--epochs", "2", "--quiet", "--init", os.path.join(out, "weights.safetensors"))
             if os.path.exists(os.path.join(a, "loss.csv")) and os.path.exists(os.path.join(b, "loss.csv")):
-                check(open(os.path.join(a, "loss.csv"), "rb").read() == open(os.path.join(b, "loss.csv"), "rb").read(),
+                check(read(os.path.join(a, "loss.csv")) == read(os.path.join(b, "loss.csv")),
                       f"{name}: a run from the import differs from a run from the weights")
 
         # a PyTorch-native model in float32
@@ -156,11 +139,7 @@ def main():
             t, f0 = tensors(init), tensors(os.path.join(fresh, "init.safetensors"))
             check(t["W2"] == f0["W2"] and t["b2"] == f0["b2"], "partial import: the head is not the spec's init")
 
-    if fails:
-        print("FAILED:\n" + "\n".join(fails))
-        return 1
-    print("import-torch: round trips land on the trained bytes; torch float32 widens exactly; partial and errors ok")
-    return 0
+    return cli.finish("import-torch: round trips land on the trained bytes; torch float32 widens exactly; partial and errors ok")
 
 
 if __name__ == "__main__":

@@ -21,31 +21,16 @@ Standard library and numpy only.
 import csv
 import json
 import os
-import struct
-import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GR = sys.argv[1]
-fails = []
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from cli_support import Cli, read, tensors  # noqa: E402
 
-
-def check(ok, what):
-    if not ok:
-        fails.append(what)
-
-
-def run(*args, code=0):
-    p = subprocess.run([GR, *args], capture_output=True, text=True, timeout=600)
-    if p.returncode != code:
-        fails.append(f"{' '.join(args)}: exit {p.returncode}, wanted {code}\n{p.stderr}")
-    return p
-
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
+cli = Cli(GR)
+check, run, fails = cli.check, cli.run, cli.fails
 
 
 def iris_spec(ids, layer_ops, csv_path):
@@ -103,15 +88,6 @@ def moons_spec(csv_path):
         "train": {"epochs": 15, "batch_size": 25},
         "predict": {"output": "logit", "transform": "none"},
     }
-
-
-def tensors(path):
-    """The tensors of a safetensors file, name -> raw bytes (the metadata names the run, so it differs)."""
-    data = read(path)
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    return {k: data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in header.items()}
 
 
 def same_file(a, b):
@@ -251,11 +227,7 @@ def main():
                 p = run("train", sp, "--out", os.path.join(tmp, f"bad-m-{bad}"), code=2)
                 check("/metrics/accuracy/labels" in p.stderr and "class id" in p.stderr, f"accuracy labels {bad}: {p.stderr!r}")
 
-    if fails:
-        print("FAILED:\n" + "\n".join(fails))
-        return 1
-    print("new ops through the CLI: cross_entropy == softmax_cross_entropy bitwise; cpu/host/fused agree; bad ids refused")
-    return 0
+    return cli.finish("new ops through the CLI: cross_entropy == softmax_cross_entropy bitwise; cpu/host/fused agree; bad ids refused")
 
 
 if __name__ == "__main__":
