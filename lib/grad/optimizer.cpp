@@ -64,35 +64,68 @@ double Optimizer::grad_norm(Tape& tape) const {
   return gr_sqrt(sq);
 }
 
-void Optimizer::step(Tape& tape) {
-  // Every step: clipping needs it, and the trainer logs it (metrics.csv grad_norm).
-  const double norm = grad_norm(tape);
+double Optimizer::norm_from_sq(double sq) { return gr_sqrt(sq); }
+
+void Optimizer::begin_step(double norm) {
   last_norm_ = norm;
-  const double cs = clip_ > 0.0 && norm > clip_ ? __ddiv_rn(clip_, norm) : 1.0;
-  last_cs_ = cs;
+  last_cs_ = clip_ > 0.0 && norm > clip_ ? __ddiv_rn(clip_, norm) : 1.0;
   if (kind_ == OptimizerKind::Adam) {
     ++t_;
     last_lr_t_ = adam_lr_t(t_);
   }
+}
+
+void Optimizer::update_elements(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g) {
+  const Entry& e = params_[i];
   const double b1 = adam_.beta1, b2 = adam_.beta2;
-  const AdamScalars k{cs, b1, b2, 1.0 - b1, 1.0 - b2, adam_.eps, last_lr_t_, lr_, adam_.weight_decay, sgd_.momentum};
-  for (const Entry& e : params_) {
-    if (!tape.node(e.var).touched) continue;  // backward never reached it: skip, do not decay
-    double* w = tape.param_value(e.var).data();
-    const double* g = tape.param_grad(e.var).data();
-    double* m = m_.data() + e.offset;
-    double* v = v_.data() + e.offset;
-    // Elementwise, so chunks may run on any thread (and in SIMD lanes) without changing a bit.
-    const int64_t chunks = e.len >= kParallelElems ? num_threads() : 1;
-    const int64_t per = (e.len + chunks - 1) / chunks;
-    parallel_for(chunks, [&](int64_t c) {
-      const int64_t lo = c * per, n = std::min(e.len, lo + per) - lo;
-      if (n <= 0) return;
-      if (kind_ == OptimizerKind::Adam) adam_update(w + lo, g + lo, m + lo, v + lo, n, e.l2, k);
-      else if (sgd_.momentum != 0.0) sgd_momentum_update(w + lo, g + lo, m + lo, n, e.l2, k, sgd_.nesterov);
-      else sgd_update(w + lo, g + lo, n, e.l2, k);
-    });
+  const AdamScalars k{last_cs_, b1, b2, 1.0 - b1, 1.0 - b2, adam_.eps, last_lr_t_, lr_, adam_.weight_decay, sgd_.momentum};
+  double* w = tape.param_value(e.var).data() + lo;
+  double* m = m_.data() + e.offset + lo;
+  double* v = v_.data() + e.offset + lo;
+  // Elementwise, so chunks may run on any thread (and in SIMD lanes) without changing a bit.
+  const int64_t chunks = n >= kParallelElems ? num_threads() : 1;
+  const int64_t per = (n + chunks - 1) / chunks;
+  parallel_for(chunks, [&](int64_t c) {
+    const int64_t a = c * per, len = std::min(n, a + per) - a;
+    if (len <= 0) return;
+    if (kind_ == OptimizerKind::Adam) adam_update(w + a, g + a, m + a, v + a, len, e.l2, k);
+    else if (sgd_.momentum != 0.0) sgd_momentum_update(w + a, g + a, m + a, len, e.l2, k, sgd_.nesterov);
+    else sgd_update(w + a, g + a, len, e.l2, k);
+  });
+}
+
+void Optimizer::step(Tape& tape) {
+  // Every step: clipping needs it, and the trainer logs it (metrics.csv grad_norm).
+  begin_step(grad_norm(tape));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!tape.node(params_[i].var).touched) continue;  // backward never reached it: skip, do not decay
+    update_elements(tape, i, 0, params_[i].len, tape.param_grad(params_[i].var).data());
   }
+}
+
+std::vector<char> Optimizer::touched(const Tape& tape) const {
+  std::vector<char> out(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) out[i] = tape.node(params_[i].var).touched ? 1 : 0;
+  return out;
+}
+
+void Optimizer::step_range(Tape& tape, int64_t lo, int64_t hi, const double* g, std::span<const char> active) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Entry& e = params_[i];
+    const int64_t a = std::max(lo, e.offset), b = std::min(hi, e.offset + e.len);
+    if (a >= b || !active[i]) continue;
+    update_elements(tape, i, a - e.offset, b - a, g + (a - lo));
+  }
+}
+
+double Optimizer::partial_sq(int64_t lo, int64_t hi, const double* g, double sq, std::span<const char> active) const {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Entry& e = params_[i];
+    const int64_t a = std::max(lo, e.offset), b = std::min(hi, e.offset + e.len);
+    if (a >= b || !active[i]) continue;
+    for (int64_t j = a; j < b; ++j) sq = __dadd_rn(sq, __dmul_rn(g[j - lo], g[j - lo]));
+  }
+  return sq;
 }
 
 }  // namespace gr

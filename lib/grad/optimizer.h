@@ -50,6 +50,24 @@ class Optimizer {
   // elements ascending — the one definition behind clipping and metrics.csv's grad_norm.
   double grad_norm(Tape& tape) const;
 
+  // ---- the step in pieces, for sharded training (lib/train/sharded_step.h) -----------------------
+  // The flat parameter vector is the registered parameters' elements in registration order
+  // (parameter i at offset(i)); step(tape) is begin_step(grad_norm(tape)) then step_range over all
+  // of it with the tape's gradients.
+  int64_t flat_size() const { return static_cast<int64_t>(m_.size()); }
+  int64_t offset(size_t i) const { return params_[i].offset; }
+  // The step's scalars from the global gradient norm: clip scale, Adam's t and lr_t.
+  void begin_step(double norm);
+  // Which registered parameters the last backward touched (active[i] for parameter i).
+  std::vector<char> touched(const Tape& tape) const;
+  // Updates the flat elements [lo, hi) of the active parameters from g (g[0] is element lo); the
+  // moments of other elements are not touched (ZeRO stage 1: a rank owns [lo, hi)).
+  void step_range(Tape& tape, int64_t lo, int64_t hi, const double* g, std::span<const char> active);
+  // sq continued over the active elements of [lo, hi) in order: sq = sq + g·g (grad_norm's sum,
+  // resumable, so ranks owning consecutive ranges reproduce it exactly).
+  double partial_sq(int64_t lo, int64_t hi, const double* g, double sq, std::span<const char> active) const;
+  static double norm_from_sq(double sq);  // grad_norm's square root (the one gr_sqrt)
+
   OptimizerKind kind() const { return kind_; }
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
@@ -66,6 +84,9 @@ class Optimizer {
   // Adam moments (or SGD's momentum buffer, m) of parameter i (registration order): readable and
   // writable for checkpoints.
   std::span<double> m(size_t i) { return {m_.data() + params_[i].offset, static_cast<size_t>(params_[i].len)}; }
+  // The moments as flat vectors over the flat parameter vector (offset(i) is parameter i's start).
+  std::span<double> m_flat() { return m_; }
+  std::span<double> v_flat() { return v_; }
   std::span<double> v(size_t i) { return {v_.data() + params_[i].offset, static_cast<size_t>(params_[i].len)}; }
   // Per-step scalars of the last step (devices take them as inputs).
   double last_clip_scale() const { return last_cs_; }
@@ -76,6 +97,7 @@ class Optimizer {
 
  private:
   Optimizer(OptimizerKind kind, double lr, AdamConfig config) : kind_(kind), lr_(lr), adam_(config) {}
+  void update_elements(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g);
   struct Entry {
     Var var;
     double l2;

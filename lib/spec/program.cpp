@@ -80,11 +80,14 @@ void record_program(Tape& t, const Program& p, const std::vector<Var>& inputs, c
 Program resolve_program(const Spec& spec, const DataTable& train) {
   Program p;
   p.spec = &spec;
+  if (!spec.data && spec.train.shards > 1)
+    throw InputError(spec.path, "/train/shards", "shards split the data rows of a step, and this spec has no data");
   if (spec.data) {
-    p.batch = spec.train.batch_size;
-    if (p.batch > train.rows)
+    p.batch = spec.train.batch_size / spec.train.shards;  // the graph sees one shard (docs/distributed.md)
+    p.shards = spec.train.shards;
+    if (spec.train.batch_size > train.rows)
       throw InputError(spec.path, "/train/batch_size",
-                       "batch size " + std::to_string(p.batch) + " is larger than the " + std::to_string(train.rows) +
+                       "batch size " + std::to_string(spec.train.batch_size) + " is larger than the " + std::to_string(train.rows) +
                            " training rows");
     for (size_t i = 0; i < train.names.size(); ++i) {
       std::vector<int64_t> dims(train.tensors[i].shape().dims().begin(), train.tensors[i].shape().dims().end());

@@ -43,7 +43,8 @@ struct Program {
   const Spec* spec = nullptr;
   std::vector<std::string> input_names;
   std::vector<Shape> input_shapes;  // at the training batch size: [batch, ...]
-  int64_t batch = 0;                // rows per step (0: no data)
+  int64_t batch = 0;                // rows per recorded episode: one shard of the step (0: no data)
+  int64_t shards = 1;               // train.shards: a step's batch is shards × batch rows
   std::vector<ProgramParam> params;
   std::vector<ProgramNode> nodes;
   std::map<std::string, Ref> names;

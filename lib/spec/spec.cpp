@@ -303,11 +303,17 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   }
   if (root.has("train")) {
     const JsonAt t = root.at("train");
-    t.only_keys({"epochs", "batch_size", "shuffle", "drop_last", "diverge_factor", "early_stopping"});
+    t.only_keys({"epochs", "batch_size", "shuffle", "drop_last", "diverge_factor", "early_stopping", "shards"});
     if (t.has("epochs")) s.train.epochs = t.at("epochs").integer(1, 100000000);
     if (t.has("batch_size")) s.train.batch_size = t.at("batch_size").integer(1, kMaxElems);
     if (t.has("shuffle")) s.train.shuffle = t.at("shuffle").boolean();
     if (t.has("drop_last")) s.train.drop_last = t.at("drop_last").boolean();
+    if (t.has("shards")) {
+      s.train.shards = t.at("shards").integer(1, 1 << 20);
+      if (s.train.batch_size % s.train.shards != 0)
+        t.at("shards").fail("batch_size " + std::to_string(s.train.batch_size) + " does not split into " +
+                            std::to_string(s.train.shards) + " equal shards (pick shards dividing the batch size)");
+    }
     if (t.has("diverge_factor")) s.train.diverge_factor = t.at("diverge_factor").positive();
     if (t.has("early_stopping")) {
       const JsonAt e = t.at("early_stopping");

@@ -116,6 +116,10 @@ struct EarlyStoppingSpec {
 struct TrainSpec {
   int64_t epochs = 1, batch_size = 32;
   bool shuffle = true, drop_last = true;
+  // Data parallelism (docs/distributed.md): each step's batch is cut into `shards` equal contiguous
+  // shards; the step's gradient is their per-shard gradients, each scaled by 1/shards, summed in
+  // shard order. Any process count dividing shards computes the same bits. 1: the plain step.
+  int64_t shards = 1;
   double diverge_factor = 1e4;  // stop when an epoch's mean train loss exceeds this × the first's
   std::optional<EarlyStoppingSpec> early_stopping;
 };
