@@ -7,6 +7,7 @@
 #include <string>
 
 #include "device/backend.h"
+#include "dist/comm.h"
 #include "io/errors.h"
 #include "spec/spec.h"
 
@@ -20,6 +21,11 @@ class UsageError : public Error {
  public:
   using Error::Error;
 };
+
+// The process group when gradrun runs under mpirun (set by `train`; null otherwise). It lives until
+// the process exits: an error on one rank is reported with the rank and ends the whole job
+// (dist::Comm::abort) instead of finalizing MPI while other ranks wait.
+extern std::unique_ptr<dist::Comm> g_comm;
 
 struct Overrides {
   std::optional<uint64_t> seed;

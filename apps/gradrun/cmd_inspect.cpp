@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli.h"
+#include "train/sharded_step.h"
 #include "device/backend.h"
 #include "fuse/fuse.h"
 #include "spec/program.h"
@@ -27,6 +28,19 @@ const char* fusion_class(const ProgramNode& n) {
   return "-";
 }
 
+// train.shards: the shard layout and what one step moves per process for each process count R
+// dividing S (lib/train/sharded_step.h; docs/distributed.md).
+void print_shards(const Program& p, int64_t trainable) {
+  std::printf("shards: %lld of %lld rows per step; run with mpirun -np R, R dividing %lld. Per step, rank 0 moves:\n",
+              static_cast<long long>(p.shards), static_cast<long long>(p.batch), static_cast<long long>(p.shards));
+  for (int64_t R = 1; R <= p.shards; ++R) {
+    if (p.shards % R != 0) continue;
+    const ShardTraffic t = shard_traffic(trainable, p.shards, R);
+    std::printf("  R=%-4lld sends %12lld bytes, receives %12lld bytes\n", static_cast<long long>(R),
+                static_cast<long long>(8 * t.send_doubles), static_cast<long long>(8 * t.recv_doubles));
+  }
+}
+
 void run_inspect(const std::string& path) {
   const Spec spec = load_with_overrides(path, {});
   Model model(spec, load_datasets(spec));
@@ -36,7 +50,7 @@ void run_inspect(const std::string& path) {
               static_cast<unsigned long long>(spec.seed), spec.sha256.c_str());
   if (spec.data)
     std::printf("data: %lld training rows, %lld validation rows, batch %lld\n", static_cast<long long>(data.train.rows),
-                static_cast<long long>(data.validation.rows), static_cast<long long>(p.batch));
+                static_cast<long long>(data.validation.rows), static_cast<long long>(p.batch * p.shards));
   // Rows that train and evaluate would refuse rather than leave out (trainer.h evaluate).
   if (spec.data)
     if (const int64_t unfit = unfit_last_batch(model, data.validation); unfit > 0)
@@ -60,6 +74,7 @@ void run_inspect(const std::string& path) {
   if (frozen > 0)  // the plain line stays as it was for specs without frozen parameters
     std::printf(": %lld trainable, %lld frozen", static_cast<long long>(total - frozen), static_cast<long long>(frozen));
   std::printf("\n");
+  if (p.shards > 1) print_shards(p, total - frozen);
   for (const TensorFileRecord& f : spec.tensor_files) std::printf("  init file %s  sha256 %.12s…\n", f.path.c_str(), f.sha256.c_str());
   for (const ConstSpec& c : spec.consts) std::printf("  const %-10s %s\n", c.name.c_str(), Shape(std::span<const int64_t>(c.shape)).str().c_str());
   std::printf("graph:\n  %-4s %-16s %-22s %-24s %-14s %-9s %s\n", "#", "id", "op", "inputs", "shape", "backward", "fusion");

@@ -63,6 +63,15 @@ void compare_expected(const std::string& golden_path, const std::string& got_tex
 }
 
 void run_train(const TrainFlags& f) {
+  // Under mpirun: join the job first, so that any error below is reported with this rank.
+  if (const int launched = dist::launched_size(); launched > 0) {
+    if (!dist::built_with_mpi()) {
+      if (launched > 1) throw UsageError("this gradrun was built without MPI, so mpirun's " + std::to_string(launched) +
+                                         " processes would each train alone; install libopenmpi-dev (scripts/setup does) and rebuild");
+    } else {
+      g_comm = dist::world();
+    }
+  }
   apply_threads(f.threads);
   Spec spec = load_with_overrides(f.spec, f.overrides);
   require_trainable(spec);
@@ -86,6 +95,8 @@ void run_train(const TrainFlags& f) {
   o.device = d.kind;
   o.dtype = d.dtype;
   o.fuse = d.fuse;
+  o.comm = g_comm.get();
+  const bool writer = !g_comm || g_comm->rank() == 0;
   TrainResult r;
   try {
     r = train(model, o, std::move(d.backend));
@@ -98,11 +109,11 @@ void run_train(const TrainFlags& f) {
     throw CheckFailed{};
   } catch (const InterruptedError& e) {  // exit 130, as a shell reports a SIGINT
     std::fflush(stdout);
-    diag::error(e.what());  // an error level, so that even --quiet says how to resume
+    if (writer) diag::error(e.what());  // an error level, so that even --quiet says how to resume
     std::exit(130);
   }
   if (!f.expect.empty()) compare_expected(f.expect, render_loss_csv(r.log));  // a shorter run: before the success line
-  if (!f.quiet) {
+  if (!f.quiet && writer) {
     const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();
     std::printf("trained %s: %lld steps", spec.name.c_str(), static_cast<long long>(r.steps));
     if (r.steps_run != r.steps) std::printf(" (%lld in this run)", static_cast<long long>(r.steps_run));

@@ -14,6 +14,8 @@
 
 namespace gr::cli {
 
+std::unique_ptr<dist::Comm> g_comm;
+
 namespace {
 std::vector<std::string> g_sets;  // --set PATH=VALUE, added to every subcommand in main()
 std::string g_log_level = "info", g_log_file;  // --log-level, --log-file, also on every subcommand
@@ -158,6 +160,11 @@ int main(int argc, char** argv) {
   }
   app.parse_complete_callback([&app] { cli::configure_diagnostics(app); });  // runs before the command's callback
   auto fail = [](const char* what, int code) {
+    if (cli::g_comm && cli::g_comm->size() > 1) {  // one line naming the rank, then the whole job ends
+      diag::error("rank " + std::to_string(cli::g_comm->rank()) + " of " + std::to_string(cli::g_comm->size()) + ": " +
+                  cli::printable_line(what));
+      cli::g_comm->abort(code);
+    }
     diag::error(cli::printable_line(what));
     return code;
   };
@@ -170,6 +177,7 @@ int main(int argc, char** argv) {
       return fail(s.c_str(), 2);
     return fail((std::string(e.what()) + " (see gradrun --help or gradrun COMMAND --help)").c_str(), 2);
   } catch (const cli::CheckFailed&) {
+    if (cli::g_comm && cli::g_comm->size() > 1) cli::g_comm->abort(1);
     return 1;
   } catch (const InputError& e) {
     return fail(e.what(), 2);

@@ -35,7 +35,11 @@ replay::DType replay_dtype(DType dtype) {
   return replay::DType::F64;
 }
 
-// The episode of a captured program: the program itself, or fused kernels over its buffers.
+// Batch gathering and loss keeping on the device: kernels/device/gr_batch_kernels.cuh.
+const std::string& kBatchKernels = batch_kernel_text();
+
+}  // namespace
+
 std::unique_ptr<replay::Episode> make_episode(std::unique_ptr<replay::Program> prog, FuseMode mode) {
   switch (mode) {
     case FuseMode::Off: return prog;
@@ -51,11 +55,6 @@ std::unique_ptr<replay::Episode> make_episode(std::unique_ptr<replay::Program> p
   }
   return prog;
 }
-
-// Batch gathering and loss keeping on the device: kernels/device/gr_batch_kernels.cuh.
-const std::string& kBatchKernels = batch_kernel_text();
-
-}  // namespace
 
 DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, DType dtype, FuseMode fuse,
                            unsigned block, unsigned max_grid)

@@ -57,6 +57,10 @@ class DeviceRunner {
   int64_t losses_capacity_ = 0;
 };
 
+// The episode of a captured program: the program itself (Off), or fused kernels over its buffers
+// (On; Auto when the backend has launch latency to save and the plan removes launches).
+std::unique_ptr<replay::Episode> make_episode(std::unique_ptr<replay::Program> prog, FuseMode mode);
+
 // Host | Cuda → a backend (device::DeviceUnavailable when it cannot be had); Auto → CUDA when usable,
 // else nullptr with the reason in `why`.
 std::unique_ptr<device::Backend> open_backend(DeviceKind kind, std::string* why);

@@ -41,8 +41,12 @@ class Model {
   // `key`: the dropout key of this recording (default: not training — dropout is the identity, as
   // evaluate and predict want); training steps pass dropout_key(t).
   const std::vector<Var>& record(const DataTable& table, std::span<const int64_t> rows, const DropoutKey& key = {});
-  // Training step t's (1-based) dropout key: the spec's seed, t, training.
-  DropoutKey dropout_key(int64_t t) const { return {spec_.seed, static_cast<uint64_t>(t), true}; }
+  // Training step t's (1-based) dropout key: the spec's seed, t, training. Shard s of a sharded
+  // step (train.shards) draws with step key t + s·2^40, so shards get their own masks and shard 0's
+  // are the unsharded step's (docs/distributed.md).
+  DropoutKey dropout_key(int64_t t, int64_t shard = 0) const {
+    return {spec_.seed, static_cast<uint64_t>(t) + (static_cast<uint64_t>(shard) << 40), true};
+  }
   void reset() { tape_.reset_to(mark_); }
 
   // Parameter views in registration order, for weight files.

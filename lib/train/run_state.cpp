@@ -96,6 +96,9 @@ std::string run_identity(const Model& model) {
   train["batch_size"] = spec.train.batch_size;
   train["shuffle"] = spec.train.shuffle;
   train["drop_last"] = spec.train.drop_last;
+  // The shards change every step's sums; the process count does not (docs/distributed.md). Only
+  // S > 1 is written, so runs from before train.shards keep their identity.
+  if (spec.train.shards > 1) train["shards"] = spec.train.shards;
   Sha256 h;
   for (const DataTable* t : {&model.data().train, &model.data().validation})
     for (const Tensor& x : t->tensors) h.update(x.data(), static_cast<size_t>(x.numel()) * sizeof(double));

@@ -22,7 +22,9 @@
 #include "train/evaluate.h"
 #include "train/schedule.h"
 #include "train/preprocess.h"
+#include "train/progress.h"
 #include "train/run_state.h"
+#include "train/sharded_step.h"
 #include "tensor/sha256.h"
 
 namespace gr {
@@ -35,49 +37,6 @@ constexpr double kCheckpointSeconds = 2.0;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// A progress bar on a terminal (stderr), one line per epoch otherwise (stdout), nothing when quiet.
-class Progress {
- public:
-  Progress(bool quiet, int64_t epochs, int64_t steps_per_epoch)
-      : quiet_(quiet), tty_(::isatty(2) == 1), epochs_(epochs), steps_(steps_per_epoch) {}
-  void step(int64_t epoch, int64_t step_in_epoch, double loss) {
-    if (quiet_ || !tty_) return;
-    const auto now = Clock::now();
-    if (now - last_ < std::chrono::milliseconds(100) && step_in_epoch != steps_) return;
-    last_ = now;
-    const int width = 30;
-    const int64_t done = steps_ ? step_in_epoch * width / steps_ : width;
-    std::string bar(static_cast<size_t>(done), '#');
-    bar.resize(width, '.');
-    std::fprintf(stderr, "\r\033[Kepoch %lld/%lld [%s] step %lld/%lld", static_cast<long long>(epoch),
-                 static_cast<long long>(epochs_), bar.c_str(), static_cast<long long>(step_in_epoch),
-                 static_cast<long long>(steps_));
-    if (!std::isnan(loss)) std::fprintf(stderr, " loss %.6g", loss);  // a device keeps losses until the epoch ends
-  }
-  void epoch(const EpochRecord& e) {
-    if (quiet_) return;
-    char line[384];
-    int n = std::snprintf(line, sizeof line, "epoch %lld/%lld  train_loss %.6g", static_cast<long long>(e.epoch),
-                          static_cast<long long>(epochs_), e.train_loss);
-    if (!std::isnan(e.val_loss)) n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  val_loss %.6g", e.val_loss);
-    if (!std::isnan(e.val_accuracy))
-      n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  val_accuracy %.4f", e.val_accuracy);
-    if (!std::isnan(e.train_accuracy))
-      n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  train_accuracy %.4f", e.train_accuracy);
-    if (!std::isnan(e.val_rmse))  // a regression model: its error in the target's units
-      n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  val_mae %.6g  val_rmse %.6g  val_r2 %.4f", e.val_mae,
-                         e.val_rmse, e.val_r2);
-    if (!std::isnan(e.grad_norm)) n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  grad_norm %.4g", e.grad_norm);
-    std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  %.2fs", e.seconds);
-    if (tty_) std::fprintf(stderr, "\r\033[K%s\n", line);
-    else std::printf("%s\n", line), std::fflush(stdout);
-  }
-
- private:
-  bool quiet_, tty_;
-  int64_t epochs_, steps_;
-  Clock::time_point last_{};
-};
 
 }  // namespace
 
@@ -101,6 +60,9 @@ void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, c
       {"dtype", to_string(o.dtype)},
       {"fused", r.fused},
       {"threads", num_threads()},
+      {"shards", model.spec().train.shards},
+      {"processes", o.comm ? o.comm->size() : 1},
+      {"mpi", o.comm && o.comm->size() > 1 ? nlohmann::ordered_json(o.comm->library()) : nlohmann::ordered_json(nullptr)},
       {"stop_reason", r.stop_reason.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.stop_reason)},
       {"epochs", last ? last->epoch : 0},
       {"target_epochs", r.target_epochs},
@@ -194,14 +156,27 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   const DataTable& train_rows = model.data().train;
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::create_directories(o.out_dir, ec);
-  if (ec || !fs::is_directory(o.out_dir))
-    throw IoError(o.out_dir, "cannot create the output folder: " + (ec ? ec.message() : std::string("not a folder")));
-  const std::string probe = o.out_dir + "/.gradrun-write-test";
-  write_file_atomic(probe, "");  // fail now, not after training, when the folder is not writable
-  fs::remove(probe, ec);
+  const std::unique_ptr<dist::Comm> solo = dist::solo();
+  dist::Comm& comm = o.comm ? *o.comm : *solo;
+  const bool writer = comm.rank() == 0;  // rank 0 alone writes the run folder
+  const bool sharded = spec.train.shards > 1 || comm.size() > 1;
+  if (writer) {
+    fs::create_directories(o.out_dir, ec);
+    if (ec || !fs::is_directory(o.out_dir))
+      throw IoError(o.out_dir, "cannot create the output folder: " + (ec ? ec.message() : std::string("not a folder")));
+    const std::string probe = o.out_dir + "/.gradrun-write-test";
+    write_file_atomic(probe, "");  // fail now, not after training, when the folder is not writable
+    fs::remove(probe, ec);
+  }
   const std::string identity = run_identity(model);
   const std::string run_sha = sha256_hex(identity);
+  if (comm.size() > 1) {  // every rank must train the same spec on the same data
+    const std::vector<std::string> shas = comm.allgather_text(run_sha);
+    for (size_t q = 1; q < shas.size(); ++q)
+      if (shas[q] != shas[0])
+        throw InputError(spec.path, "", "rank " + std::to_string(q) + " read a different spec, data or init than rank 0 (run identity " +
+                                            shas[q].substr(0, 12) + " vs " + shas[0].substr(0, 12) + ")");
+  }
 
   Optimizer opt = model.make_optimizer();
   TrainResult r;
@@ -241,21 +216,35 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     r.log.epochs = c.epochs;
     r.steps = c.step;
     if (early) early->restore(r.log, c.best, model, dir);
-    if (!fs::equivalent(run_dir, o.out_dir, ec)) {  // in place, the folder is this run's (its weights stay until replaced)
+    if (writer && !fs::equivalent(run_dir, o.out_dir, ec)) {  // in place, the folder is this run's (its weights stay until replaced)
       claim_run_folder(o.out_dir, run_sha, spec, o.force);
       const std::string init = run_dir + "/init.safetensors";
       if (fs::exists(init)) write_file_atomic(o.out_dir + "/init.safetensors", read_file(init));
     }
   } else {
     if (!o.init_file.empty()) model.load_params(read_safetensors(o.init_file), o.init_file);  // bad input: the folder stays
-    claim_run_folder(o.out_dir, run_sha, spec, o.force);
-    write_safetensors(o.out_dir + "/init.safetensors", model.param_views(),
-                      {{"spec", spec.path}, {"spec_sha256", spec.sha256}, {"steps", "0"}}, StDtype::F64);
+    if (writer) {
+      claim_run_folder(o.out_dir, run_sha, spec, o.force);
+      write_safetensors(o.out_dir + "/init.safetensors", model.param_views(),
+                        {{"spec", spec.path}, {"spec_sha256", spec.sha256}, {"steps", "0"}}, StDtype::F64);
+    }
   }
   const int64_t target = r.target_epochs;
 
-  std::unique_ptr<DeviceRunner> device;  // null: the CPU tape
-  if (o.device != DeviceKind::Cpu) {
+  std::unique_ptr<DeviceRunner> device;  // null: the CPU tape (or the sharded step)
+  std::unique_ptr<ShardedStep> shards;   // train.shards > 1 or several processes
+  if (sharded) {
+    if (o.device != DeviceKind::Cpu && o.dtype != DType::F64)
+      throw InputError(spec.path, "/train/shards", "sharded training on a device runs in f64 (the host optimizer's); drop --dtype f32");
+    if (o.device != DeviceKind::Cpu) {
+      std::string why;
+      if (!backend) backend = open_backend(o.device, &why);
+      if (!backend) throw Error("device " + std::string(to_string(o.device)) + ": " + why);
+    }
+    shards = std::make_unique<ShardedStep>(model, opt, comm, std::move(backend), o.fuse);
+    if (writer) diag::info("shards: " + shards->describe());
+    else diag::debug("shards: " + shards->describe());
+  } else if (o.device != DeviceKind::Cpu) {
     std::string why;
     if (!backend) backend = open_backend(o.device, &why);
     if (!backend) throw Error("device " + std::string(to_string(o.device)) + ": " + why);  // auto found no CUDA
@@ -265,10 +254,14 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   }
 
   const int64_t n = spec.data ? train_rows.rows : 0;
-  const int64_t batch = spec.data ? p.batch : 0;
+  const int64_t batch = spec.data ? p.batch * p.shards : 0;  // the step's rows: shards × the graph's batch
   const int64_t steps_per_epoch = spec.data ? (spec.train.drop_last ? n / batch : (n + batch - 1) / batch) : 1;
   if (spec.data && !spec.train.drop_last && n % batch != 0) {  // check the odd last batch fits before training
-    std::vector<int64_t> rows(static_cast<size_t>(n % batch));
+    if ((n % batch) % p.shards != 0)
+      throw InputError(spec.path, "/train/drop_last",
+                       "the last batch of " + std::to_string(n % batch) + " rows does not split into " + std::to_string(p.shards) +
+                           " equal shards; set drop_last to true");
+    std::vector<int64_t> rows(static_cast<size_t>(n % batch / p.shards));
     for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
     if (model.record(train_rows, rows).empty())
       throw InputError(spec.path, "/train/drop_last",
@@ -281,8 +274,8 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     throw unfit_batch_error(model, model.data().validation.rows, "the validation split");
 
   InterruptGuard interrupts;
-  write_run_json(model, o, r, run_sha);  // status running
-  Progress progress(o.quiet, target, steps_per_epoch);
+  if (writer) write_run_json(model, o, r, run_sha);  // status running
+  Progress progress(o.quiet || !writer, target, steps_per_epoch);
   const auto t0 = Clock::now();
   const double resumed_seconds = r.log.epochs.empty() ? 0.0 : r.log.epochs.back().seconds;
   std::vector<int64_t> order, rows;
@@ -295,7 +288,12 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     r.status = status;
     r.stop_reason = status;
     if (early) r.best = early->best();
-    write_outputs(model, o, r, run_sha);
+    if (writer) write_outputs(model, o, r, run_sha);
+  };
+  // A checkpoint: the owners' optimizer moments to rank 0 first (every rank calls this), which writes.
+  auto checkpoint = [&](int64_t epoch, int64_t step_in_epoch) {
+    if (shards) shards->gather_optimizer_state();
+    if (writer) write_checkpoint(ckpt_dir, model, opt, r.log, epoch, step_in_epoch, target, identity, early ? early->best() : BestWeights{});
   };
   // Logs a step's loss; false when it is not finite (the run stops there).
   auto record_step = [&](double value, int64_t epoch) {
@@ -326,7 +324,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
                         divergence_advice(spec) + "; " + kept());
   };
   auto interrupted = [&](int64_t epoch, int64_t step_in_epoch) {
-    write_checkpoint(ckpt_dir, model, opt, r.log, epoch, step_in_epoch, target, identity, early ? early->best() : BestWeights{});
+    checkpoint(epoch, step_in_epoch);
     stop("interrupted");
     throw InterruptedError("interrupted at step " + std::to_string(r.steps) + " (epoch " +
                            std::to_string(epoch + (step_in_epoch > 0 ? 1 : 0)) + " of " + std::to_string(target) +
@@ -355,6 +353,15 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
         rows.clear();
         for (int64_t i = s * batch; i < std::min(n, (s + 1) * batch); ++i) rows.push_back(order[static_cast<size_t>(i)]);
         set_lr(static_cast<int64_t>(epoch_begin) + s + 1, epoch);
+        if (shards) {  // the shards' gradients summed in shard order, the optimizer sharded over the ranks
+          const ShardedStep::Outcome so = shards->step(train_rows, rows, static_cast<int64_t>(epoch_begin) + s + 1, InterruptGuard::requested());
+          if (!record_step(so.loss, epoch)) diverged(epoch);
+          r.log.step_grad_norm.push_back(so.grad_norm);
+          epoch_sum = epoch_sum + so.loss;
+          progress.step(epoch + 1, s + 1, so.loss);
+          if (so.interrupt && s + 1 < steps_per_epoch) interrupted(epoch, s + 1);
+          continue;
+        }
         if (device) {  // forward, backward and the optimizer step replayed as one episode; the loss stays there
           device->step(rows, s, static_cast<int64_t>(epoch_begin) + s + 1);
           progress.step(epoch + 1, s + 1, kNaN);
@@ -412,9 +419,11 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
       if (diag::enabled(diag::Level::Debug))
         diag::debug("epoch " + std::to_string(epoch + 1) + ": mean train loss " + format_double(mean) + ", val loss " +
                     format_double(val_loss) + ", " + std::to_string(static_cast<int64_t>(1e3 * e.seconds)) + " ms since the run began");
-      if (epoch + 1 == target || stop_early || seconds_since(last_checkpoint) >= kCheckpointSeconds) {
+      double due = epoch + 1 == target || stop_early || seconds_since(last_checkpoint) >= kCheckpointSeconds ? 1.0 : 0.0;
+      if (comm.size() > 1) comm.broadcast(&due, 1, 0);  // rank 0's clock decides for every rank
+      if (due != 0.0) {
         const auto c0 = Clock::now();
-        write_checkpoint(ckpt_dir, model, opt, r.log, epoch + 1, 0, target, identity, early ? early->best() : BestWeights{});
+        checkpoint(epoch + 1, 0);
         diag::debug("checkpoint of epoch " + std::to_string(epoch + 1) + " written to " + ckpt_dir + " in " +
                     std::to_string(static_cast<int64_t>(1e3 * seconds_since(c0))) + " ms");
         last_checkpoint = Clock::now();
@@ -427,14 +436,16 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
         r.stop_detail = "stopped after epoch " + std::to_string(epoch + 1) + ": " + early->describe_stop(epoch + 1);
         break;
       }
-      if (InterruptGuard::requested() && epoch + 1 < target) interrupted(epoch + 1, 0);
+      double stop_now = InterruptGuard::requested() ? 1.0 : 0.0;
+      if (comm.size() > 1) comm.broadcast(&stop_now, 1, 0);  // mpirun signals every rank; rank 0's view decides
+      if (stop_now != 0.0 && epoch + 1 < target) interrupted(epoch + 1, 0);
     }
     r.seconds = seconds_since(t0);
     r.weights_sha256 = weights_digest(model);
     r.status = "complete";
     if (r.stop_reason.empty()) r.stop_reason = "epochs";
     if (early) r.best = early->best();
-    write_outputs(model, o, r, run_sha);
+    if (writer) write_outputs(model, o, r, run_sha);
   } catch (const InterruptedError&) {
     throw;
   } catch (const DivergedError&) {
@@ -444,7 +455,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
       r.status = "failed";
       r.stop_reason = "failed";
       try {
-        write_run_json(model, o, r, run_sha);
+        if (writer) write_run_json(model, o, r, run_sha);
       } catch (...) {  // the original error is the one to report
       }
     }

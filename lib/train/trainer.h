@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "device/backend.h"
+#include "dist/comm.h"
 #include "io/errors.h"
 #include "spec/spec.h"
 
@@ -36,6 +37,9 @@ struct TrainOptions {
   DeviceKind device = DeviceKind::Cpu;  // Cpu (the tape) | Host | Cuda (Auto is resolved by the caller)
   DType dtype = DType::F64;
   FuseMode fuse = FuseMode::Off;  // device runs only
+  // The process group of a data-parallel run (train.shards on `mpirun`; docs/distributed.md); null:
+  // this process alone. Rank 0 alone writes the run folder and prints progress.
+  dist::Comm* comm = nullptr;
 };
 
 struct TrainResult {
