@@ -1,10 +1,13 @@
 // test_tape.cpp — tape semantics: values, requires-grad propagation, lazy and dropped constants,
-// mark/reset_to, repeated backward, set_value.
+// mark/reset_to, repeated backward, set_value, and the same bytes on any thread count.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "grad/optimizer.h"
 #include "grad/tape.h"
+#include "tensor/parallel.h"
 
 using namespace gr;
 
@@ -124,4 +127,69 @@ TEST_CASE("the op table names every op once", "[tape]") {
     CHECK(op_by_name(kOps[i].name) == kOps[i].op);
   }
   CHECK_FALSE(op_by_name("conv2d").has_value());
+}
+
+// Every loop the threads split (grad/owned.h, tensor/matmul.h): products split by columns ([64,256])
+// and by rows ([512,64]), bias adds with a [N] and a [1,N] bias (the bias gradient inside the column
+// blocks and after row blocks), activations, x·x (both sides into one slot), the zeroing of
+// gradients by reset_to, and an Adam step. 1 to 4 threads must give the same bytes.
+namespace {
+
+std::vector<double> filled(int64_t n, uint64_t seed) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& x : v) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    const int64_t r = static_cast<int64_t>(seed >> 33) % 2001 - 1000;  // zeros and both signs
+    x = std::ldexp(static_cast<double>(r), -static_cast<int>(seed >> 60) - 9);
+  }
+  return v;
+}
+
+std::vector<std::vector<double>> split_episodes(int threads) {
+  set_num_threads(threads);
+  Tape t;
+  const Var x = t.constant(Shape{64, 300}, filled(64 * 300, 1));
+  const Var u = t.constant(Shape{512, 40}, filled(512 * 40, 2));
+  const Var w1 = t.param(Shape{300, 256}, filled(300 * 256, 3)), b1 = t.param(Shape{256}, filled(256, 4));
+  const Var w2 = t.param(Shape{40, 64}, filled(40 * 64, 5)), b2 = t.param(Shape{1, 64}, filled(64, 6));
+  Optimizer opt = Optimizer::adam(1e-2);
+  for (const Var p : {w1, b1, w2, b2}) opt.add(t, p);
+  const int32_t mark = t.mark();
+  std::vector<std::vector<double>> out;
+  const auto keep = [&](ConstTensorView v) { out.emplace_back(v.values().begin(), v.values().end()); };
+  for (int episode = 0; episode < 2; ++episode) {
+    const Var h = t.relu(t.add(t.matmul(x, w1), b1));       // [64,256]: columns split
+    const Var s = t.sub(t.sigmoid(h), t.mul(h, h));         // equal shapes, x·x
+    const Var k = t.tanh(t.add(t.matmul(u, w2), b2));       // [512,64]: rows split
+    const Var loss = t.add(t.mean(s), t.mean(t.mul(k, k)));
+    REQUIRE(t.backward(loss));
+    for (int32_t id = 0; id < t.size(); ++id) {
+      keep(t.value(Var{id}));
+      keep(t.grad(Var{id}));
+    }
+    opt.step(t);
+    t.reset_to(mark);
+    for (const Var p : {w1, b1, w2, b2}) {
+      keep(t.value(p));
+      keep(t.grad(p));  // zeroed by reset_to
+    }
+  }
+  set_num_threads(1);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("1, 2, 3 and 4 threads give identical bytes in every split loop", "[tape][threads]") {
+  const std::vector<std::vector<double>> one = split_episodes(1);
+  for (int threads = 2; threads <= 4; ++threads) {
+    INFO(threads << " threads");
+    const std::vector<std::vector<double>> many = split_episodes(threads);
+    REQUIRE(many.size() == one.size());
+    for (size_t i = 0; i < one.size(); ++i) {
+      INFO("tensor " << i);
+      REQUIRE(many[i].size() == one[i].size());
+      CHECK(std::memcmp(many[i].data(), one[i].data(), one[i].size() * sizeof(double)) == 0);
+    }
+  }
 }

@@ -9,6 +9,7 @@
 
 #include "gr_ops_lane.h"
 #include "gr_ops_elementwise.h"
+#include "grad/owned.h"
 #include "grad/tape.h"
 #include "tensor/broadcast.h"
 #include "tensor/matmul.h"
@@ -28,15 +29,15 @@ struct TapeRules {
   template <class CA, class CB>
   void binary(CA ca, CB cb) {
     if (in(n.a).shape == in(n.b).shape) {  // no broadcast: ia = ib = e
-      const int64_t count = n.numel();
-      if (wants(n.a)) {
-        double* slot = t.ensure_grad(n.a);
-        for (int64_t e = 0; e < count; ++e) slot[e] = gr_accumulate(slot[e], ca(e, e, e));
-      }
-      if (wants(n.b)) {
-        double* slot = t.ensure_grad(n.b);
-        for (int64_t e = 0; e < count; ++e) slot[e] = gr_accumulate(slot[e], cb(e, e, e));
-      }
+      // Per element the a-side lands before the b-side (the same slot when a and b are one node).
+      double* da = wants(n.a) ? t.ensure_grad(n.a) : nullptr;
+      double* db = wants(n.b) ? t.ensure_grad(n.b) : nullptr;
+      for_each_owned(n.shape, [&](int64_t base, int64_t c0, int64_t c1) {
+        if (da)
+          for (int64_t e = base + c0; e < base + c1; ++e) da[e] = gr_accumulate(da[e], ca(e, e, e));
+        if (db)
+          for (int64_t e = base + c0; e < base + c1; ++e) db[e] = gr_accumulate(db[e], cb(e, e, e));
+      });
       return;
     }
     const Shape &sa = in(n.a).shape, &sb = in(n.b).shape;
@@ -59,6 +60,7 @@ struct TapeRules {
       }
       return;
     }
+    if (is_row_vector_of(sb, sa)) return bias(ca, cb);  // as the forward: after the single element
     BroadcastMap m{n.shape};  // validated by the forward; n.shape is the broadcast shape
     aligned_strides(in(n.a).shape, n.shape, m.a_stride);
     aligned_strides(in(n.b).shape, n.shape, m.b_stride);
@@ -72,12 +74,38 @@ struct TapeRules {
     }
   }
 
+  // A bias add, b a row vector of a ([.., N] and [N]): ia = e, ib = e mod N. The b-side slot j
+  // sums its contributions over the rows in ascending order (the row-major subsequence order), so
+  // a column's sum must stay in one task: the b-side runs inside the blocks only when the grid
+  // splits columns alone, and after them on this thread otherwise.
+  template <class CA, class CB>
+  void bias(CA ca, CB cb) {
+    const RowsCols rc = rows_cols(n.shape);
+    const int64_t N = rc.n;
+    double* da = wants(n.a) ? t.ensure_grad(n.a) : nullptr;
+    double* db = wants(n.b) ? t.ensure_grad(n.b) : nullptr;
+    const auto b_side = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+      for (int64_t i = r0; i < r1; ++i)
+        for (int64_t j = c0; j < c1; ++j) db[j] = gr_accumulate(db[j], cb(i * N + j, i * N + j, j));
+    };
+    const bool split_rows = num_threads() > 1 && rc.m * N >= kOwnedMinElems && output_grid(rc.m, N).nrb > 1;
+    for_each_output_block(rc.m, N, kOwnedMinElems, [&](const OutputBlock& k) {
+      if (da)
+        for (int64_t i = k.r0; i < k.r1; ++i)
+          for (int64_t j = k.c0; j < k.c1; ++j) da[i * N + j] = gr_accumulate(da[i * N + j], ca(i * N + j, i * N + j, j));
+      if (db && !split_rows) b_side(k.r0, k.r1, k.c0, k.c1);
+    });
+    if (db && split_rows) b_side(0, rc.m, 0, N);
+  }
+
   // slot[e] += c(e) for a same-shaped single input.
   template <class C>
   void unary(C c) {
     if (!wants(n.a)) return;
     double* slot = t.ensure_grad(n.a);
-    for (int64_t e = 0; e < n.numel(); ++e) slot[e] = gr_accumulate(slot[e], c(e));
+    for_each_owned(n.shape, [&](int64_t base, int64_t c0, int64_t c1) {
+      for (int64_t e = base + c0; e < base + c1; ++e) slot[e] = gr_accumulate(slot[e], c(e));
+    });
   }
 
   void reduction() {
@@ -292,7 +320,7 @@ bool Tape::backward(Var loss) {
   }
   for (Node& n : nodes_)  // intermediate gradients restart; parameter gradients accumulate
     if (n.op != Op::Param) {
-      if (n.grad) std::fill_n(n.grad, n.numel(), 0.0);
+      if (n.grad) zero_owned(n.grad, n.shape);
       n.touched = false;
     }
   if (!nodes_[loss.id].requires_grad) return true;  // no parameter upstream: nothing to do

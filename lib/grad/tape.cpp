@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "grad/owned.h"
+
 namespace gr {
 
 namespace {
@@ -104,7 +106,7 @@ double* Tape::ensure_grad(int32_t id) {
   if (!n.grad) {
     n.grad_pos = arena_.pos();
     n.grad = arena_.alloc(n.numel());
-    std::fill_n(n.grad, n.numel(), 0.0);
+    zero_owned(n.grad, n.shape);  // first touched by the threads that will accumulate into it
   }
   n.touched = true;
   return n.grad;
@@ -119,7 +121,7 @@ void Tape::reset_to(int32_t mark) {
   nodes_.resize(static_cast<size_t>(mark));  // keeps capacity: no allocation next episode
   for (Node& n : nodes_) {
     if (n.grad && n.grad_pos >= to) n.grad = nullptr;  // its memory is being released
-    if (n.grad) std::fill_n(n.grad, n.numel(), 0.0);
+    if (n.grad) zero_owned(n.grad, n.shape);  // a weight gradient: in dW's blocks (owned.h)
     n.touched = false;
   }
   arena_.rewind(to);

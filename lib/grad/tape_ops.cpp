@@ -6,6 +6,7 @@
 
 #include "gr_ops_lane.h"
 #include "gr_ops_elementwise.h"
+#include "grad/owned.h"
 #include "grad/tape.h"
 #include "tensor/broadcast.h"
 #include "tensor/matmul.h"
@@ -23,8 +24,9 @@ Var Tape::binary(Op op, Var a, Var b, F f) {
       const double* pa = nodes_[a.id].val;
       const double* pb = nodes_[b.id].val;
       double* y = n->val;
-      const int64_t count = n->numel();
-      for (int64_t e = 0; e < count; ++e) y[e] = f(pa[e], pb[e]);
+      for_each_owned(n->shape, [&](int64_t base, int64_t c0, int64_t c1) {
+        for (int64_t e = base + c0; e < base + c1; ++e) y[e] = f(pa[e], pb[e]);
+      });
     }
     return Var{size() - 1};
   }
@@ -45,6 +47,18 @@ Var Tape::binary(Op op, Var a, Var b, F f) {
       }
       return Var{size() - 1};
     }
+  }
+  if (is_row_vector_of(nodes_[b.id].shape, nodes_[a.id].shape)) {  // a bias: [.., N] + [N], ib = e mod N
+    Node* n = push(op, a.id, b.id, nodes_[a.id].shape);
+    if (n->val) {
+      const double* pa = nodes_[a.id].val;
+      const double* pb = nodes_[b.id].val;
+      double* y = n->val;
+      for_each_owned(n->shape, [&](int64_t base, int64_t c0, int64_t c1) {
+        for (int64_t j = c0; j < c1; ++j) y[base + j] = f(pa[base + j], pb[j]);
+      });
+    }
+    return Var{size() - 1};
   }
   BroadcastMap m;
   try {
@@ -70,8 +84,9 @@ Var Tape::unary(Op op, Var x, double s, F f) {
   if (n->val) {
     const double* px = nodes_[x.id].val;
     double* y = n->val;
-    const int64_t count = n->numel();
-    for (int64_t e = 0; e < count; ++e) y[e] = f(px[e]);
+    for_each_owned(n->shape, [&](int64_t base, int64_t c0, int64_t c1) {
+      for (int64_t e = base + c0; e < base + c1; ++e) y[e] = f(px[e]);
+    });
   }
   return Var{size() - 1};
 }

@@ -416,52 +416,46 @@ void matmul_serial(const MatmulArgs& x, int64_t ldc, bool trans_c = false) {
 // grid give the same bytes. Splitting rows makes every task pack all of B; splitting columns
 // makes every task pack all of A. The grid minimizes the largest task's cost, modelled per k step
 // as rows*cols FMA lanes (16 per cycle) plus (rows + cols) packed values (about 3 per cycle).
-// Column blocks are whole NR-wide panels, so no task gets an extra ragged edge. Products under
-// kMinFlops stay serial: handing work to another core costs a few µs.
-namespace {
-
-struct Grid {
-  int64_t rows, cols;      // block size
-  int64_t nrb, ncb;        // number of row / column blocks
-};
-
-Grid choose_grid(const MatmulArgs& x, int64_t threads) {
-  Grid best{x.m, x.n, 1, 1};
+// Column blocks are whole NR-wide panels, so no task gets an extra ragged edge. The cost does not
+// depend on K, so the grid is a function of the output's shape alone, and the elementwise ops and
+// gradient buffers of that shape follow it (matmul.h). Products under kMinFlops stay serial:
+// handing work to another core costs a few µs.
+OutputGrid output_grid(int64_t m, int64_t n) {
+  const int64_t threads = num_threads();
+  OutputGrid best{m, n, m, n, 1, 1};
   double best_cost = -1;
   for (int64_t tc = 1; tc <= threads; ++tc) {
     const int64_t tr = threads / tc;
-    int64_t cols = x.n;
+    int64_t cols = n;
     if (tc > 1) {
-      cols = ((x.n + tc - 1) / tc + NR - 1) / NR * NR;
-      if (cols >= x.n) continue;  // too narrow to split
+      cols = ((n + tc - 1) / tc + NR - 1) / NR * NR;
+      if (cols >= n) continue;  // too narrow to split
     }
-    const int64_t rows = (x.m + tr - 1) / tr;
+    const int64_t rows = (m + tr - 1) / tr;
     const double cost = static_cast<double>(rows) * static_cast<double>(cols) + 5.3 * static_cast<double>(rows + cols);
     if (best_cost < 0 || cost < best_cost) {
       best_cost = cost;
-      best = {rows, cols, (x.m + rows - 1) / rows, (x.n + cols - 1) / cols};
+      best = {m, n, rows, cols, (m + rows - 1) / rows, (n + cols - 1) / cols};
     }
   }
   return best;
 }
-
-}  // namespace
 
 void matmul_exact(const MatmulArgs& x) {
   constexpr double kMinFlops = GR_MM_MIN_PAR_FLOPS;
   const int threads = num_threads();
   const double flops = 2.0 * static_cast<double>(x.m) * static_cast<double>(x.n) * static_cast<double>(x.k);
   if (threads <= 1 || flops < kMinFlops) return matmul_serial(x, x.n);
-  const Grid g = choose_grid(x, threads);
-  if (g.nrb * g.ncb <= 1) return matmul_serial(x, x.n);
-  parallel_for(g.nrb * g.ncb, [&](int64_t t) {
-    const int64_t i0 = t / g.ncb * g.rows, j0 = t % g.ncb * g.cols;
+  const OutputGrid g = output_grid(x.m, x.n);
+  if (g.tasks() <= 1) return matmul_serial(x, x.n);
+  parallel_for(g.tasks(), [&](int64_t t) {
+    const OutputBlock b = g.block(t);
     MatmulArgs part = x;
-    part.a = x.a + i0 * x.a_rs;
-    part.b = x.b + j0 * x.b_cs;
-    part.c = x.c + i0 * x.n + j0;
-    part.m = std::min(g.rows, x.m - i0);
-    part.n = std::min(g.cols, x.n - j0);
+    part.a = x.a + b.r0 * x.a_rs;
+    part.b = x.b + b.c0 * x.b_cs;
+    part.c = x.c + b.r0 * x.n + b.c0;
+    part.m = b.r1 - b.r0;
+    part.n = b.c1 - b.c0;
     matmul_serial(part, x.n);
   });
 }

@@ -10,6 +10,8 @@
 #pragma once
 #include <cstdint>
 
+#include "tensor/parallel.h"
+
 namespace gr {
 
 enum class MatmulStore { Overwrite, Accumulate };
@@ -26,6 +28,43 @@ struct MatmulArgs {
 
 // The fast exact loop (register-tiled, vectorized). Same bits as matmul_reference.
 void matmul_exact(const MatmulArgs& args);
+
+// Threads and data placement. matmul_exact splits an [M, N] output into blocks of whole rows x
+// whole NR-column panels (output_grid: a function of M, N and num_threads() only, not of K), and
+// task t of parallel_for runs on thread t (tensor/parallel.h). Code that reads or writes a buffer
+// of that shape — the activation over a product, a bias add, their gradients, the zeroing of a
+// weight gradient before dW = Xᵀ·G accumulates into it — splits it the same way, so each block is
+// touched by one core from the product through the backward; a different split moves the block
+// between the cores' caches, which costs more than the split saves when they share no cache.
+// Any split gives the same bytes (each element is computed by one thread, in the serial order).
+struct OutputBlock {
+  int64_t r0, r1, c0, c1;  // rows [r0, r1) x columns [c0, c1)
+};
+struct OutputGrid {
+  int64_t m, n;        // the buffer
+  int64_t rows, cols;  // block size
+  int64_t nrb, ncb;    // row and column blocks
+  int64_t tasks() const { return nrb * ncb; }
+  OutputBlock block(int64_t t) const {
+    const int64_t r0 = t / ncb * rows, c0 = t % ncb * cols;
+    return {r0, r0 + rows < m ? r0 + rows : m, c0, c0 + cols < n ? c0 + cols : n};
+  }
+};
+OutputGrid output_grid(int64_t m, int64_t n);
+
+// f(block) for each block of output_grid(m, n): in parallel (task t = block t) when m·n is at least
+// min_elems and there is more than one thread, else one call over the whole buffer.
+template <class F>
+void for_each_output_block(int64_t m, int64_t n, int64_t min_elems, F&& f) {
+  if (num_threads() > 1 && m * n >= min_elems) {
+    const OutputGrid g = output_grid(m, n);
+    if (g.tasks() > 1) {
+      parallel_for(g.tasks(), [&](int64_t t) { f(g.block(t)); });
+      return;
+    }
+  }
+  f(OutputBlock{0, m, 0, n});
+}
 
 // The plain serial-k triple loop: the definition the tests compare matmul_exact against.
 void matmul_reference(const MatmulArgs& args);

@@ -13,7 +13,10 @@ int num_threads();
 int hardware_threads();       // std::thread::hardware_concurrency(), at least 1
 
 // Runs fn(ctx, task) for task = 0 .. tasks-1 over the pool (the caller takes part), and returns
-// when all are done. No allocation. Must not be called from inside a task.
+// when all are done. Thread i (the caller is 0) runs tasks i, i + T, ... unless it is late (then
+// another takes them), so code that splits a buffer the same way region after region keeps each
+// block on one core (tensor/matmul.h, output_grid). No allocation. Must not be called from inside
+// a task.
 void parallel_for(int64_t tasks, void (*fn)(void* ctx, int64_t task), void* ctx);
 
 template <class F>

@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <new>
 
+#include "grad/owned.h"
 #include "io/errors.h"
 #include "spec/init.h"
 #include "io/limits.h"
@@ -85,7 +87,14 @@ const std::vector<Var>& Model::record(const DataTable& table, std::span<const in
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Tensor& src = table.tensors[i];
     if (full) {
-      gather_rows(src, rows, tape_.leaf_values(slots_[i]).data());
+      // In the slot's owner blocks (grad/owned.h): each thread copies its own rows and columns.
+      double* dst = tape_.leaf_values(slots_[i]).data();
+      const int64_t width = src.numel() / src.shape()[0];
+      for_each_output_block(static_cast<int64_t>(rows.size()), width, kOwnedMinElems, [&](const OutputBlock& b) {
+        for (int64_t r = b.r0; r < b.r1; ++r)
+          std::memcpy(dst + r * width + b.c0, src.data() + rows[static_cast<size_t>(r)] * width + b.c0,
+                      static_cast<size_t>(b.c1 - b.c0) * sizeof(double));
+      });
       scratch_inputs_.push_back(slots_[i]);
     } else {  // an odd-sized batch (validation remainder, drop_last false): temporary constants
       std::vector<int64_t> dims(src.shape().dims().begin(), src.shape().dims().end());
