@@ -18,18 +18,22 @@ namespace gr {
 template <class F>
 Var Tape::binary(Op op, Var a, Var b, F f) {
   if (!usable(op, a) || !usable(op, b)) return Var{};
-  if (nodes_[a.id].shape == nodes_[b.id].shape) {  // no broadcast: ia = ib = e
+  // a's shape, in the blocks of the matmul that wrote a (grad/owned.h): b's element for a's element
+  // base + j is pb[base + j] (same shape) or pb[j] (b a row vector of a: a bias, ib = e mod N).
+  auto owned = [&](bool b_is_row) {
     Node* n = push(op, a.id, b.id, nodes_[a.id].shape);
     if (n->val) {
       const double* pa = nodes_[a.id].val;
       const double* pb = nodes_[b.id].val;
       double* y = n->val;
       for_each_owned(n->shape, [&](int64_t base, int64_t c0, int64_t c1) {
-        for (int64_t e = base + c0; e < base + c1; ++e) y[e] = f(pa[e], pb[e]);
+        const double* bb = b_is_row ? pb : pb + base;
+        for (int64_t j = c0; j < c1; ++j) y[base + j] = f(pa[base + j], bb[j]);
       });
     }
     return Var{size() - 1};
-  }
+  };
+  if (nodes_[a.id].shape == nodes_[b.id].shape) return owned(false);  // no broadcast: ia = ib = e
   {  // one side a single element that stretches over the other's shape: ia = e, ib = 0 (or mirrored)
     const Shape &sa = nodes_[a.id].shape, &sb = nodes_[b.id].shape;
     const bool b1 = sb.numel() == 1 && sb.rank() <= sa.rank(), a1 = sa.numel() == 1 && sa.rank() <= sb.rank();
@@ -48,18 +52,7 @@ Var Tape::binary(Op op, Var a, Var b, F f) {
       return Var{size() - 1};
     }
   }
-  if (is_row_vector_of(nodes_[b.id].shape, nodes_[a.id].shape)) {  // a bias: [.., N] + [N], ib = e mod N
-    Node* n = push(op, a.id, b.id, nodes_[a.id].shape);
-    if (n->val) {
-      const double* pa = nodes_[a.id].val;
-      const double* pb = nodes_[b.id].val;
-      double* y = n->val;
-      for_each_owned(n->shape, [&](int64_t base, int64_t c0, int64_t c1) {
-        for (int64_t j = c0; j < c1; ++j) y[base + j] = f(pa[base + j], pb[j]);
-      });
-    }
-    return Var{size() - 1};
-  }
+  if (is_row_vector_of(nodes_[b.id].shape, nodes_[a.id].shape)) return owned(true);  // a bias: [.., N] + [N]
   BroadcastMap m;
   try {
     m = broadcast_map(nodes_[a.id].shape, nodes_[b.id].shape);
