@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "io/atomic_file.h"
+#include "spec/tensor_file.h"
 #include "tensor/diag.h"
 #include "train/run_state.h"
 #include "train/trainer.h"
@@ -80,6 +81,7 @@ void run_train(const TrainFlags& f) {
   std::vector<std::string> expect;
   if (!f.expect.empty()) expect = read_expected(f.expect);  // a missing or bad golden file fails now, not after training
   Model model(spec, load_datasets(spec));
+  release_tensor_values(spec);  // the tape holds them now: a frozen base is not kept twice
   TrainOptions o;
   std::string resume_run = f.resume;  // the run folder (also when given as its checkpoint/)
   while (resume_run.size() > 1 && resume_run.back() == '/') resume_run.pop_back();

@@ -9,11 +9,6 @@
 
 namespace gr {
 
-namespace {
-// Constants at least this large get their own heap block, so drop_consts() really frees them.
-constexpr int64_t kDedicatedConstElems = int64_t(1) << 16;
-}  // namespace
-
 Tape::Tape() { nodes_.reserve(256); }
 Tape::~Tape() = default;
 
@@ -48,7 +43,7 @@ Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape) {
   return &n;
 }
 
-Var Tape::leaf(Op op, const Shape& shape, std::span<const double> values, bool lazy) {
+Var Tape::leaf(Op op, const Shape& shape, std::span<const double> values, bool lazy, bool frozen) {
   if (!ok_) return Var{};
   if (shape.rank() == 0) return poison(op, "shape has rank 0; a scalar is shape [1]");
   if (!lazy && static_cast<int64_t>(values.size()) != shape.numel())
@@ -58,19 +53,20 @@ Var Tape::leaf(Op op, const Shape& shape, std::span<const double> values, bool l
   n.op = op;
   n.shape = shape;
   n.lazy = lazy;
-  n.requires_grad = (op == Op::Param);
+  n.requires_grad = (op == Op::Param && !frozen);
   n.pos_before = arena_.pos();
   if (!lazy) {
-    if (op == Op::Const && shape.numel() >= kDedicatedConstElems) {
-      auto block = std::make_unique<double[]>(static_cast<size_t>(shape.numel()));
-      n.val = block.get();
-      dedicated_.emplace_back(size() - 1, std::move(block));
+    // Big leaves that never change get pages of their own, so drop_value / drop_consts free them.
+    if ((op == Op::Const || frozen) && shape.numel() >= kOwnPagesElems) {
+      PageBlock block(shape.numel());
+      n.val = block.data();
+      own_pages_.emplace(size() - 1, std::move(block));
     } else {
       n.val = arena_.alloc(shape.numel());
     }
     std::memcpy(n.val, values.data(), values.size_bytes());
   }
-  if (op == Op::Param) {  // parameters always own a gradient, kept across episodes
+  if (op == Op::Param && !frozen) {  // trainable parameters own a gradient, kept across episodes
     n.grad_pos = arena_.pos();
     n.grad = arena_.alloc(shape.numel());
     std::fill_n(n.grad, shape.numel(), 0.0);
@@ -82,6 +78,9 @@ Var Tape::leaf(Op op, const Shape& shape, std::span<const double> values, bool l
 Var Tape::param(const Shape& shape, std::span<const double> values) { return leaf(Op::Param, shape, values, false); }
 Var Tape::constant(const Shape& shape, std::span<const double> values) {
   return leaf(Op::Const, shape, values, false);
+}
+Var Tape::frozen_param(const Shape& shape, std::span<const double> values) {
+  return leaf(Op::Param, shape, values, false, /*frozen=*/true);
 }
 Var Tape::constant_lazy(const Shape& shape) { return leaf(Op::Const, shape, {}, true); }
 
@@ -117,7 +116,7 @@ void Tape::reset_to(int32_t mark) {
     throw Error("reset_to: mark " + std::to_string(mark) + " is outside the tape (size " + std::to_string(size()) +
                 ")");
   const Arena::Pos to = mark < size() ? nodes_[mark].pos_before : value_end_;
-  while (!dedicated_.empty() && dedicated_.back().first >= mark) dedicated_.pop_back();
+  own_pages_.erase(own_pages_.lower_bound(mark), own_pages_.end());
   nodes_.resize(static_cast<size_t>(mark));  // keeps capacity: no allocation next episode
   for (Node& n : nodes_) {
     if (n.grad && n.grad_pos >= to) n.grad = nullptr;  // its memory is being released
@@ -137,7 +136,7 @@ void Tape::recover(int32_t mark) {
 void Tape::drop_consts() {
   for (Node& n : nodes_)
     if (n.op == Op::Const) n.val = nullptr;
-  dedicated_.clear();
+  std::erase_if(own_pages_, [&](const auto& e) { return nodes_[static_cast<size_t>(e.first)].op == Op::Const; });
 }
 
 const Node& Tape::node(Var v) const {

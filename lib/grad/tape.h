@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "grad/arena.h"
+#include "grad/page_block.h"
 #include "grad/op_table.h"
 #include "tensor/tensor.h"
 
@@ -72,6 +74,9 @@ class Tape {
   // Make a param a frozen leaf: it keeps its value but requires no gradient, so nothing derived
   // from it alone does, and backward skips that work (tape_freeze.cpp). Before any op uses it.
   void freeze(Var param);
+  // A parameter frozen from birth: param() + freeze() without the gradient buffer it would never
+  // use, its values in pages of its own when large (so drop_value can free them).
+  Var frozen_param(const Shape& shape, std::span<const double> values);
   // Overwrite a param's or const's values in place (same element count): minibatch input slots.
   void set_value(Var leaf, std::span<const double> values);
 
@@ -133,6 +138,15 @@ class Tape {
   void recover(int32_t mark);
   // Free the host values of every constant (after a device capture uploaded them).
   void drop_consts();
+  // Host copies of one unchanging leaf (a const or a frozen parameter) a device holds
+  // (tape_freeze.cpp): drop_value frees the leaf's own pages (leaves of at least kOwnPagesElems
+  // elements have them) and returns the bytes freed; a smaller leaf lives in the arena and is kept
+  // (0). While dropped, the leaf has no host value: ops on it record no values. restore_value gives
+  // it fresh pages, uninitialized, for the caller to fill (from the device, bit for bit).
+  size_t drop_value(Var leaf);
+  std::span<double> restore_value(Var leaf);
+  bool dropped(Var leaf) const { return node(leaf).val == nullptr && !node(leaf).lazy; }
+  static constexpr int64_t kOwnPagesElems = int64_t(1) << 16;
   // dL/dloss = 1 (every element), one reverse walk. Non-parameter gradients restart from zero;
   // parameter gradients accumulate across calls until reset_to. False (and poisoned) on failure.
   bool backward(Var loss);
@@ -157,7 +171,7 @@ class Tape {
   bool usable(Op op, Var v);
   Node* push(Op op, int32_t a, int32_t b, const Shape& shape);
   double* ensure_grad(int32_t id);
-  Var leaf(Op op, const Shape& shape, std::span<const double> values, bool lazy);
+  Var leaf(Op op, const Shape& shape, std::span<const double> values, bool lazy, bool frozen = false);
   template <class F>
   Var binary(Op op, Var a, Var b, F f);
   template <class F>
@@ -168,7 +182,7 @@ class Tape {
   std::vector<Node> nodes_;
   Arena arena_;
   Arena::Pos value_end_;  // arena position after the last pushed value
-  std::vector<std::pair<int32_t, std::unique_ptr<double[]>>> dedicated_;  // big consts, own blocks
+  std::map<int32_t, PageBlock> own_pages_;  // node id → the values of a big const or frozen param
   std::vector<double> zeros_;  // backing for grad() of unreached nodes
   bool ok_ = true;
   std::string error_;

@@ -14,3 +14,40 @@ void Tape::freeze(Var p) {
 }
 
 }  // namespace gr
+
+namespace gr {
+
+// ---- host copies of unchanging leaves (docs/use-a-model.md "Host copies on devices") ---------------
+// A device run holds consts and frozen parameters in device memory and never changes them, so the
+// host copies can go between the times the host needs them (evaluation, weight files).
+
+namespace {
+bool unchanging(const Node& n) { return (n.op == Op::Const && !n.lazy) || (n.op == Op::Param && !n.requires_grad); }
+}  // namespace
+
+size_t Tape::drop_value(Var v) {
+  node(v);  // throws for a variable of another tape
+  Node& n = nodes_[static_cast<size_t>(v.id)];
+  if (!unchanging(n))
+    throw Error("drop_value: node " + std::to_string(v.id) + " is not a const or frozen parameter (its value changes)");
+  const auto it = own_pages_.find(v.id);
+  if (it == own_pages_.end()) return 0;  // in the arena: kept (small, or already dropped)
+  const size_t bytes = it->second.bytes();
+  own_pages_.erase(it);
+  n.val = nullptr;
+  return bytes;
+}
+
+std::span<double> Tape::restore_value(Var v) {
+  node(v);
+  Node& n = nodes_[static_cast<size_t>(v.id)];
+  if (!unchanging(n))
+    throw Error("restore_value: node " + std::to_string(v.id) + " is not a const or frozen parameter");
+  if (n.val) return {n.val, static_cast<size_t>(n.numel())};  // never dropped (or kept in the arena)
+  PageBlock block(n.numel());
+  n.val = block.data();
+  own_pages_.emplace(v.id, std::move(block));
+  return {n.val, static_cast<size_t>(n.numel())};
+}
+
+}  // namespace gr

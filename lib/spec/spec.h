@@ -217,6 +217,8 @@ struct Spec {
   EmitSpec emit;
   PredictSpec predict;
   std::vector<TensorFileRecord> tensor_files;  // every file of an init or const, first use first
+  // release_tensor_values ran: the values of "values" inits and of consts are gone (a Model holds them).
+  bool values_released = false;
 };
 
 // Throws IoError (unreadable file) or InputError (everything else).

@@ -212,6 +212,18 @@ void load_tensor_files(Spec& spec) {
   }
 }
 
+void release_tensor_values(Spec& spec) {
+  auto release = [](std::vector<double>& v) { std::vector<double>().swap(v); };
+  for (ParamSpec& p : spec.params) release(p.init.values);
+  for (NodeSpec& n : spec.graph)
+    if (n.kind == NodeSpec::Kind::Dense) {
+      release(n.w_init.values);
+      release(n.b_init.values);
+    }
+  for (ConstSpec& c : spec.consts) release(c.values);
+  spec.values_released = true;
+}
+
 void check_file_init(const Spec& spec, const InitSpec& init, const Shape& shape, const std::string& param) {
   if (init.file.empty()) return;
   const Shape got{std::span<const int64_t>(init.file_shape)};

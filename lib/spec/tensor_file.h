@@ -31,6 +31,10 @@ InitSpec read_file_init(const JsonAt& j);
 void read_file_const(const JsonAt& j, ConstSpec& c);
 // Reads every file named by an init or const of `spec` (params, dense layers, consts).
 void load_tensor_files(Spec& spec);
+// Frees the values of every "values" init (inline or from a file) and every const, once a Model has
+// copied them to its tape (gradrun train), so a fine-tune's frozen base is held once, not three
+// times. The spec keeps names, shapes, files and digests; building a Model from it again is refused.
+void release_tensor_values(Spec& spec);
 // A file init's tensor must have exactly the parameter's shape (no-op for other inits).
 void check_file_init(const Spec& spec, const InitSpec& init, const Shape& shape, const std::string& param);
 

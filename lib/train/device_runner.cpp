@@ -1,5 +1,7 @@
 #include "train/device_runner.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -84,6 +86,7 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   // The training set goes to the device once; each step uploads only its row indices.
   device::Module* module = backend_->compile(kBatchKernels, "gradrun_batches");
   const bool f32 = ro.dtype == replay::DType::F32;
+  f64_ = !f32;
   gather_ = backend_->kernel(module, f32 ? "gr_gather_rows_f32" : "gr_gather_rows_f64");
   store_loss_ = backend_->kernel(module, f32 ? "gr_store_loss_f32" : "gr_store_loss_f64");
   store_norm_ = backend_->kernel(module, "gr_store_loss_f64");  // the norm lives in the optimizer's double control buffer
@@ -156,8 +159,30 @@ std::vector<double> DeviceRunner::epoch_grad_norms(int64_t steps) {
 }
 
 void DeviceRunner::sync(Optimizer& opt) {
+  restore_host_copies();
   episode_->sync_params_to(model_.tape());
   dopt_->store_state_to(opt);
+}
+
+size_t HostCopies::release() {
+  if (!released_.empty()) return 0;
+  size_t bytes = 0;
+  for (Var leaf : model_.fixed_leaves()) {
+    const size_t freed = model_.tape().drop_value(leaf);
+    if (freed > 0) released_.push_back(leaf);
+    bytes += freed;
+  }
+#ifdef __GLIBC__
+  // The temporaries that built these values (inits, file loads: the same sizes) sit freed in
+  // malloc's heap, which keeps them resident; hand them back too.
+  if (bytes > 0) malloc_trim(0);
+#endif
+  return bytes;
+}
+
+void HostCopies::restore(replay::Episode& episode) {
+  for (Var leaf : released_) episode.value(leaf, model_.tape().restore_value(leaf));  // f64: the uploaded bytes
+  released_.clear();
 }
 
 std::string DeviceRunner::describe() const {

@@ -17,6 +17,21 @@
 
 namespace gr {
 
+// The host copies of a model's fixed leaves (Model::fixed_leaves: frozen parameters and consts)
+// while an f64 episode holds them on the device (docs/use-a-model.md "Host copies on devices"):
+// release drops every one that has its own pages (Tape::drop_value) and returns the bytes freed;
+// restore downloads them back from the episode's buffers, the bytes that were uploaded. Idempotent.
+class HostCopies {
+ public:
+  explicit HostCopies(Model& model) : model_(model) {}
+  size_t release();
+  void restore(replay::Episode& episode);  // the episode that holds them
+
+ private:
+  Model& model_;
+  std::vector<Var> released_;  // the fixed leaves whose host copies are dropped now
+};
+
 class DeviceRunner {
  public:
   // fuse: Off — per-node launches; On — fused megakernels (lib/fuse); Auto — fused when the backend
@@ -36,8 +51,18 @@ class DeviceRunner {
   // Their gradient norms (Optimizer::grad_norm, computed by the device optimizer's clip kernel and
   // kept per step like the losses): one more download per epoch.
   std::vector<double> epoch_grad_norms(int64_t steps);
-  // Parameters back into the tape and the optimizer state back into `opt` (checkpoints, weights).
+  // Parameters back into the tape and the optimizer state back into `opt` (checkpoints, weights),
+  // and the host copies of the fixed leaves back (restore_host_copies): the tape is whole again.
   void sync(Optimizer& opt);
+  // The host copies of the model's fixed leaves (frozen parameters, consts: Model::fixed_leaves)
+  // the episode holds on the device and never changes, as the original library's drop_consts did
+  // after a capture: release frees their pages (leaves of at least Tape::kOwnPagesElems elements)
+  // and returns the bytes freed; restore downloads them back, the same bytes (docs/use-a-model.md "Host copies on devices").
+  // f64 only: an f32 device holds them rounded, so an f32 run keeps its host copies (returns 0).
+  // Between release and restore nothing may record on the tape: the trainer restores (sync) before
+  // every evaluation and file. Both are idempotent.
+  size_t release_host_copies() { return f64_ ? host_copies_.release() : 0; }
+  void restore_host_copies() { host_copies_.restore(*episode_); }
   std::string describe() const;
   replay::Episode& episode() { return *episode_; }
   replay::DeviceOptimizer& optimizer() { return *dopt_; }
@@ -55,6 +80,8 @@ class DeviceRunner {
   device::Buffer index_{}, losses_{}, norms_{};
   device::Kernel *gather_ = nullptr, *store_loss_ = nullptr, *store_norm_ = nullptr;
   int64_t losses_capacity_ = 0;
+  bool f64_ = true;
+  HostCopies host_copies_{model_};
 };
 
 // The episode of a captured program: the program itself (Off), or fused kernels over its buffers

@@ -13,6 +13,7 @@
 namespace gr {
 
 Model::Model(const Spec& spec, Datasets data) : spec_(spec), data_(std::move(data)) {
+  GR_ASSERT(!spec.values_released);  // release_tensor_values: only after the one Model of a run
   program_ = resolve_program(spec_, data_.train);
   check_class_ids(program_, data_.train, "the training rows");
   check_class_ids(program_, data_.validation, "the validation rows");
@@ -35,16 +36,21 @@ Model::Model(const Spec& spec, Datasets data) : spec_(spec), data_(std::move(dat
   for (size_t i = 0; i < program_.params.size(); ++i) {
     const ProgramParam& pp = program_.params[i];
     try {
-      params_.push_back(tape_.param(pp.shape, init_values(pp.init, pp.shape, spec_.seed, i)));
-      if (!pp.trainable) tape_.freeze(params_.back());  // no gradient work, on the tape and every device
+      const std::vector<double> values = init_values(pp.init, pp.shape, spec_.seed, i);
+      // Frozen: no gradient work on the tape and every device, no gradient buffer, own pages.
+      params_.push_back(pp.trainable ? tape_.param(pp.shape, values) : tape_.frozen_param(pp.shape, values));
+      std::vector<double>().swap(program_.params[i].init.values);  // the tape holds them now
     } catch (const std::bad_alloc&) {
       throw InputError(spec_.path, pp.pointer,
                        "cannot allocate parameter \"" + pp.name + "\" of shape " + pp.shape.str() + " (" +
                            std::to_string(static_cast<double>(pp.shape.numel()) * 8.0 / (1 << 30)) + " GiB)");
     }
   }
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!program_.params[i].trainable) fixed_.push_back(params_[i]);
   for (const ConstSpec& c : spec_.consts) consts_.push_back(tape_.constant(Shape(std::span<const int64_t>(c.shape)), c.values));
   for (const Shape& s : program_.input_shapes) slots_.push_back(tape_.constant(s, std::vector<double>(static_cast<size_t>(s.numel()), 0.0)));
+  fixed_.insert(fixed_.end(), consts_.begin(), consts_.end());
   GR_ASSERT(tape_.ok());
   mark_ = tape_.mark();
   scratch_inputs_.reserve(slots_.size());

@@ -25,6 +25,9 @@ class Model {
   Tape& tape() { return tape_; }
   const std::vector<Var>& params() const { return params_; }
   const std::vector<Var>& slots() const { return slots_; }  // input slots, in program input order
+  // The leaves no step changes: frozen parameters, then the spec's consts. A device run drops their
+  // host copies between evaluations (DeviceRunner::release_host_copies).
+  const std::vector<Var>& fixed_leaves() const { return fixed_; }
 
   // Parameters from a safetensors file with the parameters' names and shapes (--init, --resume).
   // `prefix` selects tensors named prefix + name. Throws InputError on a missing name or bad shape.
@@ -57,7 +60,7 @@ class Model {
   Datasets data_;
   Program program_;
   Tape tape_;
-  std::vector<Var> params_, consts_, slots_;
+  std::vector<Var> params_, consts_, slots_, fixed_;
   int32_t mark_ = 0;
   std::vector<Var> scratch_inputs_, nodes_;
 };

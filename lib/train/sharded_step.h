@@ -28,6 +28,7 @@
 #include "dist/comm.h"
 #include "grad/optimizer.h"
 #include "replay/episode.h"
+#include "train/device_runner.h"
 #include "train/model.h"
 
 namespace gr {
@@ -58,6 +59,12 @@ class ShardedStep {
   Outcome step(const DataTable& table, std::span<const int64_t> rows, int64_t t, bool interrupt_requested);
   // The full optimizer state on rank 0, from the owners' ranges (for a checkpoint). Collective.
   void gather_optimizer_state();
+  // On a device: the host copies of the fixed leaves between evaluations (HostCopies); 0 / no-op on
+  // the CPU tape. Local to each rank.
+  size_t release_host_copies() { return episode_ ? host_copies_.release() : 0; }
+  void restore_host_copies() {
+    if (episode_) host_copies_.restore(*episode_);
+  }
   int64_t first_shard() const { return s_lo_; }
   int64_t shard_end() const { return s_hi_; }
   std::string describe() const;
@@ -76,6 +83,7 @@ class ShardedStep {
   std::vector<int64_t> scount_, sdispl_, rcount_, rdispl_, pcount_, pdispl_, lcount_, ldispl_;
   std::unique_ptr<device::Backend> backend_;
   std::unique_ptr<replay::Episode> episode_;  // null: the CPU tape
+  HostCopies host_copies_{model_};
 };
 
 }  // namespace gr

@@ -17,6 +17,7 @@
 #include "io/safetensors.h"
 #include "tensor/diag.h"
 #include "tensor/parallel.h"
+#include "io/limits.h"
 #include "train/device_runner.h"
 #include "train/early_stopping.h"
 #include "train/evaluate.h"
@@ -273,6 +274,16 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   if (spec.data && unfit_last_batch(model, model.data().validation) > 0)
     throw unfit_batch_error(model, model.data().validation.rows, "the validation split");
 
+  // The device holds the consts and frozen parameters now; the host needs them per epoch only.
+  auto release_host_copies = [&] { return device ? device->release_host_copies() : shards ? shards->release_host_copies() : 0; };
+  auto restore_host_copies = [&] {
+    if (device) device->restore_host_copies();
+    if (shards) shards->restore_host_copies();
+  };
+  {
+    const size_t freed = release_host_copies();
+    if (freed > 0 && writer) diag::info("device: host copies of consts and frozen parameters dropped until needed (" + human_bytes(static_cast<double>(freed)) + ")");
+  }
   InterruptGuard interrupts;
   if (writer) write_run_json(model, o, r, run_sha);  // status running
   Progress progress(o.quiet || !writer, target, steps_per_epoch);
@@ -284,6 +295,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   int64_t checkpoint_epoch = first_epoch;  // the last good checkpoint: the resumed one until we write ours
   std::string checkpoint_where = first_epoch > 0 || first_step > 0 ? resumed_from : ckpt_dir;
   auto stop = [&](const std::string& status) {
+    restore_host_copies();  // the weight files need every parameter
     r.seconds = seconds_since(t0);
     r.status = status;
     r.stop_reason = status;
@@ -292,6 +304,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   };
   // A checkpoint: the owners' optimizer moments to rank 0 first (every rank calls this), which writes.
   auto checkpoint = [&](int64_t epoch, int64_t step_in_epoch) {
+    restore_host_copies();  // released again at the next epoch's start
     if (shards) shards->gather_optimizer_state();
     if (writer) write_checkpoint(ckpt_dir, model, opt, r.log, epoch, step_in_epoch, target, identity, early ? early->best() : BestWeights{});
   };
@@ -349,6 +362,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
       for (size_t i = 0; s0 > 0 && i < r.log.step_loss.size(); ++i)  // the interrupted epoch's steps so far, in order
         if (r.log.step_epoch[i] == epoch + 1) epoch_sum = epoch_sum + r.log.step_loss[i];
       const size_t epoch_begin = r.log.step_loss.size() - static_cast<size_t>(s0);
+      release_host_copies();  // restored before the epoch's evaluation
       for (int64_t s = s0; s < steps_per_epoch; ++s) {
         rows.clear();
         for (int64_t i = s * batch; i < std::min(n, (s + 1) * batch); ++i) rows.push_back(order[static_cast<size_t>(i)]);
@@ -405,6 +419,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
                             "); " + divergence_advice(spec) + "; " + kept());
       }
       if (device) device->sync(opt);  // parameters to the tape (validation, files), optimizer state to opt
+      restore_host_copies();  // sync did for a device; the sharded step's episode too
       const Evaluation val = evaluate_metrics(model, model.data().validation);
       const double val_loss = val.loss;
       EpochRecord e{epoch + 1, mean, val.loss, val.accuracy, resumed_seconds + seconds_since(t0), r.steps};

@@ -1,0 +1,157 @@
+#!/usr/bin/python3
+"""Host copies of consts and frozen parameters on device runs, through the CLI (issue 18 item 4).
+
+    /usr/bin/python3 tests/test_host_copies.py GRADRUN
+
+A fine-tune whose base dominates: a 256x256 const "mix" from a safetensors file, a frozen
+256-256 tanh trunk from .npy files, and a small trainable 4-way head, with a validation split and
+an accuracy metric, so every epoch evaluates on the CPU tape between device episodes. A device run
+drops the host copies of mix and the trunk's W after the capture and downloads them back for each
+evaluation and for the files. Checked:
+- --device host, host --fuse and host under the adversarial schedule say they dropped them
+  (two 512 KiB blocks), the CPU tape and an f32 run do not;
+- loss.csv, metrics.csv (less seconds) and every weight tensor are the CPU tape's bytes on each
+  device path: a restore that brought back other bytes (or none) moves val_loss and the head;
+- the frozen trunk in weights.safetensors is the .npy file's bytes (an oracle outside gradrun);
+- 2 epochs + --resume to 4 on the host device = 4 epochs straight, byte for byte;
+- train.shards 2 (the sharded step, one process) on the host device = on the CPU tape.
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+GR = sys.argv[1]
+fails = []
+DROP_LINE = "host copies of consts and frozen parameters dropped"
+
+
+def check(ok, what):
+    if not ok:
+        fails.append(what)
+
+
+def run(*args, code=0, env=None):
+    p = subprocess.run([GR, *args], capture_output=True, text=True, timeout=600, env=env)
+    if p.returncode != code:
+        fails.append(f"{' '.join(args)}: exit {p.returncode}, wanted {code}\n{p.stderr}")
+    return p
+
+
+def write_safetensors(path, tensors):
+    header, blobs, off = {}, [], 0
+    for name, a in tensors.items():
+        b = np.ascontiguousarray(a, dtype="<f8").tobytes()
+        header[name] = {"dtype": "F64", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def read_tensors(path):
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    header.pop("__metadata__", None)
+    return {k: data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in header.items()}
+
+
+def metrics_less_seconds(out):
+    rows = [r.split(",") for r in open(os.path.join(out, "metrics.csv")).read().splitlines()]
+    at = rows[0].index("seconds")
+    return [r[:at] + r[at + 1:] for r in rows]
+
+
+def main():
+    d = tempfile.mkdtemp(prefix="gr_host_copies_")
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(96, 256))
+    y = np.eye(4)[rng.integers(0, 4, size=96)]
+    np.savez(os.path.join(d, "data.npz"), x=x, y=y)
+    write_safetensors(os.path.join(d, "base.safetensors"), {"mix": rng.normal(size=(256, 256)) / 16.0})
+    trunk_w = rng.normal(size=(256, 256)) / 16.0
+    np.save(os.path.join(d, "trunk_w.npy"), trunk_w)
+    np.save(os.path.join(d, "trunk_b.npy"), rng.normal(size=256) * 0.1)
+    spec = {
+        "gradrun": 1, "name": "host-copies", "seed": 4,
+        "data": {"npz": "data.npz", "inputs": {"x": {"tensor": "x"}, "y": {"tensor": "y"}}, "validation": 0.25},
+        "consts": {"mix": {"file": "base.safetensors", "tensor": "mix"}},
+        "graph": [
+            {"id": "h", "op": "matmul", "inputs": ["x", "mix"]},
+            {"id": "trunk", "layer": "dense", "inputs": ["h"], "units": 256, "activation": "tanh", "trainable": False,
+             "init": {"W": {"file": "trunk_w.npy"}, "b": {"file": "trunk_b.npy"}}},
+            {"id": "logits", "layer": "dense", "inputs": ["trunk"], "units": 4},
+            {"id": "loss", "op": "softmax_cross_entropy", "inputs": ["logits", "y"]},
+        ],
+        "loss": "loss",
+        "optimizer": {"kind": "adam", "lr": 0.01},
+        "train": {"epochs": 4, "batch_size": 24, "shuffle": True, "drop_last": True},
+        "metrics": {"accuracy": {"logits": "logits", "labels": "y"}},
+    }
+    path = os.path.join(d, "spec.json")
+    json.dump(spec, open(path, "w"), indent=1)
+
+    def train(name, *extra, env=None):
+        out = os.path.join(d, name)
+        p = run("train", path, "--out", out, "--force", *extra, env=env)
+        return out, p.stderr
+
+    cpu, cpu_err = train("cpu")
+    check(DROP_LINE not in cpu_err, "the CPU tape has nothing to drop, yet said so:\n" + cpu_err)
+    ref_w = read_tensors(os.path.join(cpu, "weights.safetensors"))
+    check(ref_w.get("trunk.W") == np.ascontiguousarray(trunk_w, dtype="<f8").tobytes(),
+          "the frozen trunk in the CPU run's weights is not trunk_w.npy's bytes")
+    adversarial = dict(os.environ, GR_HOST_SCHEDULE="adversarial:1")
+    for name, extra, env in [("host", ["--device", "host"], None), ("fused", ["--device", "host", "--fuse"], None),
+                             ("adversarial", ["--device", "host"], adversarial)]:
+        out, err = train(name, *extra, env=env)
+        check(DROP_LINE in err and "(1.0 MiB)" in err,
+              f"{name}: no line saying the two 512 KiB host copies were dropped:\n{err}")
+        check(open(os.path.join(out, "loss.csv")).read() == open(os.path.join(cpu, "loss.csv")).read(),
+              f"{name}: loss.csv differs from the CPU tape's")
+        check(metrics_less_seconds(out) == metrics_less_seconds(cpu),
+              f"{name}: metrics.csv (val_loss, accuracies) differs from the CPU tape's")
+        w = read_tensors(os.path.join(out, "weights.safetensors"))
+        for k in ref_w:
+            check(w.get(k) == ref_w[k], f"{name}: weight {k} differs from the CPU tape's")
+
+    # Resume on the device: the checkpoint is written from restored copies, the resumed run drops again.
+    half, _ = train("half", "--device", "host", "--epochs", "2")
+    p = run("train", path, "--resume", half, "--device", "host", "--epochs", "4")
+    check(DROP_LINE in p.stderr, "the resumed device run did not drop its host copies:\n" + p.stderr)
+    check(open(os.path.join(half, "loss.csv")).read() == open(os.path.join(cpu, "loss.csv")).read(),
+          "2 epochs + resume to 4 on the host device: loss.csv differs from 4 straight")
+    check(read_tensors(os.path.join(half, "weights.safetensors")) == ref_w,
+          "2 epochs + resume to 4 on the host device: the weights differ from 4 straight")
+
+    # The sharded step (train.shards, one process) on the device drops and restores the same way.
+    scpu, _ = train("shards-cpu", "--set", "/train/shards=2")
+    shost, err = train("shards-host", "--set", "/train/shards=2", "--device", "host")
+    check(DROP_LINE in err, "the sharded step on the host device did not drop its host copies:\n" + err)
+    check(open(os.path.join(shost, "loss.csv")).read() == open(os.path.join(scpu, "loss.csv")).read()
+          and metrics_less_seconds(shost) == metrics_less_seconds(scpu)
+          and read_tensors(os.path.join(shost, "weights.safetensors")) == read_tensors(os.path.join(scpu, "weights.safetensors")),
+          "shards 2: the host device's files differ from the CPU tape's")
+
+    # f32: the device holds rounded copies, so the host keeps the exact ones (and the trunk's bytes).
+    f32, err = train("f32", "--device", "host", "--dtype", "f32")
+    check(DROP_LINE not in err, "an f32 device run dropped its host copies (its device copies are rounded):\n" + err)
+    check(read_tensors(os.path.join(f32, "weights.safetensors")).get("trunk.W") == ref_w["trunk.W"],
+          "f32: the frozen trunk's bytes changed")
+
+    if fails:
+        print("FAIL test_host_copies:\n" + "\n".join(fails))
+        return 1
+    print("ok test_host_copies: cpu, host, host --fuse, adversarial, resume and f32 agree; the trunk is the file's bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
