@@ -175,7 +175,12 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
       for (const ProgramParam& pp : p.params) known += (known.empty() ? "" : ", ") + pp.name;
       throw InputError(spec.path, "/optimizer/l2/" + name, "\"" + name + "\" is not a parameter (parameters: " + known + ")");
     }
-    p.params[it->second.index].l2 = alpha;
+    ProgramParam& pp = p.params[it->second.index];
+    if (!pp.trainable && alpha != 0.0)  // the optimizer never sees a frozen parameter
+      throw InputError(spec.path, "/optimizer/l2/" + name,
+                       "\"" + name + "\" is frozen (\"trainable\": false), so an L2 penalty cannot change it; remove it "
+                       "here or make the parameter trainable");
+    pp.l2 = alpha;
   }
 
   if (spec.metrics.accuracy) {
