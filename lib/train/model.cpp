@@ -22,9 +22,11 @@ Model::Model(const Spec& spec, Datasets data) : spec_(spec), data_(std::move(dat
   // The budget is resource_limits() (io/limits.h): physical memory, ulimit -v, GRADRUN_MAX_MEMORY.
   double total = 0;
   for (const ProgramParam& pp : program_.params) {
-    const double need = static_cast<double>(pp.shape.numel()) * 4.0 * sizeof(double);  // value, grad, Adam m, v
+    // Trainable: value, gradient, Adam's m and v. Frozen: the value alone (Tape::frozen_param).
+    const double need = static_cast<double>(pp.shape.numel()) * (pp.trainable ? 4.0 : 1.0) * sizeof(double);
     check_memory(need, spec_.path, pp.pointer,
-                 "parameter \"" + pp.name + "\" of shape " + pp.shape.str() + " with its gradient and optimizer state");
+                 "parameter \"" + pp.name + "\" of shape " + pp.shape.str() +
+                     (pp.trainable ? " with its gradient and optimizer state" : " (frozen)"));
     total += need;
   }
   // One step's tape: every node's value and gradient at the training batch size.
