@@ -11,6 +11,8 @@
 // does not accept (it reports another core) is skipped. Best-of-N timings of thread CPU time; the
 // machine may be shared, so noise is one-sided.
 //
+// Also the f32 matmul (MatmulArgsF32) on the square sizes against cblas_sgemm and the float FMA peak.
+//
 // Usage: bench_matmul [reps]   (default 7)
 //        bench_matmul --blas-worker reps   (internal: times OpenBLAS as loaded, prints raw lines)
 #include <dlfcn.h>
@@ -85,11 +87,13 @@ double time_call(F&& f, int reps, double target_s) {
 constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111, kCblasTrans = 112;
 using DgemmFn = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double, double*,
                          int);
+using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 using SetThreadsFn = void (*)(int);
 using CorenameFn = char* (*)();
 
 struct Blas {
   DgemmFn dgemm = nullptr;
+  SgemmFn sgemm = nullptr;
   const char* path = nullptr;
   const char* core = "?";
 };
@@ -108,6 +112,7 @@ Blas load_blas() {
       continue;
     }
     b.dgemm = dgemm;
+    b.sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm"));
     b.path = p;
     if (auto set = reinterpret_cast<SetThreadsFn>(dlsym(h, "openblas_set_num_threads"))) set(1);
     if (auto core = reinterpret_cast<CorenameFn>(dlsym(h, "openblas_get_corename"))) b.core = core();
@@ -150,28 +155,54 @@ double peak_mul_add_gflops(int reps) {
 
 #if defined(__AVX512F__)
 // Context only (never used by gradrun): the fused multiply-add peak that BLAS kernels run at.
+// f32: the same with 16 float lanes (vfmadd...ps), the peak of the f32 matmul.
+template <bool f32>
+struct FmaLanes;
+template <>
+struct FmaLanes<false> {
+  using V = __m512d;
+  static constexpr int kLanes = 8;
+  static V set1(double v) { return _mm512_set1_pd(v); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+};
+template <>
+struct FmaLanes<true> {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  static V set1(double v) { return _mm512_set1_ps(static_cast<float>(v)); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+};
+template <bool f32>
 double peak_fma_gflops(int reps) {
-  constexpr int kChains = 12;
+  using L = FmaLanes<f32>;
+  using V = typename L::V;
+  constexpr int kChains = 12, kLanes = L::kLanes;
   constexpr int64_t kIters = 20'000'000;
+  auto set1 = [](double v) { return L::set1(v); };
+  auto fma = [](V a, V b, V c) { return L::fma(a, b, c); };
   double best = 0;
   for (int r = 0; r < reps; ++r) {
-    __m512d acc[kChains], x[kChains];
+    V acc[kChains], x[kChains];
     for (int c = 0; c < kChains; ++c) {
-      acc[c] = _mm512_set1_pd(1.0);
-      x[c] = _mm512_set1_pd(1.0 + c * 1e-3);
+      acc[c] = set1(1.0);
+      x[c] = set1(1.0 + c * 1e-3);
     }
-    __m512d y = _mm512_set1_pd(1e-9);
+    V y = set1(1e-9);
     const double t0 = Clock::now();
     for (int64_t it = 0; it < kIters; ++it) {
       asm volatile("" : "+v"(y));
 #pragma GCC unroll 16
-      for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_pd(x[c], y, acc[c]);
+      for (int c = 0; c < kChains; ++c) acc[c] = fma(x[c], y, acc[c]);
     }
     const double s = seconds_since(t0);
-    double sink = 0;
-    for (int c = 0; c < kChains; ++c) sink += _mm512_cvtsd_f64(acc[c]);
-    if (sink == 42.0) std::printf(" ");
-    best = std::max(best, 2.0 * 8 * kChains * static_cast<double>(kIters) / s * 1e-9);
+    uint64_t sink = 0;  // every lane of every chain is read, so no chain can be left out
+    for (int c = 0; c < kChains; ++c) {
+      uint64_t w[8];
+      std::memcpy(w, &acc[c], sizeof w);
+      for (uint64_t word : w) sink ^= word;
+    }
+    if (sink == 42) std::printf(" ");
+    best = std::max(best, 2.0 * kLanes * kChains * static_cast<double>(kIters) / s * 1e-9);
   }
   return best;
 }
@@ -210,6 +241,27 @@ struct Problem {
           s.accumulate ? 1.0 : 0.0, c.data(), static_cast<int>(s.n));
   }
   double flops() const { return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k); }
+};
+
+// The f32 square products (issue 15: "f32 >= 90% of its peak"): ours (gr::MatmulArgsF32) and sgemm.
+struct ProblemF32 {
+  int64_t n;
+  std::vector<float> a, b, c;
+  explicit ProblemF32(int64_t n_) : n(n_) {
+    std::mt19937_64 rng(static_cast<uint64_t>(n));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    a.resize(static_cast<size_t>(n * n));
+    b.resize(static_cast<size_t>(n * n));
+    c.assign(static_cast<size_t>(n * n), 0.0f);
+    for (auto& v : a) v = u(rng);
+    for (auto& v : b) v = u(rng);
+  }
+  void ours() { gr::matmul_exact(gr::MatmulArgsF32{a.data(), n, 1, b.data(), n, 1, c.data(), n, n, n, gr::MatmulStore::Overwrite}); }
+  void blas(SgemmFn sgemm) {
+    const int k = static_cast<int>(n);
+    sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans, k, k, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(), k);
+  }
+  double flops() const { return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n); }
 };
 
 const int64_t kSquare[] = {64, 128, 256, 512, 1024};
@@ -270,13 +322,17 @@ int blas_worker(int reps) {
     Problem p(kShapes[i]);
     std::printf("sh %zu %.9e\n", i, time_call([&] { p.blas(blas.dgemm); }, reps, kShapeTarget));
   }
+  for (size_t i = 0; blas.sgemm && i < sizeof kSquare / sizeof kSquare[0]; ++i) {
+    ProblemF32 p(kSquare[i]);
+    std::printf("sq32 %zu %.9e\n", i, time_call([&] { p.blas(blas.sgemm); }, reps, kSquareTarget));
+  }
   return 0;
 }
 
 // The best OpenBLAS time per row over all candidate kernels, and which kernel it was.
 struct BlasBest {
-  std::vector<double> sq, sh;       // seconds per call; 0 = none
-  std::vector<std::string> sq_core, sh_core;
+  std::vector<double> sq, sh, sq32;  // seconds per call; 0 = none
+  std::vector<std::string> sq_core, sh_core, sq32_core;
   std::vector<std::string> cores;  // kernels actually timed
 };
 
@@ -286,6 +342,8 @@ BlasBest run_blas_candidates(int reps) {
   best.sq_core.assign(best.sq.size(), "");
   best.sh.assign(kNumShapes, 0.0);
   best.sh_core.assign(kNumShapes, "");
+  best.sq32.assign(best.sq.size(), 0.0);
+  best.sq32_core.assign(best.sq.size(), "");
   // "" = OpenBLAS's own CPU detection. SapphireRapids and Zen are accepted only by newer builds.
   char exe[4096];
   const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);  // popen's shell has its own
@@ -303,7 +361,7 @@ BlasBest run_blas_candidates(int reps) {
     char line[256], core[128] = "?";
     std::vector<std::pair<std::string, std::pair<size_t, double>>> rows;
     while (std::fgets(line, sizeof line, f)) {
-      char kind[8];
+      char kind[8];  // sq, sh, sq32
       size_t idx;
       double sec;
       if (std::sscanf(line, "core %127s", core) == 1) continue;
@@ -319,8 +377,8 @@ BlasBest run_blas_candidates(int reps) {
     std::printf("OPENBLAS_CORETYPE=%s: kernel %s\n", *cand ? cand : "(unset, own detection)", core);
     best.cores.push_back(name);
     for (const auto& [kind, r] : rows) {
-      auto& t = kind == "sq" ? best.sq : best.sh;
-      auto& c = kind == "sq" ? best.sq_core : best.sh_core;
+      auto& t = kind == "sq" ? best.sq : kind == "sq32" ? best.sq32 : best.sh;
+      auto& c = kind == "sq" ? best.sq_core : kind == "sq32" ? best.sq32_core : best.sh_core;
       if (r.first >= t.size()) continue;
       if (t[r.first] == 0.0 || r.second < t[r.first]) t[r.first] = r.second, c[r.first] = name;
     }
@@ -342,10 +400,12 @@ int main(int argc, char** argv) {
   const double peak_ma = peak_mul_add_gflops(reps);
   std::printf("\npeak, separate vector mul + add (12 chains): %7.2f GFLOP/s\n", peak_ma);
 #if defined(__AVX512F__)
-  const double peak_fma = peak_fma_gflops(reps);
+  const double peak_fma = peak_fma_gflops<false>(reps);
   std::printf("peak, fused vector FMA (12 chains):          %7.2f GFLOP/s   <- ours/peak below is of this\n", peak_fma);
+  const double peak_fma32 = peak_fma_gflops<true>(reps);
+  std::printf("peak, fused vector FMA, float (12 chains):   %7.2f GFLOP/s   <- the f32 table's ours/peak\n", peak_fma32);
 #else
-  const double peak_fma = peak_ma;
+  const double peak_fma = peak_ma, peak_fma32 = 2 * peak_ma;
 #endif
 
   std::printf("\n%6s %10s %10s %-12s %10s %9s\n", "n", "ours GF/s", "BLAS GF/s", "BLAS kernel", "ours/BLAS",
@@ -362,6 +422,16 @@ int main(int argc, char** argv) {
       std::printf("%6lld %10.2f %10s %-12s %10s %8.0f%%\n", static_cast<long long>(n), g_ours, "-", "-", "-",
                   100.0 * g_ours / peak_fma);
     }
+  }
+
+  std::printf("\nf32 (acc = fmaf(a, b, acc), serial in k):\n%6s %10s %10s %-12s %10s %9s\n", "n", "ours GF/s", "BLAS GF/s",
+              "BLAS kernel", "ours/BLAS", "ours/FMA");
+  for (size_t i = 0; i < sizeof kSquare / sizeof kSquare[0]; ++i) {
+    ProblemF32 p(kSquare[i]);
+    const double g_ours = p.flops() / time_call([&] { p.ours(); }, reps, kSquareTarget) * 1e-9;
+    const double g_blas = have_blas && blas.sq32[i] > 0 ? p.flops() / blas.sq32[i] * 1e-9 : 0.0;
+    std::printf("%6lld %10.2f %10.2f %-12s %10.2f %8.0f%%\n", static_cast<long long>(kSquare[i]), g_ours, g_blas,
+                g_blas > 0 ? blas.sq32_core[i].c_str() : "-", g_blas > 0 ? g_ours / g_blas : 0.0, 100.0 * g_ours / peak_fma32);
   }
 
   std::printf("\nshapes used by the examples (M x K x N; At/Bt = operand stored transposed; dW/dX accumulate):\n");

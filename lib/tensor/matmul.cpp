@@ -98,17 +98,21 @@
 namespace gr {
 namespace {
 
-using detail::W;
-using detail::vd;
-using detail::load_v;
-using detail::store_v;
-using detail::fma_v;
 constexpr int MR = GR_MM_MR;
 constexpr int NV = GR_MM_NV;
-constexpr int NR = NV * W;
 constexpr int64_t KC = GR_MM_KC;
 constexpr int64_t MC = (GR_MM_MC + MR - 1) / MR * MR;
-constexpr int64_t NC = (GR_MM_NC + NR - 1) / NR * NR;
+// Lanes and panel widths of element type T: a float vector holds twice the doubles' lanes, so its
+// tile is twice as wide in columns with the same registers.
+template <class T>
+struct Geo {
+  static constexpr int W = detail::Simd<T>::W;
+  static constexpr int NR = NV * W;
+  static constexpr int64_t NC = (GR_MM_NC + NR - 1) / NR * NR;
+};
+constexpr int kGridNR = Geo<double>::NR;  // output_grid's column panels: the double tile's width
+using detail::load_v;
+using detail::store_v;
 constexpr int64_t kDirectBRows = GR_MM_DIRECT_B_ROWS;
 constexpr int64_t kDirectBLd = GR_MM_DIRECT_B_LD;
 constexpr int64_t kDirectANc = GR_MM_DIRECT_A_N;
@@ -119,20 +123,21 @@ constexpr int64_t kSwapMinM = GR_MM_SWAP_MIN_M;  // ... when it has at least thi
 constexpr int kTransInit = 1, kTransDst = 2;     // kernel's `trans` bits: init / dst hold the tile transposed
 
 // A 64-byte-aligned scratch buffer that only grows: steady-state calls allocate nothing.
+template <class T>
 struct Scratch {
-  double* p = nullptr;
+  T* p = nullptr;
   size_t cap = 0;
   Scratch() = default;
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   ~Scratch() { std::free(p); }
-  double* get(size_t n) {
+  T* get(size_t n) {
     if (n > cap) {
       std::free(p);
       p = nullptr;
       cap = 0;
-      const size_t bytes = (n * sizeof(double) + 63) / 64 * 64;  // a multiple of the alignment
-      p = static_cast<double*>(std::aligned_alloc(64, bytes));
+      const size_t bytes = (n * sizeof(T) + 63) / 64 * 64;  // a multiple of the alignment
+      p = static_cast<T*>(std::aligned_alloc(64, bytes));
       if (!p) throw std::bad_alloc();
       cap = n;
     }
@@ -147,23 +152,25 @@ struct Scratch {
 //   At the end: dst[r*ld_dst + j] = acc, or with `accumulate`, dst = dst + acc.
 // Only the first n_valid columns are read from init and written to dst.
 // A is an MR-stride packed panel, or with `direct_a` A itself: A(r, k) = ap[r*ars + k*acs].
-template <int mr, int nv, bool direct_a>
-void kernel(const double* __restrict ap, int64_t ars, int64_t acs, const double* __restrict bp, int64_t ldb,
-            int64_t kc, const double* init, int64_t ld_init, double* dst, int64_t ld_dst, bool accumulate,
+template <class T, int mr, int nv, bool direct_a>
+void kernel(const T* __restrict ap, int64_t ars, int64_t acs, const T* __restrict bp, int64_t ldb,
+            int64_t kc, const T* init, int64_t ld_init, T* dst, int64_t ld_dst, bool accumulate,
             int n_valid, int trans) {
+  using V = typename detail::Simd<T>::V;
+  constexpr int W = Geo<T>::W;
   if (!direct_a) ars = 1, acs = MR;  // compile-time strides for the packed panel
-  vd acc[mr][nv];
+  V acc[mr][nv];
   const bool full = n_valid == nv * W;
   if (init == nullptr) {
 #pragma GCC unroll 16
     for (int r = 0; r < mr; ++r)
 #pragma GCC unroll 4
-      for (int v = 0; v < nv; ++v) acc[r][v] = vd{};
+      for (int v = 0; v < nv; ++v) acc[r][v] = V{};
   } else {
 #pragma GCC unroll 16
     for (int r = 0; r < mr; ++r) {
-      double tmp[nv * W] = {};
-      const double* src = init + r * ld_init;
+      T tmp[nv * W] = {};
+      const T* src = init + r * ld_init;
       if (trans & kTransInit) {  // init holds the tile transposed: element (r, j) at init[j*ld + r]
         for (int j = 0; j < n_valid; ++j) tmp[j] = init[j * ld_init + r];
         src = tmp;
@@ -180,14 +187,14 @@ void kernel(const double* __restrict ap, int64_t ars, int64_t acs, const double*
   // to the MR*NV FMAs of each step.
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
-    vd b[nv];
+    V b[nv];
 #pragma GCC unroll 4
     for (int v = 0; v < nv; ++v) b[v] = load_v(bp + v * W);
 #pragma GCC unroll 16
     for (int r = 0; r < mr; ++r) {
-      const double a = ap[r * ars];
+      const T a = ap[r * ars];
 #pragma GCC unroll 4
-      for (int v = 0; v < nv; ++v) acc[r][v] = fma_v(b[v], a, acc[r][v]);  // one rounding per lane
+      for (int v = 0; v < nv; ++v) acc[r][v] = detail::Simd<T>::fma(b[v], a, acc[r][v]);  // one rounding per lane
     }
     ap += acs;
     bp += ldb;
@@ -195,13 +202,13 @@ void kernel(const double* __restrict ap, int64_t ars, int64_t acs, const double*
 
 #pragma GCC unroll 16
   for (int r = 0; r < mr; ++r) {
-    double* out = dst + r * ld_dst;
+    T* out = dst + r * ld_dst;
     if (trans & kTransDst) {  // C is written transposed: element (r, j) at dst[j*ld + r]
-      double tmp[nv * W];
+      T tmp[nv * W];
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);
       for (int j = 0; j < n_valid; ++j) {
-        double& o = dst[j * ld_dst + r];
+        T& o = dst[j * ld_dst + r];
         o = accumulate ? o + tmp[j] : tmp[j];
       }
     } else if (full) {
@@ -213,7 +220,7 @@ void kernel(const double* __restrict ap, int64_t ars, int64_t acs, const double*
           store_v(out + v * W, acc[r][v]);
       }
     } else {
-      double tmp[nv * W];
+      T tmp[nv * W];
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);
       for (int j = 0; j < n_valid; ++j) out[j] = accumulate ? out[j] + tmp[j] : tmp[j];
@@ -221,37 +228,41 @@ void kernel(const double* __restrict ap, int64_t ars, int64_t acs, const double*
   }
 }
 
-using KernelFn = void (*)(const double*, int64_t, int64_t, const double*, int64_t, int64_t, const double*, int64_t,
-                          double*, int64_t, bool, int, int);
+template <class T>
+using KernelFn = void (*)(const T*, int64_t, int64_t, const T*, int64_t, int64_t, const T*, int64_t,
+                          T*, int64_t, bool, int, int);
 
-template <int mr, int... vs>
-constexpr void fill_row(KernelFn* row, std::integer_sequence<int, vs...>) {
-  ((row[vs] = &kernel<mr, vs + 1, false>), ...);
-  ((row[NV + vs] = &kernel<mr, vs + 1, true>), ...);
+template <class T, int mr, int... vs>
+constexpr void fill_row(KernelFn<T>* row, std::integer_sequence<int, vs...>) {
+  ((row[vs] = &kernel<T, mr, vs + 1, false>), ...);
+  ((row[NV + vs] = &kernel<T, mr, vs + 1, true>), ...);
 }
-template <int... rs>
+template <class T, int... rs>
 struct KernelTable {
-  KernelFn fn[MR][2 * NV];  // [rows - 1][vectors - 1], then the same with direct A
-  constexpr KernelTable() : fn{} { (fill_row<rs + 1>(fn[rs], std::make_integer_sequence<int, NV>{}), ...); }
+  KernelFn<T> fn[MR][2 * NV];  // [rows - 1][vectors - 1], then the same with direct A
+  constexpr KernelTable() : fn{} { (fill_row<T, rs + 1>(fn[rs], std::make_integer_sequence<int, NV>{}), ...); }
 };
-template <int... rs>
-constexpr KernelTable<rs...> make_table(std::integer_sequence<int, rs...>) {
-  return KernelTable<rs...>{};
+template <class T, int... rs>
+constexpr KernelTable<T, rs...> make_table(std::integer_sequence<int, rs...>) {
+  return KernelTable<T, rs...>{};
 }
-constexpr auto kTable = make_table(std::make_integer_sequence<int, MR>{});
+template <class T>
+constexpr auto kTable = make_table<T>(std::make_integer_sequence<int, MR>{});
 
 // Pack B(k0 .. k0+kc, j0 .. j0+nc) into NR-wide panels, k-major within a panel, zero padded.
 // Full panels take constant-width paths the compiler turns into vector copies / unrolled loads.
 // With `ragged_only` (B read in place) only a ragged last panel is packed.
-void pack_b(const MatmulArgs& x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, double* out, bool ragged_only) {
+template <class T>
+void pack_b(const MatmulArgsOf<T>& x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, T* out, bool ragged_only) {
+  constexpr int NR = Geo<T>::NR;
   const int64_t rs = x.b_rs, cs = x.b_cs;
   for (int64_t jp = 0; jp < nc; jp += NR) {
     const int64_t w = nc - jp < NR ? nc - jp : NR;
     if (ragged_only && w == NR) continue;
-    double* d = out + jp * kc;
-    const double* s = x.b + k0 * rs + (j0 + jp) * cs;
+    T* d = out + jp * kc;
+    const T* s = x.b + k0 * rs + (j0 + jp) * cs;
     if (w == NR && cs == 1) {  // row-major B: each k row of the panel is NR contiguous values
-      for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) std::memcpy(d, s, NR * sizeof(double));
+      for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) std::memcpy(d, s, NR * sizeof(T));
     } else if (w == NR) {  // strided / transposed B: NR independent streams along k
       for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) {
 #pragma GCC unroll 32
@@ -259,7 +270,7 @@ void pack_b(const MatmulArgs& x, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
       }
     } else {  // ragged last panel
       for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) {
-        std::memset(d, 0, NR * sizeof(double));  // the kernel loads whole vectors: pad with zeros
+        std::memset(d, 0, NR * sizeof(T));  // the kernel loads whole vectors: pad with zeros
         for (int64_t j = 0; j < w; ++j) d[j] = s[j * cs];
       }
     }
@@ -268,14 +279,15 @@ void pack_b(const MatmulArgs& x, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
 
 // Pack A(i0 .. i0+mc, k0 .. k0+kc) into MR-tall panels, k-major within a panel. A ragged last
 // panel keeps the MR stride; its missing rows are never read (its kernel has fewer rows).
-void pack_a(const MatmulArgs& x, int64_t i0, int64_t mc, int64_t k0, int64_t kc, double* out) {
+template <class T>
+void pack_a(const MatmulArgsOf<T>& x, int64_t i0, int64_t mc, int64_t k0, int64_t kc, T* out) {
   const int64_t rs = x.a_rs, cs = x.a_cs;
   for (int64_t ip = 0; ip < mc; ip += MR) {
     const int64_t h = mc - ip < MR ? mc - ip : MR;
-    double* d = out + ip * kc;
-    const double* s = x.a + (i0 + ip) * rs + k0 * cs;
+    T* d = out + ip * kc;
+    const T* s = x.a + (i0 + ip) * rs + k0 * cs;
     if (h == MR && rs == 1) {  // transposed A: each k column of the panel is MR contiguous values
-      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs) std::memcpy(d, s, MR * sizeof(double));
+      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs) std::memcpy(d, s, MR * sizeof(T));
     } else if (h == MR) {  // row-major A: MR streams along k
       for (int64_t k = 0; k < kc; ++k, d += MR, s += cs) {
 #pragma GCC unroll 32
@@ -288,31 +300,32 @@ void pack_a(const MatmulArgs& x, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
   }
 }
 
-}  // namespace
-
-void matmul_reference(const MatmulArgs& x) {
+template <class T>
+void reference(const MatmulArgsOf<T>& x) {
   for (int64_t i = 0; i < x.m; ++i) {
     for (int64_t j = 0; j < x.n; ++j) {
-      const double acc = gr_dot(x.a + i * x.a_rs, x.a_cs, x.b + j * x.b_cs, x.b_rs, x.k);
-      double& c = x.c[i * x.n + j];
+      const T acc = gr_dot(x.a + i * x.a_rs, x.a_cs, x.b + j * x.b_cs, x.b_rs, x.k);
+      T& c = x.c[i * x.n + j];
       c = x.store == MatmulStore::Accumulate ? c + acc : acc;
     }
   }
 }
 
-namespace {
 
 // C's rows are ldc apart (x.n for the whole product; more for a column block of a threaded one).
 // With trans_c, C is stored transposed: element (i, j) at x.c[j*ldc + i].
-void matmul_serial(const MatmulArgs& x, int64_t ldc, bool trans_c = false) {
+template <class T>
+void matmul_serial(const MatmulArgsOf<T>& x, int64_t ldc, bool trans_c = false) {
+  constexpr int W = Geo<T>::W, NR = Geo<T>::NR;
+  constexpr int64_t NC = Geo<T>::NC;
   const int64_t M = x.m, N = x.n, K = x.k;
   if (M <= 0 || N <= 0) return;
   const bool accumulate = x.store == MatmulStore::Accumulate;
   if (K <= 0) {  // acc = +0.0; C = C + 0.0 still turns -0.0 into +0.0, so do the add.
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
-        double& c = x.c[i * ldc + j];
-        c = accumulate ? c + 0.0 : 0.0;
+        T& c = x.c[i * ldc + j];
+        c = accumulate ? c + T(0) : T(0);
       }
     return;
   }
@@ -326,7 +339,7 @@ void matmul_serial(const MatmulArgs& x, int64_t ldc, bool trans_c = false) {
   // than it saves (200x64x6: 5.2 µs swapped, 3.0 not), and so does a B row stride past
   // kDirectBLd (1024x256x10 Aᵀ: 107 µs swapped, 86 not).
   if (!trans_c && N <= kSwapMaxN && M >= kSwapMinM && x.a_rs == 1 && x.a_cs <= kDirectBLd) {
-    MatmulArgs t = x;
+    MatmulArgsOf<T> t = x;
     t.a = x.b, t.a_rs = x.b_cs, t.a_cs = x.b_rs;
     t.b = x.a, t.b_rs = x.a_cs, t.b_cs = x.a_rs;
     t.m = N, t.n = M;
@@ -337,12 +350,12 @@ void matmul_serial(const MatmulArgs& x, int64_t ldc, bool trans_c = false) {
     return;
   }
 
-  thread_local Scratch a_buf, b_buf, t_buf;
+  thread_local Scratch<T> a_buf, b_buf, t_buf;
   const int64_t kc_max = K < KC ? K : KC;
   const int64_t nc_max = N < NC ? (N + NR - 1) / NR * NR : NC;
   const int64_t mc_max = M < MC ? (M + MR - 1) / MR * MR : MC;
-  double* bp = b_buf.get(static_cast<size_t>(kc_max * nc_max));
-  double* ap = a_buf.get(static_cast<size_t>(kc_max * mc_max));
+  T* bp = b_buf.get(static_cast<size_t>(kc_max * nc_max));
+  T* ap = a_buf.get(static_cast<size_t>(kc_max * mc_max));
   // Few rows: each B value is used by at most a few row panels, so packing would cost about as
   // much as it saves; read full panels of a row-major B in place.
   const bool direct_b = x.b_cs == 1 && M <= kDirectBRows && x.b_rs <= kDirectBLd;
@@ -351,7 +364,7 @@ void matmul_serial(const MatmulArgs& x, int64_t ldc, bool trans_c = false) {
   const bool direct_a = N <= kDirectANc;
   // Accumulate with more than one k slice parks the running acc for an M x nc block in scratch.
   const bool park_in_scratch = accumulate && K > KC;
-  double* park = park_in_scratch ? t_buf.get(static_cast<size_t>(M * (N < NC ? N : NC))) : nullptr;
+  T* park = park_in_scratch ? t_buf.get(static_cast<size_t>(M * (N < NC ? N : NC))) : nullptr;
 
   for (int64_t j0 = 0; j0 < N; j0 += NC) {
     const int64_t nc = N - j0 < NC ? N - j0 : NC;
@@ -366,21 +379,21 @@ void matmul_serial(const MatmulArgs& x, int64_t ldc, bool trans_c = false) {
           const int n_valid = static_cast<int>(nc - jp < NR ? nc - jp : NR);
           const int nv = (n_valid + W - 1) / W;
           const bool in_place = direct_b && n_valid == NR;
-          const double* bpanel = in_place ? x.b + k0 * x.b_rs + j0 + jp : bp + jp * kc;
+          const T* bpanel = in_place ? x.b + k0 * x.b_rs + j0 + jp : bp + jp * kc;
           const int64_t ldb = in_place ? x.b_rs : NR;
           // One register tile: rows ip .. ip+rows of this block, by kernel `fn`.
-          auto tile = [&](int64_t ip, KernelFn fn) {
+          auto tile = [&](int64_t ip, KernelFn<T> fn) {
             const int64_t i = i0 + ip, j = j0 + jp;
-            double* c_tile = trans_c ? x.c + j * ldc + i : x.c + i * ldc + j;
+            T* c_tile = trans_c ? x.c + j * ldc + i : x.c + i * ldc + j;
             const int t_c = trans_c ? kTransInit | kTransDst : 0;
             int trans = t_c & kTransDst;
-            const double* init = nullptr;
+            const T* init = nullptr;
             int64_t ld_init = 0;
-            double* dst = c_tile;
+            T* dst = c_tile;
             int64_t ld_dst = ldc;
             bool acc_store = accumulate;
             if (park_in_scratch) {
-              double* p_tile = park + i * nc + jp;
+              T* p_tile = park + i * nc + jp;
               if (!first) init = p_tile, ld_init = nc;
               if (!last) dst = p_tile, ld_dst = nc, acc_store = false, trans = 0;
             } else if (!first) {  // Overwrite: the running acc is parked in C itself
@@ -398,10 +411,10 @@ void matmul_serial(const MatmulArgs& x, int64_t ldc, bool trans_c = false) {
           // for a transposed A (dW = Xᵀ·g), whose 2*MR values per k are contiguous: 2*MR rows of
           // a row-major A a power-of-two stride apart conflict in L1 (256x1024x10 ran 6% slower).
           if (direct_a && nv <= 2 && x.a_rs == 1)
-            for (; ip + 2 * MR <= mc; ip += 2 * MR) tile(ip, nv == 1 ? &kernel<2 * MR, 1, true> : &kernel<2 * MR, 2, true>);
+            for (; ip + 2 * MR <= mc; ip += 2 * MR) tile(ip, nv == 1 ? &kernel<T, 2 * MR, 1, true> : &kernel<T, 2 * MR, 2, true>);
           for (; ip < mc; ip += MR) {
             const int m_valid = static_cast<int>(mc - ip < MR ? mc - ip : MR);
-            tile(ip, kTable.fn[m_valid - 1][(direct_a ? NV : 0) + nv - 1]);
+            tile(ip, kTable<T>.fn[m_valid - 1][(direct_a ? NV : 0) + nv - 1]);
           }
         }
       }
@@ -428,7 +441,7 @@ OutputGrid output_grid(int64_t m, int64_t n) {
     const int64_t tr = threads / tc;
     int64_t cols = n;
     if (tc > 1) {
-      cols = ((n + tc - 1) / tc + NR - 1) / NR * NR;
+      cols = ((n + tc - 1) / tc + kGridNR - 1) / kGridNR * kGridNR;
       if (cols >= n) continue;  // too narrow to split
     }
     const int64_t rows = (m + tr - 1) / tr;
@@ -441,7 +454,10 @@ OutputGrid output_grid(int64_t m, int64_t n) {
   return best;
 }
 
-void matmul_exact(const MatmulArgs& x) {
+namespace {
+
+template <class T>
+void exact(const MatmulArgsOf<T>& x) {
   constexpr double kMinFlops = GR_MM_MIN_PAR_FLOPS;
   const int threads = num_threads();
   const double flops = 2.0 * static_cast<double>(x.m) * static_cast<double>(x.n) * static_cast<double>(x.k);
@@ -450,7 +466,7 @@ void matmul_exact(const MatmulArgs& x) {
   if (g.tasks() <= 1) return matmul_serial(x, x.n);
   parallel_for(g.tasks(), [&](int64_t t) {
     const OutputBlock b = g.block(t);
-    MatmulArgs part = x;
+    MatmulArgsOf<T> part = x;
     part.a = x.a + b.r0 * x.a_rs;
     part.b = x.b + b.c0 * x.b_cs;
     part.c = x.c + b.r0 * x.n + b.c0;
@@ -459,5 +475,12 @@ void matmul_exact(const MatmulArgs& x) {
     matmul_serial(part, x.n);
   });
 }
+
+}  // namespace
+
+void matmul_reference(const MatmulArgs& x) { reference(x); }
+void matmul_reference(const MatmulArgsF32& x) { reference(x); }
+void matmul_exact(const MatmulArgs& x) { exact(x); }
+void matmul_exact(const MatmulArgsF32& x) { exact(x); }
 
 }  // namespace gr

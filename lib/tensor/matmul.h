@@ -16,18 +16,24 @@ namespace gr {
 
 enum class MatmulStore { Overwrite, Accumulate };
 
-struct MatmulArgs {
-  const double* a;
+template <class T>
+struct MatmulArgsOf {
+  const T* a;
   int64_t a_rs, a_cs;
-  const double* b;
+  const T* b;
   int64_t b_rs, b_cs;
-  double* c;
+  T* c;
   int64_t m, k, n;
   MatmulStore store;
 };
+using MatmulArgs = MatmulArgsOf<double>;
+// float: the same contract in single precision — acc = fmaf(a, b, acc), C = C + acc in float —
+// gr_dot<float>, what an f32 device program computes (docs/numerics.md).
+using MatmulArgsF32 = MatmulArgsOf<float>;
 
 // The fast exact loop (register-tiled, vectorized). Same bits as matmul_reference.
 void matmul_exact(const MatmulArgs& args);
+void matmul_exact(const MatmulArgsF32& args);
 
 // Threads and data placement. matmul_exact splits an [M, N] output into blocks of whole rows x
 // whole NR-column panels (output_grid: a function of M, N and num_threads() only, not of K), and
@@ -68,5 +74,6 @@ void for_each_output_block(int64_t m, int64_t n, int64_t min_elems, F&& f) {
 
 // The plain serial-k triple loop: the definition the tests compare matmul_exact against.
 void matmul_reference(const MatmulArgs& args);
+void matmul_reference(const MatmulArgsF32& args);
 
 }  // namespace gr

@@ -13,72 +13,73 @@ constexpr int64_t kRowsChunk = 256;  // columns per pass; Accumulate keeps acc o
 // fma(a3, b3, fma(a2, b2, fma(a1, b1, fma(a0, b0, acc)))) is the serial loop's own sequence, and
 // the first pass starts from +0.0. B is read along its rows, which the prefetchers follow at any
 // row stride. acc (ld apart) is C itself for Overwrite, scratch for Accumulate.
-template <int R, int U, bool First>
-inline void rows_pass(const MatmulArgs& x, int64_t i0, int64_t j0, int64_t nb, int64_t k, double* acc, int64_t ld) {
-  const double* b[U];
+template <class T, int R, int U, bool First>
+inline void rows_pass(const MatmulArgsOf<T>& x, int64_t i0, int64_t j0, int64_t nb, int64_t k, T* acc, int64_t ld) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  const T* b[U];
   for (int u = 0; u < U; ++u) b[u] = x.b + (k + u) * x.b_rs + j0;
-  double a[R][U];
+  T a[R][U];
   for (int r = 0; r < R; ++r)
     for (int u = 0; u < U; ++u) a[r][u] = x.a[(i0 + r) * x.a_rs + (k + u) * x.a_cs];
   int64_t j = 0;
   for (; j + W <= nb; j += W) {
-    vd v[U];
+    V v[U];
 #pragma GCC unroll 4
     for (int u = 0; u < U; ++u) v[u] = load_v(b[u] + j);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      vd t = First ? vd{} : load_v(acc + r * ld + j);
+      V t = First ? V{} : load_v(acc + r * ld + j);
 #pragma GCC unroll 4
-      for (int u = 0; u < U; ++u) t = fma_v(v[u], a[r][u], t);
+      for (int u = 0; u < U; ++u) t = Simd<T>::fma(v[u], a[r][u], t);
       store_v(acc + r * ld + j, t);
     }
   }
   for (; j < nb; ++j)
     for (int r = 0; r < R; ++r) {
-      double t = First ? 0.0 : acc[r * ld + j];
-      for (int u = 0; u < U; ++u) t = __builtin_fma(a[r][u], b[u][j], t);
+      T t = First ? T(0) : acc[r * ld + j];
+      for (int u = 0; u < U; ++u) t = Simd<T>::fma1(a[r][u], b[u][j], t);
       acc[r * ld + j] = t;
     }
 }
 
-template <int R>
-void rows_block(const MatmulArgs& x, int64_t i0, int64_t j0, int64_t nb, double* acc, int64_t ld) {
+template <class T, int R>
+void rows_block(const MatmulArgsOf<T>& x, int64_t i0, int64_t j0, int64_t nb, T* acc, int64_t ld) {
   const int64_t K = x.k;  // >= 1
   int64_t k = 0;
   if (K >= 4) {
-    rows_pass<R, 4, true>(x, i0, j0, nb, 0, acc, ld);
-    for (k = 4; k + 4 <= K; k += 4) rows_pass<R, 4, false>(x, i0, j0, nb, k, acc, ld);
+    rows_pass<T, R, 4, true>(x, i0, j0, nb, 0, acc, ld);
+    for (k = 4; k + 4 <= K; k += 4) rows_pass<T, R, 4, false>(x, i0, j0, nb, k, acc, ld);
   } else {
-    rows_pass<R, 1, true>(x, i0, j0, nb, 0, acc, ld);
+    rows_pass<T, R, 1, true>(x, i0, j0, nb, 0, acc, ld);
     k = 1;
   }
-  for (; k < K; ++k) rows_pass<R, 1, false>(x, i0, j0, nb, k, acc, ld);
+  for (; k < K; ++k) rows_pass<T, R, 1, false>(x, i0, j0, nb, k, acc, ld);
 }
 
-}  // namespace
-
-void matmul_rows(const MatmulArgs& x, int64_t ldc) {
+template <class T>
+void rows(const MatmulArgsOf<T>& x, int64_t ldc) {
   const bool accumulate = x.store == MatmulStore::Accumulate;
-  alignas(64) double scratch[kRowsMax * kRowsChunk];
+  alignas(64) T scratch[kRowsMax * kRowsChunk];
   for (int64_t i0 = 0; i0 < x.m; i0 += kRowsMax) {
     const int64_t r = x.m - i0 < kRowsMax ? x.m - i0 : kRowsMax;
     for (int64_t j0 = 0; j0 < x.n; j0 += kRowsChunk) {
       const int64_t nb = x.n - j0 < kRowsChunk ? x.n - j0 : kRowsChunk;
-      double* c = x.c + i0 * ldc + j0;
-      double* acc = accumulate ? scratch : c;
+      T* c = x.c + i0 * ldc + j0;
+      T* acc = accumulate ? scratch : c;
       const int64_t ld = accumulate ? nb : ldc;
       switch (r) {
         case 1:
-          rows_block<1>(x, i0, j0, nb, acc, ld);
+          rows_block<T, 1>(x, i0, j0, nb, acc, ld);
           break;
         case 2:
-          rows_block<2>(x, i0, j0, nb, acc, ld);
+          rows_block<T, 2>(x, i0, j0, nb, acc, ld);
           break;
         case 3:
-          rows_block<3>(x, i0, j0, nb, acc, ld);
+          rows_block<T, 3>(x, i0, j0, nb, acc, ld);
           break;
         default:
-          rows_block<4>(x, i0, j0, nb, acc, ld);
+          rows_block<T, 4>(x, i0, j0, nb, acc, ld);
           break;
       }
       if (accumulate)
@@ -87,5 +88,10 @@ void matmul_rows(const MatmulArgs& x, int64_t ldc) {
     }
   }
 }
+
+}  // namespace
+
+void matmul_rows(const MatmulArgsOf<double>& x, int64_t ldc) { rows(x, ldc); }
+void matmul_rows(const MatmulArgsOf<float>& x, int64_t ldc) { rows(x, ldc); }
 
 }  // namespace gr::detail

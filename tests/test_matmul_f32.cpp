@@ -1,0 +1,118 @@
+// test_matmul_f32.cpp — the float matmul (MatmulArgsF32, issue 15 item 2's building block): the
+// same contract in single precision, acc = fmaf(a, b, acc) for k ascending, then C = acc or
+// C = C + acc in float. matmul_reference(f32) is checked against a loop over std::fmaf written
+// here, and matmul_exact(f32) — the SIMD path with twice the double lanes — against the reference
+// byte for byte over a shape sweep, every layout and store, the cache-block shapes and threads.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tensor/matmul.h"
+#include "tensor/parallel.h"
+
+namespace {
+
+using gr::MatmulArgsF32;
+using gr::MatmulStore;
+
+// Random mantissa and sign, exponents over ±20 binades (products and sums stay finite in float):
+// any change in the order or association of the k loop changes the rounding and shows up.
+std::vector<float> fill(std::mt19937_64& rng, int64_t n) {
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> ex(-20, 20);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) {
+    x = std::ldexp(mant(rng), ex(rng));
+    if (rng() & 1) x = -x;
+  }
+  return v;
+}
+
+bool bytes_equal(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+}
+
+void check_shape(std::mt19937_64& rng, int64_t m, int64_t k, int64_t n, bool at, bool bt) {
+  const auto a = fill(rng, m * k), b = fill(rng, k * n), c0 = fill(rng, m * n);
+  MatmulArgsF32 x{a.data(), at ? 1 : k, at ? m : 1, b.data(), bt ? 1 : n, bt ? k : 1, nullptr, m, k, n, MatmulStore::Overwrite};
+  for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
+    std::vector<float> want = c0, got = c0;
+    x.store = store;
+    x.c = want.data();
+    gr::matmul_reference(x);
+    x.c = got.data();
+    gr::matmul_exact(x);
+    INFO("f32 M=" << m << " K=" << k << " N=" << n << " aT=" << at << " bT=" << bt
+                  << " accumulate=" << (store == MatmulStore::Accumulate));
+    REQUIRE(bytes_equal(want, got));
+  }
+}
+
+const int64_t kDims[] = {0, 1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 64, 65, 100};
+
+}  // namespace
+
+TEST_CASE("f32 matmul_reference is the serial-k fmaf loop", "[matmul][f32]") {
+  std::mt19937_64 rng(1);
+  const int64_t m = 7, k = 13, n = 5;
+  const auto a = fill(rng, m * k), b = fill(rng, k * n), c0 = fill(rng, m * n);
+  for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
+    std::vector<float> want = c0, got = c0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = 0.0f;
+        for (int64_t kk = 0; kk < k; ++kk)
+          acc = std::fmaf(a[static_cast<size_t>(i * k + kk)], b[static_cast<size_t>(kk * n + j)], acc);
+        float& c = want[static_cast<size_t>(i * n + j)];
+        c = store == MatmulStore::Accumulate ? c + acc : acc;
+      }
+    gr::matmul_reference(MatmulArgsF32{a.data(), k, 1, b.data(), n, 1, got.data(), m, k, n, store});
+    REQUIRE(bytes_equal(want, got));
+  }
+}
+
+TEST_CASE("f32 matmul_exact matches the reference bitwise over a sampled shape sweep", "[matmul][f32]") {
+  std::mt19937_64 rng(42), pick(7);
+  int64_t count = 0;
+  for (int64_t m : kDims)
+    for (int64_t k : kDims)
+      for (int64_t n : kDims) {
+        const bool small = m <= 3 || k <= 3 || n <= 3;
+        if (!small && pick() % 5 != 0) continue;
+        check_shape(rng, m, k, n, (count & 1) != 0, (count & 2) != 0);
+        ++count;
+      }
+  CHECK(count > 800);
+}
+
+TEST_CASE("f32 matmul_exact: cache blocks, long k, narrow and wide C, the models' shapes", "[matmul][f32]") {
+  std::mt19937_64 rng(5);
+  for (bool at : {false, true})
+    for (bool bt : {false, true}) {
+      check_shape(rng, 257, 131, 263, at, bt);
+      check_shape(rng, 45, 1100, 29, at, bt);
+      check_shape(rng, 9, 40, 2200, at, bt);  // more than one NC block of float columns
+    }
+  check_shape(rng, 200, 64, 6, false, false);
+  check_shape(rng, 6, 200, 64, true, false);
+  check_shape(rng, 100, 900, 10, true, false);
+  check_shape(rng, 64, 784, 256, false, false);
+  check_shape(rng, 784, 64, 256, true, false);
+  check_shape(rng, 64, 256, 784, false, true);
+  check_shape(rng, 3, 3, 700, false, false);  // the row-streaming path
+}
+
+TEST_CASE("f32 matmul_exact: 1 to 3 threads give the reference's bytes", "[matmul][f32]") {
+  std::mt19937_64 rng(9);
+  const int before = gr::num_threads();
+  for (int t : {1, 2, 3}) {
+    gr::set_num_threads(t);
+    check_shape(rng, 192, 300, 256, false, false);
+    check_shape(rng, 300, 192, 40, true, false);
+  }
+  gr::set_num_threads(before);
+}
