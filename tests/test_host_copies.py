@@ -13,6 +13,7 @@ evaluation and for the files. Checked:
 - loss.csv, metrics.csv (less seconds) and every weight tensor are the CPU tape's bytes on each
   device path: a restore that brought back other bytes (or none) moves val_loss and the head;
 - the frozen trunk in weights.safetensors is the .npy file's bytes (an oracle outside gradrun);
+- inspect names what a device run keeps on the device only (count and size);
 - 2 epochs + --resume to 4 on the host device = 4 epochs straight, byte for byte;
 - train.shards 2 (the sharded step, one process) on the host device = on the CPU tape.
 """
@@ -102,6 +103,15 @@ def main():
         out = os.path.join(d, name)
         p = run("train", path, "--out", out, "--force", *extra, env=env)
         return out, p.stderr
+
+    p = run("inspect", path)
+    check("device runs (f64) keep 2 const / frozen tensor(s) of 1.0 MiB on the device only" in p.stdout,
+          "inspect does not say which host copies a device run drops:\n" + p.stdout)
+    small = dict(spec, consts={}, graph=[dict(spec["graph"][1], inputs=["x"])] + spec["graph"][2:])
+    small_path = os.path.join(d, "small.json")
+    json.dump(small, open(small_path, "w"))
+    p = run("inspect", small_path)  # the trunk's W [256,256] alone: one tensor of 512 KiB (human_bytes: 524288 bytes)
+    check("keep 1 const / frozen tensor(s) of 524288 bytes" in p.stdout, "inspect, trunk only:\n" + p.stdout)
 
     cpu, cpu_err = train("cpu")
     check(DROP_LINE not in cpu_err, "the CPU tape has nothing to drop, yet said so:\n" + cpu_err)
