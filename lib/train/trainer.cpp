@@ -275,14 +275,18 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     throw unfit_batch_error(model, model.data().validation.rows, "the validation split");
 
   // The device holds the consts and frozen parameters now; the host needs them per epoch only.
-  auto release_host_copies = [&] { return device ? device->release_host_copies() : shards ? shards->release_host_copies() : 0; };
+  auto release_host_copies = [&] {
+    return device ? device->release_host_copies() : shards ? shards->release_host_copies() : size_t{0};
+  };
   auto restore_host_copies = [&] {
     if (device) device->restore_host_copies();
     if (shards) shards->restore_host_copies();
   };
   {
     const size_t freed = release_host_copies();
-    if (freed > 0 && writer) diag::info("device: host copies of consts and frozen parameters dropped until needed (" + human_bytes(static_cast<double>(freed)) + ")");
+    if (freed > 0 && writer)
+      diag::info("device: host copies of consts and frozen parameters dropped until needed (" +
+                 human_bytes(static_cast<double>(freed)) + ")");
   }
   InterruptGuard interrupts;
   if (writer) write_run_json(model, o, r, run_sha);  // status running
