@@ -21,12 +21,14 @@ import hashlib
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "support"))
+from cli_support import tensors, write_safetensors  # noqa: E402
 
 GR = sys.argv[1]
 SKIP = 77
@@ -45,27 +47,8 @@ def run(*args, code=0):
     return p
 
 
-def write_safetensors(path, tensors):
-    """tensors: name -> (dtype string, numpy array); laid out in the given order."""
-    header, blobs, off = {}, [], 0
-    np_of = {"F64": "<f8", "F32": "<f4", "I64": "<i8", "F16": "<f2"}
-    for name, (dt, a) in tensors.items():
-        b = np.ascontiguousarray(a, dtype=np_of[dt]).tobytes()
-        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
 def read_tensors(path):
-    data = open(path, "rb").read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    return {k: data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in header.items()}
+    return tensors(path)
 
 
 def sha(path):

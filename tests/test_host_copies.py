@@ -19,53 +19,23 @@ evaluation and for the files. Checked:
 """
 import json
 import os
-import struct
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-GR = sys.argv[1]
-fails = []
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from cli_support import Cli, read, tensors, write_safetensors  # noqa: E402
+
+cli = Cli(sys.argv[1])
+check, run = cli.check, cli.run
+read_tensors = tensors
 DROP_LINE = "host copies of consts and frozen parameters dropped"
 
 
-def check(ok, what):
-    if not ok:
-        fails.append(what)
-
-
-def run(*args, code=0, env=None):
-    p = subprocess.run([GR, *args], capture_output=True, text=True, timeout=600, env=env)
-    if p.returncode != code:
-        fails.append(f"{' '.join(args)}: exit {p.returncode}, wanted {code}\n{p.stderr}")
-    return p
-
-
-def write_safetensors(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name, a in tensors.items():
-        b = np.ascontiguousarray(a, dtype="<f8").tobytes()
-        header[name] = {"dtype": "F64", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
-def read_tensors(path):
-    data = open(path, "rb").read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    return {k: data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in header.items()}
-
-
 def metrics_less_seconds(out):
-    rows = [r.split(",") for r in open(os.path.join(out, "metrics.csv")).read().splitlines()]
+    rows = [r.split(",") for r in read(os.path.join(out, "metrics.csv")).decode().splitlines()]
     at = rows[0].index("seconds")
     return [r[:at] + r[at + 1:] for r in rows]
 
@@ -76,7 +46,7 @@ def main():
     x = rng.normal(size=(96, 256))
     y = np.eye(4)[rng.integers(0, 4, size=96)]
     np.savez(os.path.join(d, "data.npz"), x=x, y=y)
-    write_safetensors(os.path.join(d, "base.safetensors"), {"mix": rng.normal(size=(256, 256)) / 16.0})
+    write_safetensors(os.path.join(d, "base.safetensors"), {"mix": ("F64", rng.normal(size=(256, 256)) / 16.0)})
     trunk_w = rng.normal(size=(256, 256)) / 16.0
     np.save(os.path.join(d, "trunk_w.npy"), trunk_w)
     np.save(os.path.join(d, "trunk_b.npy"), rng.normal(size=256) * 0.1)
@@ -124,7 +94,7 @@ def main():
         out, err = train(name, *extra, env=env)
         check(DROP_LINE in err and "(1.0 MiB)" in err,
               f"{name}: no line saying the two 512 KiB host copies were dropped:\n{err}")
-        check(open(os.path.join(out, "loss.csv")).read() == open(os.path.join(cpu, "loss.csv")).read(),
+        check(read(os.path.join(out, "loss.csv")) == read(os.path.join(cpu, "loss.csv")),
               f"{name}: loss.csv differs from the CPU tape's")
         check(metrics_less_seconds(out) == metrics_less_seconds(cpu),
               f"{name}: metrics.csv (val_loss, accuracies) differs from the CPU tape's")
@@ -136,7 +106,7 @@ def main():
     half, _ = train("half", "--device", "host", "--epochs", "2")
     p = run("train", path, "--resume", half, "--device", "host", "--epochs", "4")
     check(DROP_LINE in p.stderr, "the resumed device run did not drop its host copies:\n" + p.stderr)
-    check(open(os.path.join(half, "loss.csv")).read() == open(os.path.join(cpu, "loss.csv")).read(),
+    check(read(os.path.join(half, "loss.csv")) == read(os.path.join(cpu, "loss.csv")),
           "2 epochs + resume to 4 on the host device: loss.csv differs from 4 straight")
     check(read_tensors(os.path.join(half, "weights.safetensors")) == ref_w,
           "2 epochs + resume to 4 on the host device: the weights differ from 4 straight")
@@ -145,7 +115,7 @@ def main():
     scpu, _ = train("shards-cpu", "--set", "/train/shards=2")
     shost, err = train("shards-host", "--set", "/train/shards=2", "--device", "host")
     check(DROP_LINE in err, "the sharded step on the host device did not drop its host copies:\n" + err)
-    check(open(os.path.join(shost, "loss.csv")).read() == open(os.path.join(scpu, "loss.csv")).read()
+    check(read(os.path.join(shost, "loss.csv")) == read(os.path.join(scpu, "loss.csv"))
           and metrics_less_seconds(shost) == metrics_less_seconds(scpu)
           and read_tensors(os.path.join(shost, "weights.safetensors")) == read_tensors(os.path.join(scpu, "weights.safetensors")),
           "shards 2: the host device's files differ from the CPU tape's")
@@ -156,11 +126,8 @@ def main():
     check(read_tensors(os.path.join(f32, "weights.safetensors")).get("trunk.W") == ref_w["trunk.W"],
           "f32: the frozen trunk's bytes changed")
 
-    if fails:
-        print("FAIL test_host_copies:\n" + "\n".join(fails))
-        return 1
-    print("ok test_host_copies: cpu, host, host --fuse, adversarial, resume and f32 agree; the trunk is the file's bytes")
-    return 0
+    return cli.finish("ok test_host_copies: cpu, host, host --fuse, adversarial, resume, shards and f32 agree; "
+                      "the trunk is the file's bytes")
 
 
 if __name__ == "__main__":

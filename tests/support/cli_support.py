@@ -1,4 +1,4 @@
-"""What the command-line tests share: run gradrun and collect failures, read files, read tensors.
+"""What the command-line tests share: run gradrun and collect failures, read files, read and write tensors.
 
     sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
     from cli_support import Cli, read, tensors
@@ -18,9 +18,9 @@ class Cli:
         if not ok:
             self.fails.append(what)
 
-    def run(self, *args, code=0):
+    def run(self, *args, code=0, env=None):
         """Runs gradrun; an exit status other than `code` is a failure (None: any status)."""
-        p = subprocess.run([self.gradrun, *args], capture_output=True, text=True, timeout=600)
+        p = subprocess.run([self.gradrun, *args], capture_output=True, text=True, timeout=600, env=env)
         if code is not None and p.returncode != code:
             self.fails.append(f"{' '.join(args)}: exit {p.returncode}, wanted {code}\n{p.stderr}")
         return p
@@ -46,3 +46,19 @@ def tensors(path):
     header = json.loads(data[8:8 + n])
     header.pop("__metadata__", None)
     return {k: data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in header.items()}
+
+
+def write_safetensors(path, arrays):
+    """arrays: name -> (dtype string, numpy array), laid out in the given order (numpy needed)."""
+    import numpy as np
+    header, blobs, off = {}, [], 0
+    np_of = {"F64": "<f8", "F32": "<f4", "I64": "<i8", "F16": "<f2"}
+    for name, (dt, a) in arrays.items():
+        b = np.ascontiguousarray(a, dtype=np_of[dt]).tobytes()
+        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
