@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "support/matmul_check.h"
 #include "tensor/matmul.h"
 #include "tensor/parallel.h"
 
@@ -67,23 +68,9 @@ struct Layout {
 // Runs both routines on C = A·B (M×K times K×N) with A and/or B stored transposed, both stores.
 void check_shape(Gen& g, int64_t m, int64_t k, int64_t n, Layout lay) {
   const auto a = g.fill(m * k), b = g.fill(k * n), c0 = g.fill(m * n);
-  MatmulArgs args{};
-  args.a = a.data();
-  args.a_rs = lay.a_trans ? 1 : k;  // A stored as K×M when transposed
-  args.a_cs = lay.a_trans ? m : 1;
-  args.b = b.data();
-  args.b_rs = lay.b_trans ? 1 : n;  // B stored as N×K when transposed
-  args.b_cs = lay.b_trans ? k : 1;
-  args.m = m;
-  args.k = k;
-  args.n = n;
+  const MatmulArgs args = gr::test::layout_args(a.data(), b.data(), m, k, n, lay.a_trans, lay.b_trans);
   for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
-    std::vector<double> want = c0, got = c0;
-    args.store = store;
-    args.c = want.data();
-    gr::matmul_reference(args);
-    args.c = got.data();
-    gr::matmul_exact(args);
+    const auto [want, got] = gr::test::reference_and_exact(args, c0, store);
     const bool ok = bytes_equal(want, got);
     std::string where = "none";
     if (!ok) same_bits(want, got, &where);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "support/matmul_check.h"
 #include "tensor/matmul.h"
 #include "tensor/parallel.h"
 
@@ -38,14 +39,9 @@ bool bytes_equal(const std::vector<float>& x, const std::vector<float>& y) {
 
 void check_shape(std::mt19937_64& rng, int64_t m, int64_t k, int64_t n, bool at, bool bt) {
   const auto a = fill(rng, m * k), b = fill(rng, k * n), c0 = fill(rng, m * n);
-  MatmulArgsF32 x{a.data(), at ? 1 : k, at ? m : 1, b.data(), bt ? 1 : n, bt ? k : 1, nullptr, m, k, n, MatmulStore::Overwrite};
+  const MatmulArgsF32 x = gr::test::layout_args(a.data(), b.data(), m, k, n, at, bt);
   for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
-    std::vector<float> want = c0, got = c0;
-    x.store = store;
-    x.c = want.data();
-    gr::matmul_reference(x);
-    x.c = got.data();
-    gr::matmul_exact(x);
+    const auto [want, got] = gr::test::reference_and_exact(x, c0, store);
     INFO("f32 M=" << m << " K=" << k << " N=" << n << " aT=" << at << " bT=" << bt
                   << " accumulate=" << (store == MatmulStore::Accumulate));
     REQUIRE(bytes_equal(want, got));

@@ -146,6 +146,11 @@ class Tape {
   size_t drop_value(Var leaf);
   std::span<double> restore_value(Var leaf);
   bool dropped(Var leaf) const { return node(leaf).val == nullptr && !node(leaf).lazy; }
+  // The bytes of a leaf's own pages (what drop_value would free now), else 0.
+  size_t own_pages_bytes(Var leaf) const {
+    const auto it = own_pages_.find(leaf.id);
+    return it == own_pages_.end() ? 0 : it->second.bytes();
+  }
   static constexpr int64_t kOwnPagesElems = int64_t(1) << 16;
   // dL/dloss = 1 (every element), one reverse walk. Non-parameter gradients restart from zero;
   // parameter gradients accumulate across calls until reset_to. False (and poisoned) on failure.

@@ -54,13 +54,10 @@ class DeviceRunner {
   // Parameters back into the tape and the optimizer state back into `opt` (checkpoints, weights),
   // and the host copies of the fixed leaves back (restore_host_copies): the tape is whole again.
   void sync(Optimizer& opt);
-  // The host copies of the model's fixed leaves (frozen parameters, consts: Model::fixed_leaves)
-  // the episode holds on the device and never changes, as the original library's drop_consts did
-  // after a capture: release frees their pages (leaves of at least Tape::kOwnPagesElems elements)
-  // and returns the bytes freed; restore downloads them back, the same bytes (docs/use-a-model.md "Host copies on devices").
-  // f64 only: an f32 device holds them rounded, so an f32 run keeps its host copies (returns 0).
+  // HostCopies over this episode, as the original library's drop_consts after a capture. f64 only:
+  // an f32 device holds them rounded, so an f32 run keeps its host copies (release returns 0).
   // Between release and restore nothing may record on the tape: the trainer restores (sync) before
-  // every evaluation and file. Both are idempotent.
+  // every evaluation and file.
   size_t release_host_copies() { return f64_ ? host_copies_.release() : 0; }
   void restore_host_copies() { host_copies_.restore(*episode_); }
   std::string describe() const;

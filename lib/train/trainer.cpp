@@ -423,7 +423,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
                             "); " + divergence_advice(spec) + "; " + kept());
       }
       if (device) device->sync(opt);  // parameters to the tape (validation, files), optimizer state to opt
-      restore_host_copies();  // sync did for a device; the sharded step's episode too
+      if (shards) shards->restore_host_copies();  // a device's sync restored its own
       const Evaluation val = evaluate_metrics(model, model.data().validation);
       const double val_loss = val.loss;
       EpochRecord e{epoch + 1, mean, val.loss, val.accuracy, resumed_seconds + seconds_since(t0), r.steps};
