@@ -1,9 +1,10 @@
 // bench_train — time per optimizer step of a spec on the CPU tape (no file output).
 //
-//   bench_train SPEC [--threads N] [--seconds S]
+//   bench_train SPEC [--threads N] [--seconds S] [--dtype f64|f32]
 // Runs the training loop exactly as `gradrun train` does (input slots filled by index, record,
 // backward, optimizer step, reset_to(mark)) and prints one line:
-//   spec=<path> threads=<n> steps=<k> us_per_step=<best of 5 windows>
+//   spec=<path> threads=<n> dtype=<f64|f32> steps=<k> us_per_step=<best of 5 windows>
+// --dtype f32 runs the f32 CPU tape (Tape(Real::F32), docs/numerics.md "f32").
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,19 +20,28 @@ using namespace gr;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_train SPEC [--threads N] [--seconds S]\n");
+    std::fprintf(stderr, "usage: bench_train SPEC [--threads N] [--seconds S] [--dtype f64|f32]\n");
     return 2;
   }
   int threads = 1;
   double seconds = 1.0;
+  Real real = Real::F64;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--dtype") && !std::strcmp(argv[i + 1], "f32")) real = Real::F32;
+    else if (!std::strcmp(argv[i], "--dtype") && std::strcmp(argv[i + 1], "f64") != 0) {
+      std::fprintf(stderr, "bench_train: --dtype is f64 or f32, not %s\n", argv[i + 1]);
+      return 2;
+    } else if (std::strcmp(argv[i], "--dtype") != 0) {
+      std::fprintf(stderr, "bench_train: unknown flag %s\n", argv[i]);
+      return 2;
+    }
   }
   set_num_threads(threads);
   try {
     const Spec spec = load_spec(argv[1]);
-    Model model(spec, load_datasets(spec));
+    Model model(spec, load_datasets(spec), real);
     Optimizer opt = model.make_optimizer();
     const DataTable& train = model.data().train;
     const int64_t n = spec.data ? train.rows : 0, batch = spec.data ? model.program().batch : 0;
@@ -64,7 +74,8 @@ int main(int argc, char** argv) {
       best = std::min(best, us);
       total += k;
     }
-    std::printf("spec=%s threads=%d steps=%lld us_per_step=%.2f\n", argv[1], threads, static_cast<long long>(total), best);
+    std::printf("spec=%s threads=%d dtype=%s steps=%lld us_per_step=%.2f\n", argv[1], threads,
+                real == Real::F32 ? "f32" : "f64", static_cast<long long>(total), best);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_train: %s\n", e.what());
     return 3;

@@ -13,11 +13,18 @@
 #pragma once
 #include "gr_device.h"
 
+// gr_sum_of: the same sum in T over elements stored as S, each converted to T first (an f32 CPU tape
+// holds its floats in doubles, exactly; S = T is gr_sum itself).
+template <class T, class S>
+GR_HD static inline T gr_sum_of(const S* x, long long n, long long stride) {
+  T acc = T(0);
+  for (long long k = 0; k < n; ++k) acc = gr_radd(acc, (T)x[k * stride]);
+  return acc;
+}
+
 template <class T>
 GR_HD static inline T gr_sum(const T* x, long long n, long long stride) {
-  T acc = T(0);
-  for (long long k = 0; k < n; ++k) acc = gr_radd(acc, x[k * stride]);
-  return acc;
+  return gr_sum_of<T, T>(x, n, stride);
 }
 
 template <class T>

@@ -20,7 +20,7 @@ namespace gr::fuzz {
 
 std::string Path::describe() const {
   std::string s = kind == Replay ? (fuse ? "f64 fused replay vs CPU tape" : "f64 per-node replay vs CPU tape")
-                  : kind == F32  ? "f32 fused vs f32 per-node replay"
+                  : kind == F32  ? "f32 fused vs f32 per-node replay vs f32 CPU tape"
                   : kind == Emit ? "emitted code vs CPU tape"
                                  : "finite differences vs CPU tape";
   if (kind == Replay || kind == F32)
@@ -55,12 +55,17 @@ std::string show(double v) {
   return buf;
 }
 
-// Per-node f32 vs fused f32, lockstep: every node value and gradient after each backward.
+// Per-node f32 vs fused f32 vs the f32 CPU tape, lockstep: every node value and gradient after
+// each backward (the runners replay the episode they captured: its rows and dropout key).
 std::string f32_compare(const Spec& spec, const Path& p, const RunOptions& ro) {
-  Model model(spec, load_datasets(spec));
+  Model model(spec, load_datasets(spec), Real::F32);  // an f32 program from an f32 tape, as gradrun does
   Optimizer o1 = model.make_optimizer(), o2 = model.make_optimizer();
   DeviceRunner ref(model, o1, make_backend(p, ro), DType::F32, FuseMode::Off, p.block, p.max_grid);
   DeviceRunner fu(model, o2, make_backend(p, ro), DType::F32, FuseMode::On, p.block, p.max_grid);
+  Model cpu(spec, load_datasets(spec), Real::F32);
+  Optimizer oc = cpu.make_optimizer();
+  std::vector<int64_t> rows(static_cast<size_t>(cpu.program().batch));
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
   std::map<int32_t, std::string> names;
   const std::vector<Var> nodes = model.record(model.data().train, {});
   for (size_t i = 0; i < nodes.size(); ++i) names[nodes[i].id] = model.program().nodes[i].spec->id;
@@ -68,11 +73,14 @@ std::string f32_compare(const Spec& spec, const Path& p, const RunOptions& ro) {
   replay::Episode &a = ref.episode(), &b = fu.episode();
   std::vector<double> x, y;
   for (int e = 0; e <= ro.episodes; ++e) {
-    if (e < ro.episodes)
+    const std::vector<Var>& cn = cpu.record(cpu.data().train, rows, cpu.dropout_key(1));
+    if (e < ro.episodes) {
       for (replay::Episode* ep : {&a, &b}) {
         ep->forward();
         ep->backward();
       }
+      if (!cpu.tape().backward(cn[static_cast<size_t>(cpu.program().loss)])) return "the f32 CPU tape: " + cpu.tape().error();
+    }
     for (int32_t id = 0; id < a.program().size(); ++id) {
       const replay::Program::NodeView n = a.program().node_view(id);
       x.resize(static_cast<size_t>(n.numel));
@@ -80,18 +88,29 @@ std::string f32_compare(const Spec& spec, const Path& p, const RunOptions& ro) {
       for (int pass = 0; pass < (e < ro.episodes && n.active ? 2 : 1); ++pass) {
         if (pass) a.grad(Var{id}, x), b.grad(Var{id}, y);
         else a.value(Var{id}, x), b.value(Var{id}, y);
-        for (size_t i = 0; i < x.size(); ++i)
-          if (std::memcmp(&x[i], &y[i], sizeof(double)) != 0)
-            return (e < ro.episodes ? "episode " + std::to_string(e + 1) : "after " + std::to_string(e) + " steps") +
-                   ": node " + std::to_string(id) + " (" + std::string(op_name(n.op)) + " " + n.shape.str() +
-                   (names.count(id) ? ", spec node \"" + names[id] + "\"" : "") + ") " + (pass ? "gradient" : "value") +
-                   " element " + std::to_string(i) + ": per-node f32 " + show(x[i]) + ", fused f32 " + show(y[i]);
+        // After the last step the devices ran no forward: only their leaves are current. grad():
+        // zeros where backward never went.
+        const bool leaf = n.op == Op::Param || n.op == Op::Const;
+        const bool on_cpu = (e < ro.episodes || leaf) && (pass || cpu.tape().node(Var{id}).val != nullptr);
+        const std::span<const double> z = !on_cpu ? std::span<const double>() : pass ? cpu.tape().grad(Var{id}).values() : cpu.tape().value(Var{id}).values();
+        const auto where = [&](size_t i) {
+          return (e < ro.episodes ? "episode " + std::to_string(e + 1) : "after " + std::to_string(e) + " steps") +
+                 ": node " + std::to_string(id) + " (" + std::string(op_name(n.op)) + " " + n.shape.str() +
+                 (names.count(id) ? ", spec node \"" + names[id] + "\"" : "") + ") " + (pass ? "gradient" : "value") +
+                 " element " + std::to_string(i) + ": per-node f32 " + show(x[i]);
+        };
+        for (size_t i = 0; i < x.size(); ++i) {
+          if (std::memcmp(&x[i], &y[i], sizeof(double)) != 0) return where(i) + ", fused f32 " + show(y[i]);
+          if (on_cpu && std::memcmp(&x[i], &z[i], sizeof(double)) != 0) return where(i) + ", f32 CPU tape " + show(z[i]);
+        }
       }
     }
     if (e < ro.episodes) {
       ref.optimizer().step();
       fu.optimizer().step();
+      oc.step(cpu.tape());
     }
+    cpu.reset();
   }
   return "";
 }

@@ -9,7 +9,8 @@ an accuracy metric, so every epoch evaluates on the CPU tape between device epis
 drops the host copies of mix and the trunk's W after the capture and downloads them back for each
 evaluation and for the files. Checked:
 - --device host, host --fuse and host under the adversarial schedule say they dropped them
-  (two 512 KiB blocks), the CPU tape and an f32 run do not;
+  (two 512 KiB blocks), the CPU tape does not; an f32 host run drops them too and its files are
+  the f32 CPU tape's bytes, its trunk the file's values rounded to float (NumPy's rounding);
 - loss.csv, metrics.csv (less seconds) and every weight tensor are the CPU tape's bytes on each
   device path: a restore that brought back other bytes (or none) moves val_loss and the head;
 - the frozen trunk in weights.safetensors is the .npy file's bytes (an oracle outside gradrun);
@@ -75,7 +76,7 @@ def main():
         return out, p.stderr
 
     p = run("inspect", path)
-    check("device runs (f64) keep 2 const / frozen tensor(s) of 1.0 MiB on the device only" in p.stdout,
+    check("device runs keep 2 const / frozen tensor(s) of 1.0 MiB on the device only" in p.stdout,
           "inspect does not say which host copies a device run drops:\n" + p.stdout)
     small = dict(spec, consts={}, graph=[dict(spec["graph"][1], inputs=["x"])] + spec["graph"][2:])
     small_path = os.path.join(d, "small.json")
@@ -120,11 +121,17 @@ def main():
           and read_tensors(os.path.join(shost, "weights.safetensors")) == read_tensors(os.path.join(scpu, "weights.safetensors")),
           "shards 2: the host device's files differ from the CPU tape's")
 
-    # f32: the device holds rounded copies, so the host keeps the exact ones (and the trunk's bytes).
+    # f32: the tape holds floats from the start, so the device's float copies widen back exactly.
+    f32cpu, _ = train("f32-cpu", "--device", "cpu", "--dtype", "f32")
     f32, err = train("f32", "--device", "host", "--dtype", "f32")
-    check(DROP_LINE not in err, "an f32 device run dropped its host copies (its device copies are rounded):\n" + err)
-    check(read_tensors(os.path.join(f32, "weights.safetensors")).get("trunk.W") == ref_w["trunk.W"],
-          "f32: the frozen trunk's bytes changed")
+    check(DROP_LINE in err, "an f32 device run did not drop its host copies:\n" + err)
+    check(read(os.path.join(f32, "loss.csv")) == read(os.path.join(f32cpu, "loss.csv"))
+          and metrics_less_seconds(f32) == metrics_less_seconds(f32cpu)
+          and read_tensors(os.path.join(f32, "weights.safetensors")) == read_tensors(os.path.join(f32cpu, "weights.safetensors")),
+          "f32: the host device's files differ from the f32 CPU tape's")
+    want = np.frombuffer(ref_w["trunk.W"], dtype="<f8").astype(np.float32).astype("<f8").tobytes()
+    check(read_tensors(os.path.join(f32, "weights.safetensors")).get("trunk.W") == want,
+          "f32: the frozen trunk is not the file's values rounded to float")
 
     return cli.finish("ok test_host_copies: cpu, host, host --fuse, adversarial, resume, shards and f32 agree; "
                       "the trunk is the file's bytes")

@@ -49,12 +49,24 @@ namespace {
 
 using gr::Op;
 using gr::Shape;
+using gr::Real;
 using gr::Tape;
 using gr::Var;
 
 constexpr double kLossTol = 4e-15;   // relative, on the scalar loss
 constexpr double kGradTol = 1e-12;   // per element, relative to max(|g_torch|, floor)
 constexpr double kValueTol = 1e-13;  // per node: max |diff| relative to max |value|
+struct Tolerances {
+  double loss, grad, value;
+  double floor;  // of a gradient element's scale, relative to its param's largest |g|
+};
+constexpr Tolerances kF64Tol{kLossTol, kGradTol, kValueTol, 0x1p-20};
+// The f32 tape against torch float32: both round every op to float, in different orders (torch's
+// blocked sums, its own expf), so they agree to a few float ulps, scaled by the sums' lengths.
+// Measured worst (this graph): loss 9.3e-8, gradient 3.1e-5 (normwise 4.0e-7), value 4.4e-7.
+// Gates ~5x that; the floor is 2^-12 of the param's largest |g| (float cancellation leaves
+// ~1e-7 of the scale in an element).
+constexpr Tolerances kF32Tol{5e-7, 1.6e-4, 2.2e-6, 0x1p-12};
 constexpr const char* kPython = "/usr/bin/python3";
 
 // SplitMix64 (Steele, Lea, Flood 2014), written out so the inputs never depend on the library.
@@ -91,6 +103,7 @@ bool parse_hex(const std::string& h, double& x) {
 
 // ---- the graph -----------------------------------------------------------------------------------
 struct Graph {
+  explicit Graph(Real real = Real::F64) : tape(real) {}
   Tape tape;
   Var loss;
   Var mutate;  // the node the "wrong answer" variants of the oracle tamper with
@@ -257,6 +270,7 @@ enum class Run { Ok, Skipped, Failed };
 // Writes the program and runs the torch script on it. Skipped (with a visible message) when the
 // Debian interpreter or its torch is missing; Failed (message in `log`) on any other problem.
 Run run_oracle(const Graph& g, const TempDir& dir, bool variants, std::string& log) {
+  const bool f32 = g.tape.real() == Real::F32;  // torch float32 for an f32 tape
   if (::access(kPython, X_OK) != 0) {
     log = std::string(kPython) + " not found";
     return Run::Skipped;
@@ -271,7 +285,7 @@ Run run_oracle(const Graph& g, const TempDir& dir, bool variants, std::string& l
   }
   const std::string script = std::string(GR_SOURCE_DIR) + "/tests/oracle/torch_oracle.py";
   const std::string cmd =
-      std::string(kPython) + " '" + script + "' '" + dir.path + "'" + (variants ? " --variants" : "") + " 2>&1";
+      std::string(kPython) + " '" + script + "' '" + dir.path + "'" + (variants ? " --variants" : "") + (f32 ? " --float32" : "") + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) {
     log = "popen failed: " + cmd;
@@ -301,8 +315,9 @@ struct Comparison {
   double worst_value_rel = 0.0;
   std::string worst_value_at;
   std::string problem;  // structural mismatch (missing/extra entries), empty when none
+  Tolerances tol = kF64Tol;
   bool pass() const {
-    return problem.empty() && loss_rel <= kLossTol && worst_grad_rel <= kGradTol && worst_value_rel <= kValueTol;
+    return problem.empty() && loss_rel <= tol.loss && worst_grad_rel <= tol.grad && worst_value_rel <= tol.value;
   }
   std::string summary() const {
     char a[160], b[96], c[64];
@@ -323,8 +338,9 @@ std::string node_label(const Tape& t, int32_t id) {
 // Gradients: |g_tape − g_torch| / max(|g_torch|, floor) per element, floor = 2^-20 · max |g_torch| of
 // that parameter (so an element that is ~0 by cancellation is judged against its tensor's scale).
 // Node values: max |v_tape − v_torch| / max |v_torch| per node (normwise; intermediates can be ~0).
-Comparison compare(Graph& g, const OracleResult& r) {
+Comparison compare(Graph& g, const OracleResult& r, const Tolerances& tol = kF64Tol) {
   Comparison c;
+  c.tol = tol;
   Tape& t = g.tape;
   const double tl = t.scalar(g.loss);
   c.loss_rel = std::fabs(tl - r.loss) / std::max(std::fabs(r.loss), 1e-300);
@@ -338,7 +354,7 @@ Comparison compare(Graph& g, const OracleResult& r) {
     }
     double scale = 0.0;
     for (double x : it->second) scale = std::max(scale, std::fabs(x));
-    const double floor = std::max(scale * 0x1p-20, 1e-300);
+    const double floor = std::max(scale * tol.floor, 1e-300);
     double diff = 0.0;
     for (size_t e = 0; e < tg.size(); ++e) {
       const double o = it->second[e];
@@ -512,4 +528,42 @@ TEST_CASE("the oracle comparison rejects small discrepancies", "[oracle]") {
     CHECK(c.worst_grad_rel > kGradTol);
     CHECK_FALSE(c.pass());
   }
+}
+
+TEST_CASE("the f32 tape agrees with a PyTorch float32 oracle on every op", "[oracle][f32]") {
+  Graph g(Real::F32);
+  build_and_backward(g);
+  check_coverage(g);
+  TempDir dir("gr_oracle32", std::getenv("GR_ORACLE_KEEP") != nullptr);
+  std::string log;
+  const Run run = run_oracle(g, dir, false, log);
+  if (run == Run::Skipped) GR_SKIP("torch", "torch not available (" << log << ")");
+  INFO(log);
+  REQUIRE(run == Run::Ok);
+  OracleResult r;
+  std::string err;
+  const bool read = read_result(dir.file("result.txt"), r, err);
+  INFO(err);
+  REQUIRE(read);
+  const Comparison c = compare(g, r, kF32Tol);
+  std::printf("%s (f32 tape vs torch float32)\n", c.summary().c_str());
+  if (!c.pass()) dir.keep = true;
+  INFO(c.summary());
+  CHECK(c.problem.empty());
+  CHECK(c.loss_rel <= kF32Tol.loss);
+  CHECK(c.worst_grad_rel <= kF32Tol.grad);
+  CHECK(c.worst_value_rel <= kF32Tol.value);
+
+  // It computed in float (against float64 torch it is off by float rounding, far beyond the f64
+  // gates), and the f32 gate still rejects a 1e-3 relative error in one gradient element.
+  Graph g64;
+  build_and_backward(g64);
+  CHECK(std::fabs(g.tape.scalar(g.loss) - g64.tape.scalar(g64.loss)) > kLossTol * std::fabs(g64.tape.scalar(g64.loss)));
+  OracleResult nudged = r;
+  auto& gv = nudged.grads.at(g.params.front().id);
+  size_t at = 0;
+  for (size_t e = 0; e < gv.size(); ++e)
+    if (std::fabs(gv[e]) > std::fabs(gv[at])) at = e;
+  gv[at] = gv[at] * (1.0 + 1e-3);
+  CHECK_FALSE(compare(g, nudged, kF32Tol).pass());
 }

@@ -196,8 +196,10 @@ TEST_CASE("replay: lazy and dropped constants get buffers and no upload", "[repl
 // ---- f32 programs -------------------------------------------------------------------------------------
 namespace {
 
-// The f32 sweep: every node's value and gradient within a tolerance of the f64 tape; returns the
-// bytes of every value and gradient (as downloaded doubles) for the determinism check.
+// The f32 sweep: every node's value and gradient the f32 CPU tape's bit for bit (one definition
+// compiled twice: host kernels and tape loops), and within a tolerance of the f64 tape — the
+// outside check that the float arithmetic is right, not only the same on both. Returns the bytes
+// of every value and gradient (as downloaded doubles) for the launch-geometry check.
 // Measured worst (fixed seeds, host and CUDA give the same bytes): 1.44e-6 of the node's scale
 // (max(1, max |v|)). The gate is 3.5x that: an op whose f32 error grows by an order of magnitude
 // fails, where the old 1e-5 let an 11x regression pass.
@@ -205,27 +207,34 @@ constexpr double kF32SweepTol = 5e-6;
 std::vector<double> sweep_case_f32(device::Backend& be, const SweepCase& c, uint64_t seed, replay::ReplayOptions ro,
                                    double* worst) {
   INFO("case: " << c.name);
-  Rng rng(0x5EED00 + seed);
-  Tape t;
-  const std::vector<Var> in = gr::test::make_inputs(t, rng, c);
-  const Var y = c.build(t, in);
-  REQUIRE(t.ok());
-  const Var r = t.constant(t.node(y).shape, rng.uniform_vec(t.node(y).numel(), -1.0, 1.0));
-  const Var loss = t.sum(t.mul(y, r));
-  REQUIRE(t.backward(loss));
+  Tape t64, t32(Real::F32);
+  Var loss64, loss32;
+  for (Tape* t : {&t64, &t32}) {
+    Rng rng(0x5EED00 + seed);
+    const std::vector<Var> in = gr::test::make_inputs(*t, rng, c);
+    const Var y = c.build(*t, in);
+    REQUIRE(t->ok());
+    const Var r = t->constant(t->node(y).shape, rng.uniform_vec(t->node(y).numel(), -1.0, 1.0));
+    (t == &t64 ? loss64 : loss32) = t->sum(t->mul(y, r));
+  }
+  REQUIRE(t64.backward(loss64));
+  REQUIRE(t32.backward(loss32));
+  REQUIRE(t64.size() == t32.size());
   ro.dtype = replay::DType::F32;
-  replay::Program prog(be, t, loss, ro);
+  replay::Program prog(be, t32, loss32, ro);
   prog.forward();
   prog.backward();
   std::vector<double> all;
-  for (int32_t id = 0; id < t.size(); ++id) {
+  for (int32_t id = 0; id < t32.size(); ++id) {
     const Var v{id};
-    INFO("node " << id << " (" << op_name(t.node(v).op) << " " << t.node(v).shape.str() << ")");
-    std::vector<double> dv(static_cast<size_t>(t.node(v).numel()));
+    INFO("node " << id << " (" << op_name(t32.node(v).op) << " " << t32.node(v).shape.str() << ")");
+    std::vector<double> dv(static_cast<size_t>(t32.node(v).numel()));
     for (int pass = 0; pass < 2; ++pass) {
+      INFO((pass == 0 ? "value" : "gradient"));
       if (pass == 0) prog.value(v, dv);
       else prog.grad(v, dv);
-      const auto ref = pass == 0 ? t.value(v).values() : t.grad(v).values();
+      CHECK(same_bits(dv, pass == 0 ? t32.value(v).values() : t32.grad(v).values()));
+      const auto ref = pass == 0 ? t64.value(v).values() : t64.grad(v).values();
       double scale = 1.0;
       for (double x : ref) scale = std::max(scale, std::fabs(x));
       for (size_t e = 0; e < dv.size(); ++e) {
@@ -241,8 +250,8 @@ std::vector<double> sweep_case_f32(device::Backend& be, const SweepCase& c, uint
 
 }  // namespace
 
-TEST_CASE("replay f32: every op within 5e-6 (relative to the node's scale) of the f64 tape, and the same bytes "
-          "at any launch geometry", "[replay][f32]") {
+TEST_CASE("replay f32: every op the f32 CPU tape's bytes, within 5e-6 (relative to the node's scale) of the f64 "
+          "tape, and the same bytes at any launch geometry", "[replay][f32]") {
   auto be1 = host();
   auto bef = host(true);
   replay::ReplayOptions wide;

@@ -1,6 +1,7 @@
 // test_replay_train.cpp — lib/replay training runs on the host backend: Adam + L2 + clip and SGD
 // runs equal the CPU tape's loss trace, parameters and moments, with per-node launches and with the
-// captured episode; the clip scale and the moment round trip; an f32 Adam run tracks the f64 tape.
+// captured episode; the clip scale and the moment round trip; f32 runs equal the f32 CPU tape and
+// track the f64 tape.
 #include <stdlib.h>
 
 #include <catch2/catch.hpp>
@@ -74,6 +75,22 @@ TEST_CASE("replay: the clip scale really clips, and moments round-trip", "[repla
   CHECK(opt.t() == 17);
   CHECK(!prog.backward_active(m.unused));
   CHECK(prog.backward_active(m.w1));
+}
+
+TEST_CASE("replay f32: 40 episodes of Adam or SGD + L2 + clip equal the f32 CPU tape bit for bit",
+          "[replay][f32][train]") {
+  auto be = host();
+  replay::ReplayOptions ro;
+  ro.dtype = replay::DType::F32;
+  for (const bool adam : {true, false}) {
+    INFO((adam ? "Adam" : "SGD"));
+    const RunResult cpu = cpu_run(adam, 40, Real::F32);
+    REQUIRE(cpu.losses.front() != cpu.losses.back());
+    const RunResult f64 = cpu_run(adam, 40);
+    CHECK(!same_bits(cpu.losses, f64.losses));  // it really computed in float
+    check_same_run(cpu, episode_run(*be, adam, 40, false, ro, nullptr));
+    check_same_run(cpu, episode_run(*be, adam, 40, true, ro, nullptr));
+  }
 }
 
 TEST_CASE("replay f32: 40 episodes of Adam + L2 + clip track the f64 tape", "[replay][f32][train]") {

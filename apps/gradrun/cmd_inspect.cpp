@@ -78,13 +78,13 @@ void run_inspect(const std::string& path) {
   if (p.shards > 1) print_shards(p, total - frozen);
   for (const TensorFileRecord& f : spec.tensor_files) std::printf("  init file %s  sha256 %.12s…\n", f.path.c_str(), f.sha256.c_str());
   for (const ConstSpec& c : spec.consts) std::printf("  const %-10s %s\n", c.name.c_str(), Shape(std::span<const int64_t>(c.shape)).str().c_str());
-  {  // what an f64 device run drops between evaluations (DeviceRunner::release_host_copies)
+  {  // what a device run drops between evaluations (DeviceRunner::release_host_copies)
     int64_t leaves = 0;
     size_t bytes = 0;
     for (const Var v : model.fixed_leaves())
       if (const size_t b = model.tape().own_pages_bytes(v); b > 0) ++leaves, bytes += b;
     if (leaves > 0)
-      std::printf("  device runs (f64) keep %lld const / frozen tensor(s) of %s on the device only, between evaluations\n",
+      std::printf("  device runs keep %lld const / frozen tensor(s) of %s on the device only, between evaluations\n",
                   static_cast<long long>(leaves), human_bytes(static_cast<double>(bytes)).c_str());
   }
   std::printf("graph:\n  %-4s %-16s %-22s %-24s %-14s %-9s %s\n", "#", "id", "op", "inputs", "shape", "backward", "fusion");

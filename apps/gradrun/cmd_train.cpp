@@ -80,7 +80,7 @@ void run_train(const TrainFlags& f) {
   if (!f.init.empty() && !f.resume.empty()) throw UsageError("--init and --resume cannot be combined");
   std::vector<std::string> expect;
   if (!f.expect.empty()) expect = read_expected(f.expect);  // a missing or bad golden file fails now, not after training
-  Model model(spec, load_datasets(spec));
+  Model model(spec, load_datasets(spec), d.dtype == DType::F32 ? Real::F32 : Real::F64);
   release_tensor_values(spec);  // the tape holds them now: a frozen base is not kept twice
   TrainOptions o;
   std::string resume_run = f.resume;  // the run folder (also when given as its checkpoint/)
@@ -137,7 +137,7 @@ void add_train(CLI::App& app) {
   c->add_option("--out", f->out, "Output folder (default: the spec's output.dir, else runs/<name>)");
   c->add_option("--device", f->device, "cpu (the CPU tape) | host | cuda | auto (default: the spec's device.kind)")
       ->check(CLI::IsMember({"cpu", "host", "cuda", "auto"}));
-  c->add_option("--dtype", f->dtype, "f64 | f32 (f32 needs a device engine)")->check(CLI::IsMember({"f64", "f32"}));
+  c->add_option("--dtype", f->dtype, "f64 | f32 (every engine: the CPU tape computes in float too)")->check(CLI::IsMember({"f64", "f32"}));
   c->add_flag("--fuse", f->fuse, "Run fused megakernels (needs a device engine)");
   c->add_option("--epochs", f->overrides.epochs, "Total epochs (overrides train.epochs)")->check(CLI::Range(1, 100000000));
   c->add_option("--seed", f->overrides.seed, "Seed for init, split and shuffling (overrides the spec's seed)");

@@ -54,8 +54,6 @@ DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, con
     d.kind = d.backend ? DeviceKind::Cuda : DeviceKind::Cpu;
     diag::info(d.backend ? std::string("device auto: using CUDA") : "device auto: using the CPU tape (" + why + ")");
   }
-  if (d.kind == DeviceKind::Cpu && d.dtype == DType::F32)
-    throw UsageError("dtype f32 needs a device engine (--device host or cuda); the CPU tape computes in f64");
   if (d.fuse == FuseMode::On && d.kind == DeviceKind::Cpu) throw UsageError("--fuse needs a device engine (--device host or cuda)");
   return d;
 }

@@ -5,18 +5,22 @@
 //   • a binary op feeds its a-side, then its b-side; each walks the output in ascending order, so a
 //     broadcast slot sums its contributions in row-major subsequence order;
 //   • matmul/bmm gradients are summed in a fresh accumulator per element, then added to the slot.
+// R is the tape's arithmetic type (tape_real.h): double, or float over floats stored in doubles.
 #include <cstring>
+#include <type_traits>
 
 #include "gr_ops_lane.h"
 #include "gr_ops_elementwise.h"
 #include "grad/owned.h"
 #include "grad/tape.h"
+#include "grad/tape_real.h"
 #include "tensor/broadcast.h"
 #include "tensor/matmul.h"
 #include "tensor/reduce.h"
 
 namespace gr {
 
+template <class R>
 struct TapeRules {
   Tape& t;
   const Node& n;
@@ -34,9 +38,9 @@ struct TapeRules {
       double* db = wants(n.b) ? t.ensure_grad(n.b) : nullptr;
       for_each_owned(n.shape, [&](int64_t base, int64_t c0, int64_t c1) {
         if (da)
-          for (int64_t e = base + c0; e < base + c1; ++e) da[e] = gr_accumulate(da[e], ca(e, e, e));
+          for (int64_t e = base + c0; e < base + c1; ++e) accumulate_into(da[e], ca(e, e, e));
         if (db)
-          for (int64_t e = base + c0; e < base + c1; ++e) db[e] = gr_accumulate(db[e], cb(e, e, e));
+          for (int64_t e = base + c0; e < base + c1; ++e) accumulate_into(db[e], cb(e, e, e));
       });
       return;
     }
@@ -48,14 +52,14 @@ struct TapeRules {
         double* slot = t.ensure_grad(n.a);
         for (int64_t e = 0; e < count; ++e) {
           const int64_t ia = b1 ? e : 0, ib = b1 ? 0 : e;
-          slot[ia] = gr_accumulate(slot[ia], ca(e, ia, ib));
+          accumulate_into(slot[ia], ca(e, ia, ib));
         }
       }
       if (wants(n.b)) {
         double* slot = t.ensure_grad(n.b);
         for (int64_t e = 0; e < count; ++e) {
           const int64_t ia = b1 ? e : 0, ib = b1 ? 0 : e;
-          slot[ib] = gr_accumulate(slot[ib], cb(e, ia, ib));
+          accumulate_into(slot[ib], cb(e, ia, ib));
         }
       }
       return;
@@ -66,11 +70,11 @@ struct TapeRules {
     aligned_strides(in(n.b).shape, n.shape, m.b_stride);
     if (wants(n.a)) {
       double* slot = t.ensure_grad(n.a);
-      for_each_broadcast(m, [&](int64_t e, int64_t ia, int64_t ib) { slot[ia] = gr_accumulate(slot[ia], ca(e, ia, ib)); });
+      for_each_broadcast(m, [&](int64_t e, int64_t ia, int64_t ib) { accumulate_into(slot[ia], ca(e, ia, ib)); });
     }
     if (wants(n.b)) {
       double* slot = t.ensure_grad(n.b);
-      for_each_broadcast(m, [&](int64_t e, int64_t ia, int64_t ib) { slot[ib] = gr_accumulate(slot[ib], cb(e, ia, ib)); });
+      for_each_broadcast(m, [&](int64_t e, int64_t ia, int64_t ib) { accumulate_into(slot[ib], cb(e, ia, ib)); });
     }
   }
 
@@ -86,13 +90,13 @@ struct TapeRules {
     double* db = wants(n.b) ? t.ensure_grad(n.b) : nullptr;
     const auto b_side = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
       for (int64_t i = r0; i < r1; ++i)
-        for (int64_t j = c0; j < c1; ++j) db[j] = gr_accumulate(db[j], cb(i * N + j, i * N + j, j));
+        for (int64_t j = c0; j < c1; ++j) accumulate_into(db[j], cb(i * N + j, i * N + j, j));
     };
     const bool split_rows = num_threads() > 1 && rc.m * N >= kOwnedMinElems && output_grid(rc.m, N).nrb > 1;
     for_each_output_block(rc.m, N, kOwnedMinElems, [&](const OutputBlock& k) {
       if (da)
         for (int64_t i = k.r0; i < k.r1; ++i)
-          for (int64_t j = k.c0; j < k.c1; ++j) da[i * N + j] = gr_accumulate(da[i * N + j], ca(i * N + j, i * N + j, j));
+          for (int64_t j = k.c0; j < k.c1; ++j) accumulate_into(da[i * N + j], ca(i * N + j, i * N + j, j));
       if (db && !split_rows) b_side(k.r0, k.r1, k.c0, k.c1);
     });
     if (db && split_rows) b_side(0, rc.m, 0, N);
@@ -104,7 +108,7 @@ struct TapeRules {
     if (!wants(n.a)) return;
     double* slot = t.ensure_grad(n.a);
     for_each_owned(n.shape, [&](int64_t base, int64_t c0, int64_t c1) {
-      for (int64_t e = base + c0; e < base + c1; ++e) slot[e] = gr_accumulate(slot[e], c(e));
+      for (int64_t e = base + c0; e < base + c1; ++e) accumulate_into(slot[e], c(e));
     });
   }
 
@@ -112,27 +116,26 @@ struct TapeRules {
     if (!wants(n.a)) return;
     const Node& x = in(n.a);
     double* slot = t.ensure_grad(n.a);
+    const bool mean = n.op == Op::Mean;
     if (n.axis == kAllAxes) {
-      const double gi = n.op == Op::Mean ? __ddiv_rn(g[0], static_cast<double>(x.numel())) : g[0];
-      for (int64_t e = 0; e < x.numel(); ++e) slot[e] = gr_accumulate(slot[e], gi);
+      const R gi = mean ? gr_rdiv(R(g[0]), static_cast<R>(x.numel())) : R(g[0]);
+      for (int64_t e = 0; e < x.numel(); ++e) accumulate_into(slot[e], gi);
       return;
     }
     const AxisLanes l = axis_lanes(x.shape, n.axis);
     for (int64_t o = 0; o < l.outer; ++o)
       for (int64_t k = 0; k < l.len; ++k)
         for (int64_t i = 0; i < l.inner; ++i) {
-          const double gl = g[o * l.inner + i];
-          const double gi = n.op == Op::Mean ? __ddiv_rn(gl, static_cast<double>(l.len)) : gl;
-          double& s = slot[(o * l.len + k) * l.inner + i];
-          s = gr_accumulate(s, gi);
+          const R gl = R(g[o * l.inner + i]);
+          accumulate_into(slot[(o * l.len + k) * l.inner + i], mean ? gr_rdiv(gl, static_cast<R>(l.len)) : gl);
         }
   }
 
   // One [M,K]·[K,N] product's gradients: dA = g·Bᵀ (Σ over j), dB = Aᵀ·g (Σ over i).
   void matmul_grads(const double* A, const double* B, const double* gm, double* dA, double* dB, int64_t M, int64_t K,
                     int64_t N) {
-    if (dA) matmul_exact({gm, N, 1, B, 1, N, dA, M, N, K, MatmulStore::Accumulate});
-    if (dB) matmul_exact({A, 1, K, gm, N, 1, dB, K, M, N, MatmulStore::Accumulate});
+    if (dA) matmul_in(t.real_, {gm, N, 1, B, 1, N, dA, M, N, K, MatmulStore::Accumulate}, t.scratch_);
+    if (dB) matmul_in(t.real_, {A, 1, K, gm, N, 1, dB, K, M, N, MatmulStore::Accumulate}, t.scratch_);
   }
 
   void matmul() {
@@ -160,13 +163,12 @@ struct TapeRules {
   void transpose() {
     if (!wants(n.a)) return;
     const Shape& s = in(n.a).shape;
-    const int64_t R = s[s.rank() - 2], C = s[s.rank() - 1], mats = s.numel() / (R * C);
+    const int64_t Rows = s[s.rank() - 2], C = s[s.rank() - 1], mats = s.numel() / (Rows * C);
     double* slot = t.ensure_grad(n.a);
     for (int64_t m = 0; m < mats; ++m)
-      for (int64_t r = 0; r < R; ++r)
+      for (int64_t r = 0; r < Rows; ++r)
         for (int64_t c = 0; c < C; ++c) {
-          double& d = slot[m * R * C + r * C + c];
-          d = gr_accumulate(d, g[m * R * C + c * R + r]);
+          accumulate_into(slot[m * Rows * C + r * C + c], R(g[m * Rows * C + c * Rows + r]));
         }
   }
 
@@ -181,7 +183,7 @@ struct TapeRules {
     for (int64_t row = 0; row < rows; ++row) {
       int64_t dst = n.starts[r - 1];
       for (int d = 0; d < r - 1; ++d) dst += (n.starts[d] + idx[d]) * st.s[d];
-      for (int64_t j = 0; j < inner; ++j) slot[dst + j] = gr_accumulate(slot[dst + j], g[row * inner + j]);
+      for (int64_t j = 0; j < inner; ++j) accumulate_into(slot[dst + j], R(g[row * inner + j]));
       for (int d = r - 2; d >= 0; --d) {
         if (++idx[d] < n.shape[d]) break;
         idx[d] = 0;
@@ -197,10 +199,15 @@ struct TapeRules {
     for (int64_t o = 0; o < la.outer; ++o) {
       const double* src = g + o * (ca + cb);
       if (da)
-        for (int64_t j = 0; j < ca; ++j) da[o * ca + j] = gr_accumulate(da[o * ca + j], src[j]);
+        for (int64_t j = 0; j < ca; ++j) accumulate_into(da[o * ca + j], R(src[j]));
       if (db)
-        for (int64_t j = 0; j < cb; ++j) db[o * cb + j] = gr_accumulate(db[o * cb + j], src[ca + j]);
+        for (int64_t j = 0; j < cb; ++j) accumulate_into(db[o * cb + j], R(src[ca + j]));
     }
+  }
+
+  void lane_bwd(const R* g_lane, const R* y, R* slot, int64_t len, int64_t stride) const {
+    if (n.op == Op::Softmax) gr_softmax_lane_bwd(g_lane, y, slot, len, stride);
+    else gr_log_softmax_lane_bwd(g_lane, y, slot, len, stride);
   }
 
   void lane() {
@@ -210,8 +217,16 @@ struct TapeRules {
     for (int64_t o = 0; o < l.outer; ++o)
       for (int64_t i = 0; i < l.inner; ++i) {
         const int64_t base = o * l.len * l.inner + i;
-        if (n.op == Op::Softmax) gr_softmax_lane_bwd(g + base, n.val + base, slot + base, l.len, l.inner);
-        else gr_log_softmax_lane_bwd(g + base, n.val + base, slot + base, l.len, l.inner);
+        if constexpr (std::is_same_v<R, double>) {
+          lane_bwd(g + base, n.val + base, slot + base, l.len, l.inner);
+        } else {  // float copies of the lane's g, y and slot; the slot goes back
+          float* w = t.scratch(static_cast<size_t>(3 * l.len));
+          narrow_lane(g + base, l.len, l.inner, w);
+          narrow_lane(n.val + base, l.len, l.inner, w + l.len);
+          narrow_lane(slot + base, l.len, l.inner, w + 2 * l.len);
+          lane_bwd(w, w + l.len, w + 2 * l.len, l.len, 1);
+          widen_lane(w + 2 * l.len, l.len, slot + base, l.inner);
+        }
       }
   }
 
@@ -220,8 +235,19 @@ struct TapeRules {
     double* slot = t.ensure_grad(n.a);
     const int64_t L = n.shape[n.shape.rank() - 1];
     const double* x = in(n.a).val;
-    for (int64_t r = 0; r < n.numel() / L; ++r)
-      gr_layer_norm_lane_bwd(g + r * L, x + r * L, n.val + r * L, slot + r * L, L, 1LL, n.scalar);
+    for (int64_t r = 0; r < n.numel() / L; ++r) {
+      if constexpr (std::is_same_v<R, double>) {
+        gr_layer_norm_lane_bwd(g + r * L, x + r * L, n.val + r * L, slot + r * L, L, 1LL, n.scalar);
+      } else {
+        float* w = t.scratch(static_cast<size_t>(4 * L));
+        narrow_lane(g + r * L, L, 1, w);
+        narrow_lane(x + r * L, L, 1, w + L);
+        narrow_lane(n.val + r * L, L, 1, w + 2 * L);
+        narrow_lane(slot + r * L, L, 1, w + 3 * L);
+        gr_layer_norm_lane_bwd(w, w + L, w + 2 * L, w + 3 * L, L, 1LL, static_cast<float>(n.scalar));
+        widen_lane(w + 3 * L, L, slot + r * L, 1);
+      }
+    }
   }
 
   // max: each lane's g lands on its first largest element (found again from the saved input).
@@ -233,8 +259,7 @@ struct TapeRules {
     for (int64_t o = 0; o < l.outer; ++o)
       for (int64_t i = 0; i < l.inner; ++i) {
         const int64_t base = o * l.len * l.inner + i;
-        double& s = slot[base + gr_lane_argmax(x.val + base, l.len, l.inner) * l.inner];
-        s = gr_accumulate(s, g[o * l.inner + i]);
+        accumulate_into(slot[base + gr_lane_argmax(x.val + base, l.len, l.inner) * l.inner], R(g[o * l.inner + i]));
       }
   }
 
@@ -243,11 +268,11 @@ struct TapeRules {
     double* slot = t.ensure_grad(n.a);
     const bool training = n.starts[2] != 0;
     const uint64_t seed = static_cast<uint64_t>(n.starts[0]), step = static_cast<uint64_t>(n.starts[1]);
-    const double scale = gr_dropout_scale(n.scalar);
+    const R scale = gr_dropout_scale(static_cast<R>(n.scalar));  // the mask compares the rate in double
     for (int64_t e = 0; e < n.numel(); ++e) {
-      const double c = training ? __dmul_rn(g[e], gr_dropout_factor(seed, step, static_cast<uint64_t>(id), static_cast<uint64_t>(e), n.scalar, scale))
-                                : g[e];
-      slot[e] = gr_accumulate(slot[e], c);
+      const R c = training ? gr_rmul(R(g[e]), gr_dropout_factor(seed, step, static_cast<uint64_t>(id), static_cast<uint64_t>(e), n.scalar, scale))
+                           : R(g[e]);
+      accumulate_into(slot[e], c);
     }
   }
 
@@ -256,8 +281,18 @@ struct TapeRules {
     const Node& X = in(n.a);
     const int64_t rows = X.shape[0], C = X.shape[1];
     double* sx = t.ensure_grad(n.a);
-    const double q = __ddiv_rn(g[0], static_cast<double>(rows));
-    for (int64_t r = 0; r < rows; ++r) gr_ce_row_bwd(X.val + r * C, in(n.b).val[r], q, sx + r * C, C);
+    const R q = gr_rdiv(R(g[0]), static_cast<R>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      if constexpr (std::is_same_v<R, double>) {
+        gr_ce_row_bwd(X.val + r * C, in(n.b).val[r], q, sx + r * C, C);
+      } else {
+        float* w = t.scratch(static_cast<size_t>(2 * C));
+        narrow_lane(X.val + r * C, C, 1, w);
+        narrow_lane(sx + r * C, C, 1, w + C);
+        gr_ce_row_bwd(w, static_cast<float>(in(n.b).val[r]), q, w + C, C);
+        widen_lane(w + C, C, sx + r * C, 1);
+      }
+    }
   }
 
   void softmax_cross_entropy() {
@@ -265,25 +300,39 @@ struct TapeRules {
     const int64_t rows = X.shape[0], C = X.shape[1];
     double* sx = wants(n.a) ? t.ensure_grad(n.a) : nullptr;
     double* st = wants(n.b) ? t.ensure_grad(n.b) : nullptr;
-    const double q = __ddiv_rn(g[0], static_cast<double>(rows));
-    for (int64_t r = 0; r < rows; ++r)
-      gr_sce_row_bwd(X.val + r * C, T.val + r * C, q, sx ? sx + r * C : nullptr, st ? st + r * C : nullptr, C);
+    const R q = gr_rdiv(R(g[0]), static_cast<R>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      if constexpr (std::is_same_v<R, double>) {
+        gr_sce_row_bwd(X.val + r * C, T.val + r * C, q, sx ? sx + r * C : nullptr, st ? st + r * C : nullptr, C);
+      } else {  // float copies of the row's x, t and slots (one copy when x and t are one node)
+        float* w = t.scratch(static_cast<size_t>(4 * C));
+        float* fx = sx ? w + 2 * C : nullptr;
+        float* ft = st ? (st == sx ? fx : w + 3 * C) : nullptr;
+        narrow_lane(X.val + r * C, C, 1, w);
+        narrow_lane(T.val + r * C, C, 1, w + C);
+        if (fx) narrow_lane(sx + r * C, C, 1, fx);
+        if (ft && ft != fx) narrow_lane(st + r * C, C, 1, ft);
+        gr_sce_row_bwd(w, w + C, q, fx, ft, C);
+        if (fx) widen_lane(fx, C, sx + r * C, 1);
+        if (ft && ft != fx) widen_lane(ft, C, st + r * C, 1);
+      }
+    }
   }
 
   void apply() {
     const double* y = n.val;
     const double* x = n.a >= 0 ? in(n.a).val : nullptr;
     const double* b = n.b >= 0 ? in(n.b).val : nullptr;
-    const double s = n.scalar;
+    const R s = static_cast<R>(n.scalar);  // rounded once, as a device kernel's GRK_REAL
     switch (n.op) {
       case Op::Param:
       case Op::Const: return;
       // Elementwise ops, from their rows: gr_ew_<stem>::bwd_a/bwd_b call the row's gr_<stem>_bwd*.
 #define GR_TAPE_EW_BWD(E, name, arity, cls, attrs, stem, ...)                                               \
-  GR_OP_IF_UNARY_##cls(case Op::E: return unary([&](int64_t e) { return gr_ew_##stem::bwd_a(g[e], x[e], 0.0, y[e], s); });) \
+  GR_OP_IF_UNARY_##cls(case Op::E: return unary([&](int64_t e) { return gr_ew_##stem::bwd_a(R(g[e]), R(x[e]), R(0), R(y[e]), s); });) \
   GR_OP_IF_BINARY_##cls(case Op::E: return binary(                                                        \
-      [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_a(g[e], x[ia], b[ib], y[e], s); }, \
-      [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_b(g[e], x[ia], b[ib], y[e], s); });)
+      [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_a(R(g[e]), R(x[ia]), R(b[ib]), R(y[e]), s); }, \
+      [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_b(R(g[e]), R(x[ia]), R(b[ib]), R(y[e]), s); });)
       GR_OP_TABLE(GR_TAPE_EW_BWD)
 #undef GR_TAPE_EW_BWD
       case Op::Sum:
@@ -292,7 +341,7 @@ struct TapeRules {
       case Op::Matmul: return matmul();
       case Op::Bmm: return bmm();
       case Op::Transpose: return transpose();
-      case Op::Reshape: return unary([&](int64_t e) { return g[e]; });
+      case Op::Reshape: return unary([&](int64_t e) { return R(g[e]); });
       case Op::Slice: return slice();
       case Op::Concat: return concat();
       case Op::Softmax:
@@ -324,13 +373,16 @@ bool Tape::backward(Var loss) {
       n.touched = false;
     }
   if (!nodes_[loss.id].requires_grad) return true;  // no parameter upstream: nothing to do
-  double* seed = ensure_grad(loss.id);
-  for (int64_t e = 0; e < nodes_[loss.id].numel(); ++e) seed[e] = gr_accumulate(seed[e], 1.0);
-  for (int32_t id = loss.id; id >= 0; --id) {
-    const Node& n = nodes_[id];
-    if (!n.requires_grad || !n.touched) continue;
-    TapeRules{*this, n, n.grad}.apply();
-  }
+  by_real([&](auto zero) {
+    using R = decltype(zero);
+    double* seed = ensure_grad(loss.id);
+    for (int64_t e = 0; e < nodes_[loss.id].numel(); ++e) accumulate_into(seed[e], R(1));
+    for (int32_t id = loss.id; id >= 0; --id) {
+      const Node& n = nodes_[id];
+      if (!n.requires_grad || !n.touched) continue;
+      TapeRules<R>{*this, n, n.grad}.apply();
+    }
+  });
   return true;
 }
 

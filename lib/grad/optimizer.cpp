@@ -19,21 +19,37 @@ struct AdamScalars {
 
 // The update loops take restrict pointers and no branches that depend on the element, so the
 // compiler vectorizes them; SIMD lanes perform the same IEEE operations as scalar code (and nothing
-// is contracted into FMA). The per-element text is kernels/gr_optim.h (the device's too).
+// is contracted into FMA). The per-element text is kernels/gr_optim.h (the device's too). R is the
+// tape's arithmetic type: on an f32 tape the storage holds floats exactly and every scalar is
+// rounded to float once, as the device kernels' GRK_REAL does.
+template <class R>
 void sgd_update(double* __restrict w, const double* __restrict g, int64_t n, double a, const AdamScalars& k) {
-  for (int64_t i = 0; i < n; ++i) w[i] = gr_opt_sgd(w[i], gr_opt_ge(g[i], k.cs, a, w[i]), k.lr);
+  const R cs = R(k.cs), ar = R(a), lr = R(k.lr);
+  for (int64_t i = 0; i < n; ++i) w[i] = gr_opt_sgd(R(w[i]), gr_opt_ge(R(g[i]), cs, ar, R(w[i])), lr);
 }
 
+template <class R>
 void sgd_momentum_update(double* __restrict w, const double* __restrict g, double* __restrict b, int64_t n, double a,
                          const AdamScalars& k, bool nesterov) {
-  for (int64_t i = 0; i < n; ++i) w[i] = gr_opt_sgd_momentum(w[i], gr_opt_ge(g[i], k.cs, a, w[i]), &b[i], k.lr, k.mu, nesterov);
+  const R cs = R(k.cs), ar = R(a), lr = R(k.lr), mu = R(k.mu);
+  for (int64_t i = 0; i < n; ++i) {
+    R bi = R(b[i]);
+    w[i] = gr_opt_sgd_momentum(R(w[i]), gr_opt_ge(R(g[i]), cs, ar, R(w[i])), &bi, lr, mu, nesterov);
+    b[i] = bi;
+  }
 }
 
+template <class R>
 void adam_update(double* __restrict w, const double* __restrict g, double* __restrict m, double* __restrict v, int64_t n,
                  double a, const AdamScalars& k) {
+  const R cs = R(k.cs), ar = R(a), lr = R(k.lr), wd = R(k.wd), lr_t = R(k.lr_t), b1 = R(k.b1), b2 = R(k.b2),
+          omb1 = R(k.omb1), omb2 = R(k.omb2), eps = R(k.eps);
   for (int64_t i = 0; i < n; ++i) {
-    const double ge = gr_opt_ge(g[i], k.cs, a, w[i]);
-    w[i] = gr_opt_adam(gr_opt_decay(w[i], k.lr, k.wd), ge, &m[i], &v[i], k.lr_t, k.b1, k.b2, k.omb1, k.omb2, k.eps);
+    const R ge = gr_opt_ge(R(g[i]), cs, ar, R(w[i]));
+    R mi = R(m[i]), vi = R(v[i]);
+    w[i] = gr_opt_adam(gr_opt_decay(R(w[i]), lr, wd), ge, &mi, &vi, lr_t, b1, b2, omb1, omb2, eps);
+    m[i] = mi;
+    v[i] = vi;
   }
 }
 
@@ -42,6 +58,8 @@ void adam_update(double* __restrict w, const double* __restrict g, double* __res
 void Optimizer::add(Tape& tape, Var p, double l2) {
   const Node& n = tape.node(p);
   if (n.op != Op::Param) throw Error("optimizer: node " + std::to_string(p.id) + " is not a parameter");
+  if (!params_.empty() && tape.real() != real_) throw Error("optimizer: parameters of an f64 and an f32 tape");
+  real_ = tape.real();
   for (const Entry& e : params_)
     if (e.var == p) throw Error("optimizer: parameter " + std::to_string(p.id) + " is registered twice");
   const int64_t offset = static_cast<int64_t>(m_.size());
@@ -56,19 +74,28 @@ double Optimizer::adam_lr_t(int64_t t) const {
 }
 
 double Optimizer::grad_norm(Tape& tape) const {
-  double sq = 0.0;
-  for (const Entry& e : params_) {
-    if (!tape.node(e.var).touched) continue;
-    for (double g : tape.param_grad(e.var)) sq = __dadd_rn(sq, __dmul_rn(g, g));
-  }
-  return gr_sqrt(sq);
+  const auto norm = [&](auto zero) {
+    using R = decltype(zero);
+    R sq = 0;
+    for (const Entry& e : params_) {
+      if (!tape.node(e.var).touched) continue;
+      for (double g : tape.param_grad(e.var)) sq = gr_radd(sq, gr_rmul(R(g), R(g)));
+    }
+    return static_cast<double>(gr_sqrt(sq));
+  };
+  return real_ == Real::F32 ? norm(float{}) : norm(double{});
 }
 
 double Optimizer::norm_from_sq(double sq) { return gr_sqrt(sq); }
 
 void Optimizer::begin_step(double norm) {
   last_norm_ = norm;
-  last_cs_ = clip_ > 0.0 && norm > clip_ ? __ddiv_rn(clip_, norm) : 1.0;
+  if (real_ == Real::F32) {  // the device's grk_clip_scale in float
+    const float nf = static_cast<float>(norm), maxn = static_cast<float>(clip_);
+    last_cs_ = clip_ > 0.0 && nf > maxn ? __fdiv_rn(maxn, nf) : 1.0f;
+  } else {
+    last_cs_ = clip_ > 0.0 && norm > clip_ ? __ddiv_rn(clip_, norm) : 1.0;
+  }
   if (kind_ == OptimizerKind::Adam) {
     ++t_;
     last_lr_t_ = adam_lr_t(t_);
@@ -82,9 +109,10 @@ void Optimizer::update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const
   double* w = tape.param_value(e.var).data() + lo;
   double* m = m_.data() + e.offset + lo;
   double* v = v_.data() + e.offset + lo;
-  if (kind_ == OptimizerKind::Adam) adam_update(w, g, m, v, n, e.l2, k);
-  else if (sgd_.momentum != 0.0) sgd_momentum_update(w, g, m, n, e.l2, k, sgd_.nesterov);
-  else sgd_update(w, g, n, e.l2, k);
+  const bool f32 = real_ == Real::F32;
+  if (kind_ == OptimizerKind::Adam) (f32 ? adam_update<float> : adam_update<double>)(w, g, m, v, n, e.l2, k);
+  else if (sgd_.momentum != 0.0) (f32 ? sgd_momentum_update<float> : sgd_momentum_update<double>)(w, g, m, n, e.l2, k, sgd_.nesterov);
+  else (f32 ? sgd_update<float> : sgd_update<double>)(w, g, n, e.l2, k);
 }
 
 void Optimizer::update_elements(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g) {

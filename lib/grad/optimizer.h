@@ -41,7 +41,8 @@ class Optimizer {
   }
   static Optimizer adam(double lr, AdamConfig config = {}) { return Optimizer(OptimizerKind::Adam, lr, config); }
 
-  // Register a parameter with its own L2 coefficient (weights α, biases 0).
+  // Register a parameter with its own L2 coefficient (weights α, biases 0). The tape's precision
+  // is the update's: an f32 tape's parameters are updated in float (the f32 device optimizer's bits).
   void add(Tape& tape, Var param, double l2 = 0.0);
   void set_clip(double max_norm) { clip_ = max_norm; }  // 0 = off
   // One update from the gradients on the tape; parameters change in place on the tape.
@@ -111,7 +112,8 @@ class Optimizer {
   double clip_ = 0.0;
   int64_t t_ = 0;
   std::vector<Entry> params_;
-  std::vector<double> m_, v_;
+  std::vector<double> m_, v_;  // on an f32 tape: floats, exactly (the device's f32 moments)
+  Real real_ = Real::F64;      // the registered parameters' tape's (add)
   double last_cs_ = 1.0, last_lr_t_ = 0.0, last_norm_ = 0.0;
 };
 

@@ -9,7 +9,24 @@
 
 namespace gr {
 
-Tape::Tape() { nodes_.reserve(256); }
+Tape::Tape(Real real) : real_(real) { nodes_.reserve(256); }
+
+namespace {
+// Each value to the nearest float (static_cast rounds to nearest, like __double2float_rn).
+void round_to_float(double* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>(static_cast<float>(v[i]));
+}
+}  // namespace
+
+float* Tape::scratch(size_t n) {
+  if (scratch_.size() < n) scratch_.resize(n);
+  return scratch_.data();
+}
+
+void Tape::round_leaf(Var v) {
+  const std::span<double> dst = leaf_values(v);
+  if (real_ == Real::F32) round_to_float(dst.data(), static_cast<int64_t>(dst.size()));
+}
 Tape::~Tape() = default;
 
 Var Tape::poison(Op op, const std::string& why) {
@@ -65,6 +82,7 @@ Var Tape::leaf(Op op, const Shape& shape, std::span<const double> values, bool l
       n.val = arena_.alloc(shape.numel());
     }
     std::memcpy(n.val, values.data(), values.size_bytes());
+    if (real_ == Real::F32) round_to_float(n.val, shape.numel());
   }
   if (op == Op::Param && !frozen) {  // trainable parameters own a gradient, kept across episodes
     n.grad_pos = arena_.pos();
@@ -98,6 +116,7 @@ void Tape::set_value(Var v, std::span<const double> values) {
     throw Error("set_value: node " + std::to_string(v.id) + " of shape " + node(v).shape.str() + " needs " +
                 std::to_string(dst.size()) + " values, got " + std::to_string(values.size()));
   std::memcpy(dst.data(), values.data(), values.size_bytes());
+  round_leaf(v);
 }
 
 double* Tape::ensure_grad(int32_t id) {

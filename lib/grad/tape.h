@@ -5,6 +5,11 @@
 // single-owner arena: it owns every value and gradient; param()/constant() copy the caller's data
 // in; value()/grad() hand out borrowed views (invalid after reset_to past the node or ~Tape).
 //
+// Precision (docs/numerics.md "f32"): a Tape(Real::F32) computes every op in float with the same
+// single definitions (kernels/) an f32 device program runs, so its bits are the f32 device's. Its
+// storage stays double — every value and gradient is a float held exactly in a double — so the
+// API, the files and every caller are the f64 tape's; leaves round what they are given to float.
+//
 // Errors: a shape mismatch or invalid argument POISONS the tape — ok() turns false, error() keeps
 // the first message (naming the op and the shapes), later ops return an invalid Var without
 // touching memory, and backward refuses. Accessors called with an invalid Var throw gr::Error.
@@ -24,6 +29,9 @@
 #include "tensor/tensor.h"
 
 namespace gr {
+
+// What a tape computes in: f64, or f32 (the values of an f32 device program, bit for bit).
+enum class Real { F64, F32 };
 
 struct Var {
   int32_t id = -1;
@@ -60,8 +68,9 @@ struct DropoutKey {
 
 class Tape {
  public:
-  Tape();
+  explicit Tape(Real real = Real::F64);
   ~Tape();
+  Real real() const { return real_; }
   Tape(const Tape&) = delete;
   Tape& operator=(const Tape&) = delete;
 
@@ -79,6 +88,9 @@ class Tape {
   Var frozen_param(const Shape& shape, std::span<const double> values);
   // Overwrite a param's or const's values in place (same element count): minibatch input slots.
   void set_value(Var leaf, std::span<const double> values);
+  // Round a leaf's values to the tape's precision in place, after writing them through
+  // leaf_values (f64: nothing to do; f32: each to the nearest float, as an f32 upload does).
+  void round_leaf(Var leaf);
 
   // ---- ops (each records one node; mse is a composite of sub, mul, mean) ----------------------
   // Any elementwise op of the table (kernels/gr_op_table.h) by its enum; the named ops below are
@@ -171,16 +183,29 @@ class Tape {
   const Arena& arena() const { return arena_; }
 
  private:
-  friend struct TapeRules;  // backward rules (backward.cpp)
+  template <class R>
+  friend struct TapeRules;  // backward rules (backward.cpp), R the arithmetic type
+  // f(R{}) with R = double or float, the tape's arithmetic type.
+  template <class F>
+  decltype(auto) by_real(F&& f) {
+    return real_ == Real::F32 ? f(float{}) : f(double{});
+  }
+  // Float working copies for the ops whose kernels take pointers (lanes, rows, matmul) on an f32
+  // tape: grown once, so the steady state allocates nothing.
+  float* scratch(size_t n);
   Var poison(Op op, const std::string& why);
   bool usable(Op op, Var v);
   Node* push(Op op, int32_t a, int32_t b, const Shape& shape);
   double* ensure_grad(int32_t id);
   Var leaf(Op op, const Shape& shape, std::span<const double> values, bool lazy, bool frozen = false);
-  template <class F>
+  template <class R, class F>
   Var binary(Op op, Var a, Var b, F f);
-  template <class F>
+  template <class R, class F>
   Var unary(Op op, Var x, double s, F f);
+  template <class R>
+  void reduce_values(Node& n, const double* px, const Shape& in);
+  template <class R>
+  void lane_values(Node& n, const double* px, int ax);
   Var reduce(Op op, Var x, int64_t axis, bool keepdims);
   Var lane(Op op, Var x, int64_t axis);
 
@@ -189,6 +214,8 @@ class Tape {
   Arena::Pos value_end_;  // arena position after the last pushed value
   std::map<int32_t, PageBlock> own_pages_;  // node id → the values of a big const or frozen param
   std::vector<double> zeros_;  // backing for grad() of unreached nodes
+  std::vector<float> scratch_;  // f32 working copies (scratch())
+  Real real_ = Real::F64;
   bool ok_ = true;
   std::string error_;
   DropoutKey dropout_key_;

@@ -3,9 +3,11 @@
 // window ops (slice, concat) and the composite mse.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "gr_ops_lane.h"
 #include "grad/tape.h"
+#include "grad/tape_real.h"
 #include "tensor/reduce.h"
 
 namespace gr {
@@ -22,16 +24,29 @@ Var Tape::lane(Op op, Var x, int64_t axis) {
   }
   Node* n = push(op, x.id, -1, in);
   n->axis = ax;
-  if (!n->val) return Var{size() - 1};
-  const AxisLanes l = axis_lanes(in, ax);
-  const double* px = nodes_[x.id].val;
+  if (n->val) by_real([&](auto r) { lane_values<decltype(r)>(*n, nodes_[x.id].val, ax); });
+  return Var{size() - 1};
+}
+
+template <class R>
+void Tape::lane_values(Node& n, const double* px, int ax) {
+  const AxisLanes l = axis_lanes(n.shape, ax);
+  const auto fwd = [&](const R* x, R* y, int64_t stride) {
+    if (n.op == Op::Softmax) gr_softmax_lane_fwd(x, y, l.len, stride);
+    else gr_log_softmax_lane_fwd(x, y, l.len, stride);
+  };
   for (int64_t o = 0; o < l.outer; ++o)
     for (int64_t i = 0; i < l.inner; ++i) {
       const int64_t base = o * l.len * l.inner + i;
-      if (op == Op::Softmax) gr_softmax_lane_fwd(px + base, n->val + base, l.len, l.inner);
-      else gr_log_softmax_lane_fwd(px + base, n->val + base, l.len, l.inner);
+      if constexpr (std::is_same_v<R, double>) {
+        fwd(px + base, n.val + base, l.inner);
+      } else {
+        float* x = scratch(static_cast<size_t>(2 * l.len));
+        narrow_lane(px + base, l.len, l.inner, x);
+        fwd(x, x + l.len, 1);
+        widen_lane(x + l.len, l.len, n.val + base, l.inner);
+      }
     }
-  return Var{size() - 1};
 }
 
 Var Tape::softmax(Var x, int64_t axis) { return lane(Op::Softmax, x, axis); }
@@ -50,9 +65,21 @@ Var Tape::softmax_cross_entropy(Var logits, Var targets) {
   const int64_t rows = sx[0], C = sx[1];
   const double* px = nodes_[logits.id].val;
   const double* pt = nodes_[targets.id].val;
-  double total = 0.0;
-  for (int64_t r = 0; r < rows; ++r) total = __dadd_rn(total, gr_sce_row_fwd(px + r * C, pt + r * C, C));
-  n->val[0] = gr_sce_finish(total, rows);
+  n->val[0] = by_real([&](auto zero) {
+    using R = decltype(zero);
+    R total = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      if constexpr (std::is_same_v<R, double>) {
+        total = gr_radd(total, gr_sce_row_fwd(px + r * C, pt + r * C, C));
+      } else {
+        float* x = scratch(static_cast<size_t>(2 * C));
+        narrow_lane(px + r * C, C, 1, x);
+        narrow_lane(pt + r * C, C, 1, x + C);
+        total = gr_radd(total, gr_sce_row_fwd(x, x + C, C));
+      }
+    }
+    return static_cast<double>(gr_sce_finish(total, rows));
+  });
   return Var{size() - 1};
 }
 
@@ -67,7 +94,17 @@ Var Tape::layer_norm(Var x, double eps) {
   n->scalar = eps;
   if (!n->val) return Var{size() - 1};
   const int64_t L = in[in.rank() - 1];
-  for (int64_t r = 0; r < in.numel() / L; ++r) gr_layer_norm_lane_fwd(nodes_[x.id].val + r * L, n->val + r * L, L, 1LL, eps);
+  const double* px = nodes_[x.id].val;
+  if (real_ == Real::F64) {
+    for (int64_t r = 0; r < in.numel() / L; ++r) gr_layer_norm_lane_fwd(px + r * L, n->val + r * L, L, 1LL, eps);
+    return Var{size() - 1};
+  }
+  for (int64_t r = 0; r < in.numel() / L; ++r) {
+    float* row = scratch(static_cast<size_t>(2 * L));
+    narrow_lane(px + r * L, L, 1, row);
+    gr_layer_norm_lane_fwd(row, row + L, L, 1LL, static_cast<float>(eps));
+    widen_lane(row + L, L, n->val + r * L, 1);
+  }
   return Var{size() - 1};
 }
 
@@ -85,9 +122,20 @@ Var Tape::cross_entropy(Var logits, Var ids) {
   const int64_t rows = sx[0], C = sx[1];
   const double* px = nodes_[logits.id].val;
   const double* pc = nodes_[ids.id].val;
-  double total = 0.0;
-  for (int64_t r = 0; r < rows; ++r) total = __dadd_rn(total, gr_ce_row_fwd(px + r * C, pc[r], C));
-  n->val[0] = gr_sce_finish(total, rows);
+  n->val[0] = by_real([&](auto zero) {
+    using R = decltype(zero);
+    R total = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      if constexpr (std::is_same_v<R, double>) {
+        total = gr_radd(total, gr_ce_row_fwd(px + r * C, pc[r], C));
+      } else {
+        float* x = scratch(static_cast<size_t>(C));
+        narrow_lane(px + r * C, C, 1, x);
+        total = gr_radd(total, gr_ce_row_fwd(x, static_cast<float>(pc[r]), C));
+      }
+    }
+    return static_cast<double>(gr_sce_finish(total, rows));
+  });
   return Var{size() - 1};
 }
 
@@ -105,11 +153,14 @@ Var Tape::dropout(Var x, double rate) {
   if (!n->val) return Var{size() - 1};
   const double* px = nodes_[x.id].val;
   const uint64_t id = static_cast<uint64_t>(size() - 1);
-  const double scale = gr_dropout_scale(rate);
-  for (int64_t e = 0; e < in.numel(); ++e)
-    n->val[e] = dropout_key_.training
-                    ? __dmul_rn(px[e], gr_dropout_factor(dropout_key_.seed, dropout_key_.step, id, static_cast<uint64_t>(e), rate, scale))
-                    : px[e];
+  by_real([&](auto zero) {
+    using R = decltype(zero);
+    const R scale = gr_dropout_scale(static_cast<R>(rate));  // the mask compares in double (gr_ops_lane.h)
+    for (int64_t e = 0; e < in.numel(); ++e)
+      n->val[e] = dropout_key_.training ? gr_rmul(static_cast<R>(px[e]), gr_dropout_factor(dropout_key_.seed, dropout_key_.step, id,
+                                                                                           static_cast<uint64_t>(e), rate, scale))
+                                        : px[e];
+  });
   return Var{size() - 1};
 }
 

@@ -8,6 +8,7 @@
 #include "gr_ops_elementwise.h"
 #include "grad/owned.h"
 #include "grad/tape.h"
+#include "grad/tape_real.h"
 #include "tensor/broadcast.h"
 #include "tensor/matmul.h"
 #include "tensor/reduce.h"
@@ -15,7 +16,8 @@
 namespace gr {
 
 // ---- elementwise -------------------------------------------------------------------------------
-template <class F>
+// f takes and returns R (the tape's arithmetic type); values are stored as double, exactly.
+template <class R, class F>
 Var Tape::binary(Op op, Var a, Var b, F f) {
   if (!usable(op, a) || !usable(op, b)) return Var{};
   // a's shape, in the blocks of the matmul that wrote a (grad/owned.h): b's element for a's element
@@ -28,7 +30,7 @@ Var Tape::binary(Op op, Var a, Var b, F f) {
       double* y = n->val;
       for_each_owned(n->shape, [&](int64_t base, int64_t c0, int64_t c1) {
         const double* bb = b_is_row ? pb : pb + base;
-        for (int64_t j = c0; j < c1; ++j) y[base + j] = f(pa[base + j], bb[j]);
+        for (int64_t j = c0; j < c1; ++j) y[base + j] = f(R(pa[base + j]), R(bb[j]));
       });
     }
     return Var{size() - 1};
@@ -45,9 +47,9 @@ Var Tape::binary(Op op, Var a, Var b, F f) {
         double* y = n->val;
         const int64_t count = n->numel();
         if (b1)
-          for (int64_t e = 0; e < count; ++e) y[e] = f(pa[e], pb[0]);
+          for (int64_t e = 0; e < count; ++e) y[e] = f(R(pa[e]), R(pb[0]));
         else
-          for (int64_t e = 0; e < count; ++e) y[e] = f(pa[0], pb[e]);
+          for (int64_t e = 0; e < count; ++e) y[e] = f(R(pa[0]), R(pb[e]));
       }
       return Var{size() - 1};
     }
@@ -64,12 +66,12 @@ Var Tape::binary(Op op, Var a, Var b, F f) {
     const double* pa = nodes_[a.id].val;
     const double* pb = nodes_[b.id].val;
     double* y = n->val;
-    for_each_broadcast(m, [&](int64_t e, int64_t ia, int64_t ib) { y[e] = f(pa[ia], pb[ib]); });
+    for_each_broadcast(m, [&](int64_t e, int64_t ia, int64_t ib) { y[e] = f(R(pa[ia]), R(pb[ib])); });
   }
   return Var{size() - 1};
 }
 
-template <class F>
+template <class R, class F>
 Var Tape::unary(Op op, Var x, double s, F f) {
   if (!usable(op, x)) return Var{};
   Node* n = push(op, x.id, -1, nodes_[x.id].shape);
@@ -78,19 +80,23 @@ Var Tape::unary(Op op, Var x, double s, F f) {
     const double* px = nodes_[x.id].val;
     double* y = n->val;
     for_each_owned(n->shape, [&](int64_t base, int64_t c0, int64_t c1) {
-      for (int64_t e = base + c0; e < base + c1; ++e) y[e] = f(px[e]);
+      for (int64_t e = base + c0; e < base + c1; ++e) y[e] = f(R(px[e]));
     });
   }
   return Var{size() - 1};
 }
 
-// Every elementwise op through its row: gr_ew_<stem>::fwd is the row's gr_<stem>_fwd.
+// Every elementwise op through its row: gr_ew_<stem>::fwd is the row's gr_<stem>_fwd, in R; the
+// scalar attribute is rounded to R once, as a device kernel's GRK_REAL does.
 Var Tape::unary_op(Op op, Var x, double s) {
   if (!(op_info(op).attrs & kAttrScalar)) s = 0.0;
   switch (op) {
 #define GR_TAPE_UNARY_FWD(E, name, arity, cls, attrs, stem, ...) \
   case Op::E:                                                    \
-    GR_OP_IF_UNARY_##cls(return unary(op, x, s, [s](double v) { return gr_ew_##stem::fwd(v, 0.0, s); });) break;
+    GR_OP_IF_UNARY_##cls(return by_real([&](auto r) {                                             \
+      using R = decltype(r);                                                                         \
+      return unary<R>(op, x, s, [sr = R(s)](R v) { return gr_ew_##stem::fwd(v, R(0), sr); });     \
+    });) break;
     GR_OP_TABLE(GR_TAPE_UNARY_FWD)
 #undef GR_TAPE_UNARY_FWD
   }
@@ -101,7 +107,10 @@ Var Tape::binary_op(Op op, Var a, Var b) {
   switch (op) {
 #define GR_TAPE_BINARY_FWD(E, name, arity, cls, attrs, stem, ...) \
   case Op::E:                                                     \
-    GR_OP_IF_BINARY_##cls(return binary(op, a, b, [](double x, double y) { return gr_ew_##stem::fwd(x, y, 0.0); });) break;
+    GR_OP_IF_BINARY_##cls(return by_real([&](auto r) {                                            \
+      using R = decltype(r);                                                                         \
+      return binary<R>(op, a, b, [](R x, R y) { return gr_ew_##stem::fwd(x, y, R(0)); });          \
+    });) break;
     GR_OP_TABLE(GR_TAPE_BINARY_FWD)
 #undef GR_TAPE_BINARY_FWD
   }
@@ -145,27 +154,33 @@ Var Tape::reduce(Op op, Var x, int64_t axis, bool keepdims) {
   Node* n = push(op, x.id, -1, out);
   n->axis = ax;
   n->keepdims = keepdims;
-  if (!n->val) return Var{size() - 1};
-  const double* px = nodes_[x.id].val;
-  if (op == Op::Max) {
-    const AxisLanes l = ax == kAllAxes ? AxisLanes{1, in.numel(), 1} : axis_lanes(in, ax);
+  if (n->val) by_real([&](auto r) { reduce_values<decltype(r)>(*n, nodes_[x.id].val, in); });
+  return Var{size() - 1};
+}
+
+// A reduction's values, summed in R (gr_sum's order); max copies the first largest element, the
+// same element in either precision (the stored values are exact).
+template <class R>
+void Tape::reduce_values(Node& n, const double* px, const Shape& in) {
+  if (n.op == Op::Max) {
+    const AxisLanes l = n.axis == kAllAxes ? AxisLanes{1, in.numel(), 1} : axis_lanes(in, n.axis);
     for (int64_t o = 0; o < l.outer; ++o)
       for (int64_t i = 0; i < l.inner; ++i) {
         const double* lane = px + o * l.len * l.inner + i;
-        n->val[o * l.inner + i] = lane[gr_lane_argmax(lane, l.len, l.inner) * l.inner];
+        n.val[o * l.inner + i] = lane[gr_lane_argmax(lane, l.len, l.inner) * l.inner];
       }
-    return Var{size() - 1};
+    return;
   }
-  if (ax == kAllAxes) {
-    const double s = sum_ascending(px, in.numel());
-    n->val[0] = op == Op::Mean ? __ddiv_rn(s, static_cast<double>(in.numel())) : s;
-  } else {
-    const AxisLanes l = axis_lanes(in, ax);
-    sum_lanes(px, l, n->val);
-    if (op == Op::Mean)
-      for (int64_t e = 0; e < out.numel(); ++e) n->val[e] = __ddiv_rn(n->val[e], static_cast<double>(l.len));
+  const bool mean = n.op == Op::Mean;
+  if (n.axis == kAllAxes) {
+    const R s = sum_ascending<R>(px, in.numel());
+    n.val[0] = mean ? gr_rdiv(s, static_cast<R>(in.numel())) : s;
+    return;
   }
-  return Var{size() - 1};
+  const AxisLanes l = axis_lanes(in, n.axis);
+  sum_lanes<R>(px, l, n.val);
+  if (mean)
+    for (int64_t e = 0; e < n.numel(); ++e) n.val[e] = gr_rdiv(static_cast<R>(n.val[e]), static_cast<R>(l.len));
 }
 
 Var Tape::sum(Var x) { return reduce(Op::Sum, x, kAllAxes, false); }
@@ -184,8 +199,8 @@ Var Tape::matmul(Var a, Var b) {
     return poison(Op::Matmul, "needs [M,K]·[K,N], got " + sa.str() + " and " + sb.str());
   Node* n = push(Op::Matmul, a.id, b.id, Shape{sa[0], sb[1]});
   if (n->val)
-    matmul_exact({nodes_[a.id].val, sa[1], 1, nodes_[b.id].val, sb[1], 1, n->val, sa[0], sa[1], sb[1],
-                  MatmulStore::Overwrite});
+    matmul_in(real_, {nodes_[a.id].val, sa[1], 1, nodes_[b.id].val, sb[1], 1, n->val, sa[0], sa[1], sb[1],
+                      MatmulStore::Overwrite}, scratch_);
   return Var{size() - 1};
 }
 
@@ -201,8 +216,8 @@ Var Tape::bmm(Var a, Var b) {
   const double* pa = nodes_[a.id].val;
   const double* pb = nodes_[b.id].val;
   for (int64_t i = 0; i < batches; ++i)
-    matmul_exact({pa + (sa[0] == 1 ? 0 : i) * M * K, K, 1, pb + (sb[0] == 1 ? 0 : i) * K * N, N, 1, n->val + i * M * N,
-                  M, K, N, MatmulStore::Overwrite});
+    matmul_in(real_, {pa + (sa[0] == 1 ? 0 : i) * M * K, K, 1, pb + (sb[0] == 1 ? 0 : i) * K * N, N, 1, n->val + i * M * N,
+                      M, K, N, MatmulStore::Overwrite}, scratch_);
   return Var{size() - 1};
 }
 

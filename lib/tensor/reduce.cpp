@@ -12,11 +12,20 @@ AxisLanes axis_lanes(const Shape& shape, int axis) {
   return l;
 }
 
-double sum_ascending(const double* x, int64_t n) { return gr_sum(x, n, 1); }
+template <class R>
+R sum_ascending(const double* x, int64_t n) {
+  return gr_sum_of<R>(x, n, 1);
+}
 
+template <class R>
 void sum_lanes(const double* x, AxisLanes l, double* out) {
   for (int64_t o = 0; o < l.outer; ++o)
-    for (int64_t i = 0; i < l.inner; ++i) out[o * l.inner + i] = gr_sum(x + o * l.len * l.inner + i, l.len, l.inner);
+    for (int64_t i = 0; i < l.inner; ++i) out[o * l.inner + i] = gr_sum_of<R>(x + o * l.len * l.inner + i, l.len, l.inner);
 }
+
+template double sum_ascending<double>(const double*, int64_t);
+template float sum_ascending<float>(const double*, int64_t);
+template void sum_lanes<double>(const double*, AxisLanes, double*);
+template void sum_lanes<float>(const double*, AxisLanes, double*);
 
 }  // namespace gr

@@ -15,10 +15,12 @@ struct AxisLanes {
 };
 AxisLanes axis_lanes(const Shape& shape, int axis);
 
-// acc = 0.0; acc = acc + x[e] for e ascending.
-double sum_ascending(const double* x, int64_t n);
+// acc = 0; acc = acc + x[e] for e ascending, in R (double, or float over floats stored in doubles).
+template <class R = double>
+R sum_ascending(const double* x, int64_t n);
 
-// out[o*inner + i] = Σ_{k ascending} x[(o*len + k)*inner + i], each lane from 0.0.
+// out[o*inner + i] = Σ_{k ascending} x[(o*len + k)*inner + i] in R, each lane from 0.
+template <class R = double>
 void sum_lanes(const double* x, AxisLanes lanes, double* out);
 
 }  // namespace gr

@@ -62,6 +62,10 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
                            unsigned block, unsigned max_grid)
     : model_(model), backend_(std::move(backend)) {
   const Spec& spec = model.spec();
+  // The program's values are the tape's: an f32 program from an f32 tape (every value a float
+  // already), so downloads give the tape's bytes back.
+  if ((dtype == DType::F32) != (model.tape().real() == Real::F32))
+    throw Error(std::string("device: a ") + to_string(dtype) + " program needs a Model of that precision (Model(spec, data, Real))");
   if (spec.data && !spec.train.drop_last)
     throw InputError(spec.path, "/train/drop_last", "a device program has one static batch shape; set drop_last to true");
   // Record one episode (on the first rows) so the program can mirror it, then capture it.
@@ -86,7 +90,6 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   // The training set goes to the device once; each step uploads only its row indices.
   device::Module* module = backend_->compile(kBatchKernels, "gradrun_batches");
   const bool f32 = ro.dtype == replay::DType::F32;
-  f64_ = !f32;
   gather_ = backend_->kernel(module, f32 ? "gr_gather_rows_f32" : "gr_gather_rows_f64");
   store_loss_ = backend_->kernel(module, f32 ? "gr_store_loss_f32" : "gr_store_loss_f64");
   store_norm_ = backend_->kernel(module, "gr_store_loss_f64");  // the norm lives in the optimizer's double control buffer

@@ -54,11 +54,12 @@ class DeviceRunner {
   // Parameters back into the tape and the optimizer state back into `opt` (checkpoints, weights),
   // and the host copies of the fixed leaves back (restore_host_copies): the tape is whole again.
   void sync(Optimizer& opt);
-  // HostCopies over this episode, as the original library's drop_consts after a capture. f64 only:
-  // an f32 device holds them rounded, so an f32 run keeps its host copies (release returns 0).
+  // HostCopies over this episode, as the original library's drop_consts after a capture. Either
+  // dtype: an f32 run's tape holds its values rounded to float already (Model(.., Real::F32)), so
+  // the device's float copies widen back to the same bytes.
   // Between release and restore nothing may record on the tape: the trainer restores (sync) before
   // every evaluation and file.
-  size_t release_host_copies() { return f64_ ? host_copies_.release() : 0; }
+  size_t release_host_copies() { return host_copies_.release(); }
   void restore_host_copies() { host_copies_.restore(*episode_); }
   std::string describe() const;
   replay::Episode& episode() { return *episode_; }
@@ -77,7 +78,6 @@ class DeviceRunner {
   device::Buffer index_{}, losses_{}, norms_{};
   device::Kernel *gather_ = nullptr, *store_loss_ = nullptr, *store_norm_ = nullptr;
   int64_t losses_capacity_ = 0;
-  bool f64_ = true;
   HostCopies host_copies_{model_};
 };
 

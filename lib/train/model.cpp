@@ -12,7 +12,7 @@
 
 namespace gr {
 
-Model::Model(const Spec& spec, Datasets data) : spec_(spec), data_(std::move(data)) {
+Model::Model(const Spec& spec, Datasets data, Real real) : spec_(spec), data_(std::move(data)), tape_(real) {
   GR_ASSERT(!spec.values_released);  // release_tensor_values: only after the one Model of a run
   program_ = resolve_program(spec_, data_.train);
   check_class_ids(program_, data_.train, "the training rows");
@@ -103,6 +103,7 @@ const std::vector<Var>& Model::record(const DataTable& table, std::span<const in
           std::memcpy(dst + r * width + b.c0, src.data() + rows[static_cast<size_t>(r)] * width + b.c0,
                       static_cast<size_t>(b.c1 - b.c0) * sizeof(double));
       });
+      tape_.round_leaf(slots_[i]);  // f32: to float, as the device's gather does
       scratch_inputs_.push_back(slots_[i]);
     } else {  // an odd-sized batch (validation remainder, drop_last false): temporary constants
       std::vector<int64_t> dims(src.shape().dims().begin(), src.shape().dims().end());

@@ -16,13 +16,16 @@ namespace gr {
 
 class Model {
  public:
-  // Resolves the program (all shape checks) and initializes parameters from spec.seed.
-  Model(const Spec& spec, Datasets data);
+  // Resolves the program (all shape checks) and initializes parameters from spec.seed. `real`:
+  // the tape's precision (Real::F32 for --dtype f32 on every engine: values rounded to float as
+  // they enter, every op and the optimizer in float, evaluation too).
+  Model(const Spec& spec, Datasets data, Real real = Real::F64);
 
   const Spec& spec() const { return spec_; }
   const Program& program() const { return program_; }
   const Datasets& data() const { return data_; }
   Tape& tape() { return tape_; }
+  Real real() const { return tape_.real(); }
   const std::vector<Var>& params() const { return params_; }
   const std::vector<Var>& slots() const { return slots_; }  // input slots, in program input order
   // The leaves no step changes: frozen parameters, then the spec's consts. A device run drops their

@@ -107,6 +107,7 @@ void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt
                                                    {"step", std::to_string(steps)},
                                                    {"adam_t", std::to_string(opt.t())}};
   if (best.epoch > 0) meta["best_epoch"] = std::to_string(best.epoch);
+  meta["dtype"] = model.real() == Real::F32 ? "f32" : "f64";  // what the run computes in (a resume must match)
   write_safetensors(dir + "/state.safetensors", tensors, meta, StDtype::F64);
 }
 
@@ -144,6 +145,13 @@ Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt,
                                                "…, this spec " + model.spec().sha256.substr(0, 12) +
                                                "…) and predates field-wise resume checks; resume with the exact spec file it was trained with, "
                                                "or start from its weights with --init " + run_dir + "/weights.safetensors");
+  }
+  if (const auto it = f.metadata.find("dtype"); it != f.metadata.end()) {  // older checkpoints do not say
+    const std::string& was = it->second;
+    const std::string now = model.real() == Real::F32 ? "f32" : "f64";
+    if (was != now)
+      throw InputError(path, "__metadata__", "the run in " + run_dir + " computes in " + was + "; resume it with --dtype " + was +
+                                                 " (this resume asked for " + now + ")");
   }
   Checkpoint c;
   c.epoch = integer("epoch");

@@ -153,6 +153,8 @@ std::string divergence_advice(const Spec& spec) {
 
 TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::Backend> backend) {
   const Spec& spec = model.spec();
+  if ((o.dtype == DType::F32) != (model.tape().real() == Real::F32))
+    throw Error(std::string("train: --dtype ") + to_string(o.dtype) + " needs a Model built with that precision (Model(spec, data, Real))");
   const Program& p = model.program();
   const DataTable& train_rows = model.data().train;
   namespace fs = std::filesystem;
@@ -235,8 +237,8 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   std::unique_ptr<DeviceRunner> device;  // null: the CPU tape (or the sharded step)
   std::unique_ptr<ShardedStep> shards;   // train.shards > 1 or several processes
   if (sharded) {
-    if (o.device != DeviceKind::Cpu && o.dtype != DType::F64)
-      throw InputError(spec.path, "/train/shards", "sharded training on a device runs in f64 (the host optimizer's); drop --dtype f32");
+    if (o.dtype != DType::F64)
+      throw InputError(spec.path, "/train/shards", "sharded training runs in f64 (its all-reduce and optimizer are f64); drop --dtype f32");
     if (o.device != DeviceKind::Cpu) {
       std::string why;
       if (!backend) backend = open_backend(o.device, &why);

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """torch_oracle.py — an independent PyTorch (float64) oracle for the gradrun tape.
 
-Usage: /usr/bin/python3 tests/oracle/torch_oracle.py DIR [--variants]
+Usage: /usr/bin/python3 tests/oracle/torch_oracle.py DIR [--variants] [--float32]
 
 Reads DIR/program.txt, written by tests/test_oracle.cpp straight from the tape's nodes, and
 interprets it as a PyTorch float64 autograd graph: every gradrun op maps to its torch
@@ -24,12 +24,16 @@ program.txt (one record per line, hex = 16 hex digits of an IEEE binary64 bit pa
   end
 AXIS is -2147483648 for "all axes"; A/B are -1 when absent. Node ids are 0..N-1 in order.
 
+--float32 runs the graph in torch float32 instead (the oracle of an f32 tape); values and results
+still travel as binary64 patterns (floats widen exactly).
+
 Exit status: 0 ok, 77 torch is not importable (the C++ test skips), 2 bad program / internal error.
 """
 import struct
 import sys
 
 ALL_AXES = -2147483648
+DTYPE = None  # torch.float64, or torch.float32 with --float32 (set in main)
 
 
 def die(msg, code=2):
@@ -145,7 +149,7 @@ def run(nodes, vals, loss_id, mutate=None, mode=None):
         if op in ("param", "const"):
             if n["id"] not in vals:
                 die("node %d (%s) has no values" % (n["id"], op))
-            y = torch.tensor(vals[n["id"]], dtype=torch.float64).reshape(shape)
+            y = torch.tensor(vals[n["id"]], dtype=DTYPE).reshape(shape)
             if op == "param":
                 y.requires_grad_(True)
                 params[n["id"]] = y
@@ -197,7 +201,7 @@ def run(nodes, vals, loss_id, mutate=None, mode=None):
             if training:
                 rate = n["scalar"]
                 keep = [counter_unit(seed, step, n["id"], e) >= rate for e in range(a.numel())]
-                factor = torch.tensor([1.0 / (1.0 - rate) if k else 0.0 for k in keep], dtype=torch.float64)
+                factor = torch.tensor([1.0 / (1.0 - rate) if k else 0.0 for k in keep], dtype=DTYPE)
                 y = a * factor.reshape(a.shape)
             else:
                 y = a.clone()
@@ -252,6 +256,8 @@ def main():
         die("usage: torch_oracle.py DIR [--variants]")
     d = args[0]
     variants = "--variants" in args[1:]
+    global DTYPE
+    DTYPE = torch.float32 if "--float32" in args[1:] else torch.float64
     torch.set_num_threads(1)
     nodes, vals, loss_id, mutate = parse(d + "/program.txt")
     write_result(d + "/result.txt", *run(nodes, vals, loss_id))
