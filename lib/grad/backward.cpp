@@ -132,18 +132,21 @@ struct TapeRules {
   }
 
   // One [M,K]·[K,N] product's gradients: dA = g·Bᵀ (Σ over j), dB = Aᵀ·g (Σ over i).
+  // `zero`: the slot is still all +0 (matmul_in need not read it).
   void matmul_grads(const double* A, const double* B, const double* gm, double* dA, double* dB, int64_t M, int64_t K,
-                    int64_t N) {
-    if (dA) matmul_in(t.real_, {gm, N, 1, B, 1, N, dA, M, N, K, MatmulStore::Accumulate}, t.scratch_);
-    if (dB) matmul_in(t.real_, {A, 1, K, gm, N, 1, dB, K, M, N, MatmulStore::Accumulate}, t.scratch_);
+                    int64_t N, bool zero = false) {
+    if (dA) matmul_in(t.real_, {gm, N, 1, B, 1, N, dA, M, N, K, MatmulStore::Accumulate}, t.scratch_, zero);
+    if (dB) matmul_in(t.real_, {A, 1, K, gm, N, 1, dB, K, M, N, MatmulStore::Accumulate}, t.scratch_, zero);
   }
 
   void matmul() {
     const Node &A = in(n.a), &B = in(n.b);
+    // An untouched slot is all +0: zeroed by reset_to or at backward's start, or fresh (ensure_grad).
+    const bool a_zero = !A.touched, b_zero = !B.touched && n.b != n.a;
     double* dA = wants(n.a) ? t.ensure_grad(n.a) : nullptr;
     double* dB = wants(n.b) ? t.ensure_grad(n.b) : nullptr;
-    matmul_grads(A.val, B.val, g, dA, nullptr, A.shape[0], A.shape[1], B.shape[1]);
-    matmul_grads(A.val, B.val, g, nullptr, dB, A.shape[0], A.shape[1], B.shape[1]);
+    matmul_grads(A.val, B.val, g, dA, nullptr, A.shape[0], A.shape[1], B.shape[1], a_zero);
+    matmul_grads(A.val, B.val, g, nullptr, dB, A.shape[0], A.shape[1], B.shape[1], b_zero);
   }
 
   void bmm() {

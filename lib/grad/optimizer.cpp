@@ -12,6 +12,7 @@ namespace gr {
 namespace {
 
 constexpr int64_t kParallelElems = 1 << 15;
+constexpr int64_t kNormChunk = 64;  // elements per update chunk when the norm rides along
 
 struct AdamScalars {
   double cs, b1, b2, omb1, omb2, eps, lr_t, lr, wd, mu;
@@ -102,17 +103,33 @@ void Optimizer::begin_step(double norm) {
   }
 }
 
-void Optimizer::update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g) {
+void Optimizer::update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g, double* sq) {
   const Entry& e = params_[i];
   const double b1 = adam_.beta1, b2 = adam_.beta2;
   const AdamScalars k{last_cs_, b1, b2, 1.0 - b1, 1.0 - b2, adam_.eps, last_lr_t_, lr_, adam_.weight_decay, sgd_.momentum};
   double* w = tape.param_value(e.var).data() + lo;
   double* m = m_.data() + e.offset + lo;
   double* v = v_.data() + e.offset + lo;
-  const bool f32 = real_ == Real::F32;
-  if (kind_ == OptimizerKind::Adam) (f32 ? adam_update<float> : adam_update<double>)(w, g, m, v, n, e.l2, k);
-  else if (sgd_.momentum != 0.0) (f32 ? sgd_momentum_update<float> : sgd_momentum_update<double>)(w, g, m, n, e.l2, k, sgd_.nesterov);
-  else (f32 ? sgd_update<float> : sgd_update<double>)(w, g, n, e.l2, k);
+  const auto run = [&](auto zero) {
+    using R = decltype(zero);
+    const auto update = [&](int64_t a, int64_t len) {
+      if (kind_ == OptimizerKind::Adam) adam_update<R>(w + a, g + a, m + a, v + a, len, e.l2, k);
+      else if (sgd_.momentum != 0.0) sgd_momentum_update<R>(w + a, g + a, m + a, len, e.l2, k, sgd_.nesterov);
+      else sgd_update<R>(w + a, g + a, len, e.l2, k);
+    };
+    if (!sq) return update(0, n);
+    // The norm's Σ g·g continued over these elements, chunk by chunk after each chunk's update: the
+    // serial add chain of one chunk runs while the vector update of the next does (out of order).
+    R acc = static_cast<R>(*sq);
+    for (int64_t a = 0; a < n; a += kNormChunk) {
+      const int64_t len = std::min(kNormChunk, n - a);
+      update(a, len);
+      for (int64_t j = a; j < a + len; ++j) acc = gr_radd(acc, gr_rmul(R(g[j]), R(g[j])));
+    }
+    *sq = static_cast<double>(acc);
+  };
+  if (real_ == Real::F32) run(float{});
+  else run(double{});
 }
 
 void Optimizer::update_elements(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g) {
@@ -127,13 +144,25 @@ void Optimizer::update_elements(Tape& tape, size_t i, int64_t lo, int64_t n, con
 
 void Optimizer::step(Tape& tape) {
   const int threads = num_threads();
-  if (clip_ > 0.0 || threads < 2 || m_.size() < static_cast<size_t>(kParallelElems)) {
-    // Every step: clipping needs the norm first, and the trainer logs it (metrics.csv grad_norm).
+  if (clip_ > 0.0) {  // clipping needs the norm first
     begin_step(grad_norm(tape));
     for (size_t i = 0; i < params_.size(); ++i) {
       if (!tape.node(params_[i].var).touched) continue;  // backward never reached it: skip, do not decay
       update_elements(tape, i, 0, params_[i].len, tape.param_grad(params_[i].var).data());
     }
+    return;
+  }
+  if (threads < 2 || m_.size() < static_cast<size_t>(kParallelElems)) {
+    // Without clipping the norm is only logged (metrics.csv grad_norm), so it is summed in the
+    // update's own pass: the same sum as grad_norm (touched parameters in registration order,
+    // elements ascending), on this one thread, whose serial chain now overlaps the update.
+    begin_step(0.0);
+    double sq = 0.0;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!tape.node(params_[i].var).touched) continue;
+      update_serial(tape, i, 0, params_[i].len, tape.param_grad(params_[i].var).data(), &sq);
+    }
+    last_norm_ = real_ == Real::F32 ? static_cast<double>(gr_sqrt(static_cast<float>(sq))) : gr_sqrt(sq);
     return;
   }
   // Without clipping the update does not need the norm (the clip scale is 1 whatever it is), so

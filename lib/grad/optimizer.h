@@ -99,7 +99,8 @@ class Optimizer {
  private:
   Optimizer(OptimizerKind kind, double lr, AdamConfig config) : kind_(kind), lr_(lr), adam_(config) {}
   void update_elements(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g);  // over the threads
-  void update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g);    // on this thread
+  // On this thread; with `sq`, also continues the norm's Σ g·g over g (in the tape's precision).
+  void update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g, double* sq = nullptr);
   struct Entry {
     Var var;
     double l2;

@@ -11,18 +11,23 @@ int64_t span_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
 }
 }  // namespace
 
-void matmul_in(Real real, const MatmulArgs& g, std::vector<float>& scratch) {
+void matmul_in(Real real, const MatmulArgs& g, std::vector<float>& scratch, bool c_zero) {
   if (real == Real::F64) return matmul_exact(g);
   const int64_t na = span_of(g.m, g.k, g.a_rs, g.a_cs), nb = span_of(g.k, g.n, g.b_rs, g.b_cs), nc = g.m * g.n;
   if (scratch.size() < static_cast<size_t>(na + nb + nc)) scratch.resize(static_cast<size_t>(na + nb + nc));
   float* a = scratch.data();
   float* b = a + na;
   float* c = b + nb;
-  narrow_lane(g.a, na, 1, a);
-  narrow_lane(g.b, nb, 1, b);
-  if (g.store == MatmulStore::Accumulate) narrow_lane(g.c, nc, 1, c);
-  matmul_exact(MatmulArgsF32{a, g.a_rs, g.a_cs, b, g.b_rs, g.b_cs, c, g.m, g.k, g.n, g.store});
-  widen_lane(c, nc, g.c, 1);
+  narrow(g.a, na, a);
+  narrow(g.b, nb, b);
+  const bool onto_zero = g.store == MatmulStore::Accumulate && c_zero;
+  if (g.store == MatmulStore::Accumulate && !onto_zero) narrow(g.c, nc, c);
+  matmul_exact(MatmulArgsF32{a, g.a_rs, g.a_cs, b, g.b_rs, g.b_cs, c, g.m, g.k, g.n,
+                             onto_zero ? MatmulStore::Overwrite : g.store});
+  if (onto_zero)
+    for (int64_t k = 0; k < nc; ++k) g.c[k] = static_cast<double>(gr_radd(c[k], 0.0f));  // = gr_accumulate(+0, acc)
+  else
+    widen(c, nc, g.c);
 }
 
 }  // namespace gr

@@ -27,8 +27,18 @@ inline void widen_lane(const float* src, int64_t n, double* dst, int64_t stride)
   for (int64_t k = 0; k < n; ++k) dst[k * stride] = static_cast<double>(src[k]);
 }
 
+// The contiguous case, as its own loop so it vectorizes (a runtime stride keeps it scalar).
+inline void narrow(const double* __restrict src, int64_t n, float* __restrict dst) {
+  for (int64_t k = 0; k < n; ++k) dst[k] = static_cast<float>(src[k]);
+}
+inline void widen(const float* __restrict src, int64_t n, double* __restrict dst) {
+  for (int64_t k = 0; k < n; ++k) dst[k] = static_cast<double>(src[k]);
+}
+
 // matmul_exact over the tape's storage: f64 as it is; f32 the float contract (MatmulArgsF32,
-// gr_dot<float>) over float copies of A, B (and C when accumulating) in `scratch`.
-void matmul_in(Real real, const MatmulArgs& args, std::vector<float>& scratch);
+// gr_dot<float>) over float copies of A, B (and C when accumulating) in `scratch`. `c_zero`: an
+// accumulating C is all +0 (a gradient slot nothing has reached yet), so f32 need not read it:
+// +0 + acc is acc, except that it turns −0 into +0, which the widening does (acc + 0.0f).
+void matmul_in(Real real, const MatmulArgs& args, std::vector<float>& scratch, bool c_zero = false);
 
 }  // namespace gr

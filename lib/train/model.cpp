@@ -98,12 +98,17 @@ const std::vector<Var>& Model::record(const DataTable& table, std::span<const in
       // In the slot's owner blocks (grad/owned.h): each thread copies its own rows and columns.
       double* dst = tape_.leaf_values(slots_[i]).data();
       const int64_t width = src.numel() / src.shape()[0];
+      const bool f32 = tape_.real() == Real::F32;  // each value to float on the way, as the device's gather does
       for_each_output_block(static_cast<int64_t>(rows.size()), width, kOwnedMinElems, [&](const OutputBlock& b) {
-        for (int64_t r = b.r0; r < b.r1; ++r)
-          std::memcpy(dst + r * width + b.c0, src.data() + rows[static_cast<size_t>(r)] * width + b.c0,
-                      static_cast<size_t>(b.c1 - b.c0) * sizeof(double));
+        for (int64_t r = b.r0; r < b.r1; ++r) {
+          double* to = dst + r * width + b.c0;
+          const double* from = src.data() + rows[static_cast<size_t>(r)] * width + b.c0;
+          if (f32)
+            for (int64_t c = 0; c < b.c1 - b.c0; ++c) to[c] = static_cast<double>(static_cast<float>(from[c]));
+          else
+            std::memcpy(to, from, static_cast<size_t>(b.c1 - b.c0) * sizeof(double));
+        }
       });
-      tape_.round_leaf(slots_[i]);  // f32: to float, as the device's gather does
       scratch_inputs_.push_back(slots_[i]);
     } else {  // an odd-sized batch (validation remainder, drop_last false): temporary constants
       std::vector<int64_t> dims(src.shape().dims().begin(), src.shape().dims().end());
