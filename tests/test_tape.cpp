@@ -145,9 +145,9 @@ std::vector<double> filled(int64_t n, uint64_t seed) {
   return v;
 }
 
-std::vector<std::vector<double>> split_episodes(int threads) {
+std::vector<std::vector<double>> split_episodes(int threads, Real real) {
   set_num_threads(threads);
-  Tape t;
+  Tape t(real);
   const Var x = t.constant(Shape{64, 300}, filled(64 * 300, 1));
   const Var u = t.constant(Shape{512, 40}, filled(512 * 40, 2));
   const Var w1 = t.param(Shape{300, 256}, filled(300 * 256, 3)), b1 = t.param(Shape{256}, filled(256, 4));
@@ -180,11 +180,13 @@ std::vector<std::vector<double>> split_episodes(int threads) {
 
 }  // namespace
 
-TEST_CASE("1, 2, 3 and 4 threads give identical bytes in every split loop", "[tape][threads]") {
-  const std::vector<std::vector<double>> one = split_episodes(1);
+TEST_CASE("1, 2, 3 and 4 threads give identical bytes in every split loop (f64 and f32 tapes)", "[tape][threads]") {
+  const Real real = GENERATE(Real::F64, Real::F32);  // f32: its conversions split too (tape_real.cpp)
+  INFO((real == Real::F32 ? "f32" : "f64"));
+  const std::vector<std::vector<double>> one = split_episodes(1, real);
   for (int threads = 2; threads <= 4; ++threads) {
     INFO(threads << " threads");
-    const std::vector<std::vector<double>> many = split_episodes(threads);
+    const std::vector<std::vector<double>> many = split_episodes(threads, real);
     REQUIRE(many.size() == one.size());
     for (size_t i = 0; i < one.size(); ++i) {
       INFO("tensor " << i);

@@ -2,9 +2,24 @@
 
 #include <algorithm>
 
+#include "tensor/parallel.h"
+
 namespace gr {
 
 namespace {
+// Conversions of big operands run on every thread (elementwise: any split gives the same bytes).
+constexpr int64_t kParallelConvert = int64_t(1) << 16;
+template <class F>
+void in_chunks(int64_t n, F&& f) {
+  const int64_t tasks = n >= kParallelConvert ? num_threads() : 1;
+  if (tasks <= 1) return f(int64_t(0), n);
+  const int64_t per = (n + tasks - 1) / tasks;
+  parallel_for(tasks, [&](int64_t t) {
+    const int64_t lo = t * per, hi = std::min(n, lo + per);
+    if (lo < hi) f(lo, hi - lo);
+  });
+}
+
 // The elements a strided [rows, cols] operand spans: its largest index + 1.
 int64_t span_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   return rows == 0 || cols == 0 ? 0 : (rows - 1) * rs + (cols - 1) * cs + 1;
@@ -18,16 +33,18 @@ void matmul_in(Real real, const MatmulArgs& g, std::vector<float>& scratch, bool
   float* a = scratch.data();
   float* b = a + na;
   float* c = b + nb;
-  narrow(g.a, na, a);
-  narrow(g.b, nb, b);
+  in_chunks(na, [&](int64_t lo, int64_t n) { narrow(g.a + lo, n, a + lo); });
+  in_chunks(nb, [&](int64_t lo, int64_t n) { narrow(g.b + lo, n, b + lo); });
   const bool onto_zero = g.store == MatmulStore::Accumulate && c_zero;
-  if (g.store == MatmulStore::Accumulate && !onto_zero) narrow(g.c, nc, c);
+  if (g.store == MatmulStore::Accumulate && !onto_zero) in_chunks(nc, [&](int64_t lo, int64_t n) { narrow(g.c + lo, n, c + lo); });
   matmul_exact(MatmulArgsF32{a, g.a_rs, g.a_cs, b, g.b_rs, g.b_cs, c, g.m, g.k, g.n,
                              onto_zero ? MatmulStore::Overwrite : g.store});
-  if (onto_zero)
-    for (int64_t k = 0; k < nc; ++k) g.c[k] = static_cast<double>(gr_radd(c[k], 0.0f));  // = gr_accumulate(+0, acc)
-  else
-    widen(c, nc, g.c);
+  in_chunks(nc, [&](int64_t lo, int64_t n) {
+    if (onto_zero)  // = gr_accumulate(+0, acc): +0 + acc, which only turns -0 into +0
+      for (int64_t k = lo; k < lo + n; ++k) g.c[k] = static_cast<double>(gr_radd(c[k], 0.0f));
+    else
+      widen(c + lo, n, g.c + lo);
+  });
 }
 
 }  // namespace gr
