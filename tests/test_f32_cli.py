@@ -12,8 +12,11 @@ Every example spec trains 2 epochs with --dtype f32 on the CPU tape, on --device
   outside check that the float arithmetic is right, not only the same on every path;
 - 2 f32 epochs + --resume to 3 on --device host = 3 f32 epochs straight on the CPU tape, byte for
   byte; resuming an f32 run without --dtype f32 is refused (exit 2), as its bits would change;
+- evaluate on an f32 run's weights computes in f32: its loss is the last val_loss of metrics.csv;
+  predict on the CPU tape and on --device host write the same bytes;
 - --dtype f32 with train.shards is refused with exit 2 (the sharded step is f64).
 """
+import json
 import os
 import sys
 import tempfile
@@ -89,6 +92,19 @@ def main():
     check(read(os.path.join(half, "loss.csv")) == read(os.path.join(straight, "loss.csv"))
           and tensors(os.path.join(half, "weights.safetensors")) == tensors(os.path.join(straight, "weights.safetensors")),
           "f32: 2 epochs + resume to 3 on the host device differ from 3 straight on the CPU tape")
+
+    # evaluate and predict follow the weights' dtype (their __metadata__), so they reproduce the run.
+    ev = os.path.join(tmp, "ev.json")
+    run("evaluate", iris, "--weights", straight, "--json", ev, "-q")
+    last = read(os.path.join(straight, "metrics.csv")).decode().strip().splitlines()[-1].split(",")
+    got = json.loads(read(ev))["loss"] if os.path.exists(ev) else None
+    check(got == float(last[2]), f"f32 evaluate loss {got!r} != metrics.csv val_loss {last[2]}")
+    csv = os.path.join(ROOT, "datasets", "iris.csv")
+    pc, ph = os.path.join(tmp, "pred_cpu.csv"), os.path.join(tmp, "pred_host.csv")
+    run("predict", iris, "--weights", straight, "--data", csv, "--out", pc, "-q")
+    run("predict", iris, "--weights", straight, "--data", csv, "--out", ph, "--device", "host", "-q")
+    check(os.path.exists(pc) and os.path.exists(ph) and read(pc) == read(ph),
+          "f32 predict: --device host differs from the CPU tape")
 
     p = run("train", iris, "--out", os.path.join(tmp, "shards"), "--dtype", "f32",
             "--set", "/train/shards=2", code=2)

@@ -30,7 +30,7 @@ void run_evaluate(const EvaluateFlags& f) {
   DataTable table;
   const DataTable* rows = &table;
   if (f.data.empty()) {  // the run's validation rows, split and standardized exactly as training did
-    model = std::make_unique<Model>(spec, load_datasets(spec));
+    model = std::make_unique<Model>(spec, load_datasets(spec), w.real);  // an f32 run evaluates in f32
     const Datasets& d = model->data();
     for (size_t i = 0; i < spec.data->inputs.size(); ++i) {
       const InputPrep& ip = *w.prep.find(spec.data->inputs[i].name);
@@ -42,7 +42,7 @@ void run_evaluate(const EvaluateFlags& f) {
     if (d.validation.rows == 0) throw InputError(spec.path, "/data/validation", "the spec has no validation rows; pass --data FILE");
     rows = &d.validation;
   } else {
-    model = std::make_unique<Model>(spec, shape_only_data(spec, w.prep));
+    model = std::make_unique<Model>(spec, shape_only_data(spec, w.prep), w.real);
     table = read_data_file(spec, w.prep, f.data, std::vector<bool>(spec.data->inputs.size(), true));
   }
   model->load_params(w.file, w.path);

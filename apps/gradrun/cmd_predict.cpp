@@ -24,7 +24,7 @@ void run_predict(const PredictFlags& f) {
   const Spec spec = load_with_overrides(f.spec, {});
   const DeviceChoice d = choose_device(spec, f.device, "f64", false);
   const TrainedWeights w = read_trained(spec, f.weights);
-  Model model(spec, shape_only_data(spec, w.prep));
+  Model model(spec, shape_only_data(spec, w.prep), w.real);  // an f32 run predicts in f32
   model.load_params(w.file, w.path);
   const PredictTarget target = predict_target(model.program());
   const DataTable table = read_data_file(spec, w.prep, f.data, inputs_needed(model.program(), target.node));

@@ -97,6 +97,7 @@ TrainedWeights read_trained(const Spec& spec, const std::string& weights_or_run_
   w.path = weights_path(weights_or_run_dir);
   w.prep = read_preprocessing(weights_or_run_dir);
   w.file = read_safetensors(w.path);
+  if (const auto it = w.file.metadata.find("dtype"); it != w.file.metadata.end() && it->second == "f32") w.real = Real::F32;
   if (w.prep.spec_sha256 != spec.sha256)
     throw InputError(w.path, "__metadata__/spec_sha256",
                      "these weights were trained from a different spec (sha256 " + w.prep.spec_sha256.substr(0, 12) +
@@ -204,7 +205,7 @@ Predictions predict_rows(Model& model, const PredictTarget& target, const DataTa
 Predictions predict_rows_device(Model& model, const PredictTarget& target, const DataTable& table,
                                 std::unique_ptr<device::Backend> backend) {
   Optimizer opt = model.make_optimizer();  // the runner captures a training episode; only its forward runs
-  DeviceRunner runner(model, opt, std::move(backend), DType::F64);
+  DeviceRunner runner(model, opt, std::move(backend), model.real() == Real::F32 ? DType::F32 : DType::F64);
   const int64_t batch = model.program().batch;
   std::vector<int64_t> rows(static_cast<size_t>(batch));
   for (int64_t i = 0; i < batch; ++i) rows[static_cast<size_t>(i)] = 0;
