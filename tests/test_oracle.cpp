@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -437,6 +438,21 @@ void build_and_backward(Graph& g) {
   REQUIRE(g.tape.node(g.loss).numel() == 1);
 }
 
+// Runs the oracle on g (torch float32 for an f32 tape) and reads its answer; nullopt when torch is
+// missing (`log` says why).
+std::optional<OracleResult> oracle_answer(const Graph& g, const TempDir& dir, std::string& log) {
+  const Run run = run_oracle(g, dir, false, log);
+  if (run == Run::Skipped) return std::nullopt;
+  INFO(log);
+  REQUIRE(run == Run::Ok);
+  OracleResult r;
+  std::string err;
+  const bool read = read_result(dir.file("result.txt"), r, err);
+  INFO(err);
+  REQUIRE(read);
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("tape agrees with a PyTorch float64 oracle on every op", "[oracle]") {
@@ -447,17 +463,10 @@ TEST_CASE("tape agrees with a PyTorch float64 oracle on every op", "[oracle]") {
 
   TempDir dir("gr_oracle", std::getenv("GR_ORACLE_KEEP") != nullptr);
   std::string log;
-  const Run run = run_oracle(g, dir, false, log);
-  if (run == Run::Skipped) GR_SKIP("torch", "torch not available (" << log << ")");
-  INFO(log);
-  REQUIRE(run == Run::Ok);
-  OracleResult r;
-  std::string err;
-  const bool read = read_result(dir.file("result.txt"), r, err);
-  INFO(err);
-  REQUIRE(read);
+  const std::optional<OracleResult> r = oracle_answer(g, dir, log);
+  if (!r) GR_SKIP("torch", "torch not available (" << log << ")");
 
-  const Comparison c = compare(g, r);
+  const Comparison c = compare(g, *r);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("%s\noracle: %d nodes, %zu params, %zu case-table branches, loss %.17g; %.2f s\n", c.summary().c_str(),
               g.tape.size(), g.params.size(), g.cases.size(), g.tape.scalar(g.loss), secs);
@@ -536,16 +545,9 @@ TEST_CASE("the f32 tape agrees with a PyTorch float32 oracle on every op", "[ora
   check_coverage(g);
   TempDir dir("gr_oracle32", std::getenv("GR_ORACLE_KEEP") != nullptr);
   std::string log;
-  const Run run = run_oracle(g, dir, false, log);
-  if (run == Run::Skipped) GR_SKIP("torch", "torch not available (" << log << ")");
-  INFO(log);
-  REQUIRE(run == Run::Ok);
-  OracleResult r;
-  std::string err;
-  const bool read = read_result(dir.file("result.txt"), r, err);
-  INFO(err);
-  REQUIRE(read);
-  const Comparison c = compare(g, r, kF32Tol);
+  const std::optional<OracleResult> r = oracle_answer(g, dir, log);
+  if (!r) GR_SKIP("torch", "torch not available (" << log << ")");
+  const Comparison c = compare(g, *r, kF32Tol);
   std::printf("%s (f32 tape vs torch float32)\n", c.summary().c_str());
   if (!c.pass()) dir.keep = true;
   INFO(c.summary());
@@ -559,7 +561,7 @@ TEST_CASE("the f32 tape agrees with a PyTorch float32 oracle on every op", "[ora
   Graph g64;
   build_and_backward(g64);
   CHECK(std::fabs(g.tape.scalar(g.loss) - g64.tape.scalar(g64.loss)) > kLossTol * std::fabs(g64.tape.scalar(g64.loss)));
-  OracleResult nudged = r;
+  OracleResult nudged = *r;
   auto& gv = nudged.grads.at(g.params.front().id);
   size_t at = 0;
   for (size_t e = 0; e < gv.size(); ++e)
