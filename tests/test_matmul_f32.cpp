@@ -2,7 +2,8 @@
 // same contract in single precision, acc = fmaf(a, b, acc) for k ascending, then C = acc or
 // C = C + acc in float. matmul_reference(f32) is checked against a loop over std::fmaf written
 // here, and matmul_exact(f32) — the SIMD path with twice the double lanes — against the reference
-// byte for byte over a shape sweep, every layout and store, the cache-block shapes and threads.
+// byte for byte over a shape sweep, every layout and store, the cache-block shapes and threads;
+// and with A and B stored as doubles (MatmulArgsF32From64, the f32 tape's) against the same bytes.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -37,14 +38,21 @@ bool bytes_equal(const std::vector<float>& x, const std::vector<float>& y) {
   return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
 }
 
+// Also the f32 CPU tape's form (MatmulArgsF32From64): the same floats stored as doubles, narrowed
+// while packing, must give the reference's bytes too.
 void check_shape(std::mt19937_64& rng, int64_t m, int64_t k, int64_t n, bool at, bool bt) {
   const auto a = fill(rng, m * k), b = fill(rng, k * n), c0 = fill(rng, m * n);
+  const std::vector<double> a64(a.begin(), a.end()), b64(b.begin(), b.end());
   const MatmulArgsF32 x = gr::test::layout_args(a.data(), b.data(), m, k, n, at, bt);
   for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
     const auto [want, got] = gr::test::reference_and_exact(x, c0, store);
     INFO("f32 M=" << m << " K=" << k << " N=" << n << " aT=" << at << " bT=" << bt
                   << " accumulate=" << (store == MatmulStore::Accumulate));
     REQUIRE(bytes_equal(want, got));
+    std::vector<float> from64 = c0;
+    gr::matmul_exact(gr::MatmulArgsF32From64{a64.data(), x.a_rs, x.a_cs, b64.data(), x.b_rs, x.b_cs, from64.data(), m, k, n, store});
+    INFO("A and B stored as doubles");
+    REQUIRE(bytes_equal(want, from64));
   }
 }
 

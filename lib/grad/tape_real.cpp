@@ -20,25 +20,18 @@ void in_chunks(int64_t n, F&& f) {
   });
 }
 
-// The elements a strided [rows, cols] operand spans: its largest index + 1.
-int64_t span_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-  return rows == 0 || cols == 0 ? 0 : (rows - 1) * rs + (cols - 1) * cs + 1;
-}
 }  // namespace
 
 void matmul_in(Real real, const MatmulArgs& g, std::vector<float>& scratch, bool c_zero) {
   if (real == Real::F64) return matmul_exact(g);
-  const int64_t na = span_of(g.m, g.k, g.a_rs, g.a_cs), nb = span_of(g.k, g.n, g.b_rs, g.b_cs), nc = g.m * g.n;
-  if (scratch.size() < static_cast<size_t>(na + nb + nc)) scratch.resize(static_cast<size_t>(na + nb + nc));
-  float* a = scratch.data();
-  float* b = a + na;
-  float* c = b + nb;
-  in_chunks(na, [&](int64_t lo, int64_t n) { narrow(g.a + lo, n, a + lo); });
-  in_chunks(nb, [&](int64_t lo, int64_t n) { narrow(g.b + lo, n, b + lo); });
+  // A and B are narrowed as the matmul packs them; C goes through a float copy.
+  const int64_t nc = g.m * g.n;
+  if (scratch.size() < static_cast<size_t>(nc)) scratch.resize(static_cast<size_t>(nc));
+  float* c = scratch.data();
   const bool onto_zero = g.store == MatmulStore::Accumulate && c_zero;
   if (g.store == MatmulStore::Accumulate && !onto_zero) in_chunks(nc, [&](int64_t lo, int64_t n) { narrow(g.c + lo, n, c + lo); });
-  matmul_exact(MatmulArgsF32{a, g.a_rs, g.a_cs, b, g.b_rs, g.b_cs, c, g.m, g.k, g.n,
-                             onto_zero ? MatmulStore::Overwrite : g.store});
+  matmul_exact(MatmulArgsF32From64{g.a, g.a_rs, g.a_cs, g.b, g.b_rs, g.b_cs, c, g.m, g.k, g.n,
+                                   onto_zero ? MatmulStore::Overwrite : g.store});
   in_chunks(nc, [&](int64_t lo, int64_t n) {
     if (onto_zero)  // = gr_accumulate(+0, acc): +0 + acc, which only turns -0 into +0
       for (int64_t k = lo; k < lo + n; ++k) g.c[k] = static_cast<double>(gr_radd(c[k], 0.0f));

@@ -36,7 +36,7 @@ inline void widen(const float* __restrict src, int64_t n, double* __restrict dst
 }
 
 // matmul_exact over the tape's storage: f64 as it is; f32 the float contract (MatmulArgsF32,
-// gr_dot<float>) over float copies of A, B (and C when accumulating) in `scratch`. `c_zero`: an
+// gr_dot<float>) over A and B narrowed as they are packed, C through a float copy in `scratch`. `c_zero`: an
 // accumulating C is all +0 (a gradient slot nothing has reached yet), so f32 need not read it:
 // +0 + acc is acc, except that it turns −0 into +0, which the widening does (acc + 0.0f).
 void matmul_in(Real real, const MatmulArgs& args, std::vector<float>& scratch, bool c_zero = false);

@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <new>
 #include <utility>
 
@@ -252,26 +253,33 @@ constexpr auto kTable = make_table<T>(std::make_integer_sequence<int, MR>{});
 // Pack B(k0 .. k0+kc, j0 .. j0+nc) into NR-wide panels, k-major within a panel, zero padded.
 // Full panels take constant-width paths the compiler turns into vector copies / unrolled loads.
 // With `ragged_only` (B read in place) only a ragged last panel is packed.
-template <class T>
-void pack_b(const MatmulArgsOf<T>& x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, T* out, bool ragged_only) {
+// Values stored as S (double holding floats) are narrowed on the way: static_cast is exact for them.
+template <class T, class S>
+void pack_b(const MatmulArgsOf<T, S>& x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, T* out, bool ragged_only) {
   constexpr int NR = Geo<T>::NR;
   const int64_t rs = x.b_rs, cs = x.b_cs;
   for (int64_t jp = 0; jp < nc; jp += NR) {
     const int64_t w = nc - jp < NR ? nc - jp : NR;
     if (ragged_only && w == NR) continue;
     T* d = out + jp * kc;
-    const T* s = x.b + k0 * rs + (j0 + jp) * cs;
+    const S* s = x.b + k0 * rs + (j0 + jp) * cs;
     if (w == NR && cs == 1) {  // row-major B: each k row of the panel is NR contiguous values
-      for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) std::memcpy(d, s, NR * sizeof(T));
+      for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) {
+        if constexpr (std::is_same_v<T, S>) {
+          std::memcpy(d, s, NR * sizeof(T));
+        } else {
+          for (int j = 0; j < NR; ++j) d[j] = static_cast<T>(s[j]);
+        }
+      }
     } else if (w == NR) {  // strided / transposed B: NR independent streams along k
       for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) {
 #pragma GCC unroll 32
-        for (int j = 0; j < NR; ++j) d[j] = s[j * cs];
+        for (int j = 0; j < NR; ++j) d[j] = static_cast<T>(s[j * cs]);
       }
     } else {  // ragged last panel
       for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) {
         std::memset(d, 0, NR * sizeof(T));  // the kernel loads whole vectors: pad with zeros
-        for (int64_t j = 0; j < w; ++j) d[j] = s[j * cs];
+        for (int64_t j = 0; j < w; ++j) d[j] = static_cast<T>(s[j * cs]);
       }
     }
   }
@@ -279,23 +287,29 @@ void pack_b(const MatmulArgsOf<T>& x, int64_t k0, int64_t kc, int64_t j0, int64_
 
 // Pack A(i0 .. i0+mc, k0 .. k0+kc) into MR-tall panels, k-major within a panel. A ragged last
 // panel keeps the MR stride; its missing rows are never read (its kernel has fewer rows).
-template <class T>
-void pack_a(const MatmulArgsOf<T>& x, int64_t i0, int64_t mc, int64_t k0, int64_t kc, T* out) {
+template <class T, class S>
+void pack_a(const MatmulArgsOf<T, S>& x, int64_t i0, int64_t mc, int64_t k0, int64_t kc, T* out) {
   const int64_t rs = x.a_rs, cs = x.a_cs;
   for (int64_t ip = 0; ip < mc; ip += MR) {
     const int64_t h = mc - ip < MR ? mc - ip : MR;
     T* d = out + ip * kc;
-    const T* s = x.a + (i0 + ip) * rs + k0 * cs;
+    const S* s = x.a + (i0 + ip) * rs + k0 * cs;
     if (h == MR && rs == 1) {  // transposed A: each k column of the panel is MR contiguous values
-      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs) std::memcpy(d, s, MR * sizeof(T));
+      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs) {
+        if constexpr (std::is_same_v<T, S>) {
+          std::memcpy(d, s, MR * sizeof(T));
+        } else {
+          for (int i = 0; i < MR; ++i) d[i] = static_cast<T>(s[i]);
+        }
+      }
     } else if (h == MR) {  // row-major A: MR streams along k
       for (int64_t k = 0; k < kc; ++k, d += MR, s += cs) {
 #pragma GCC unroll 32
-        for (int i = 0; i < MR; ++i) d[i] = s[i * rs];
+        for (int i = 0; i < MR; ++i) d[i] = static_cast<T>(s[i * rs]);
       }
     } else {  // ragged last panel
       for (int64_t k = 0; k < kc; ++k, d += MR, s += cs)
-        for (int64_t i = 0; i < h; ++i) d[i] = s[i * rs];
+        for (int64_t i = 0; i < h; ++i) d[i] = static_cast<T>(s[i * rs]);
     }
   }
 }
@@ -314,8 +328,10 @@ void reference(const MatmulArgsOf<T>& x) {
 
 // C's rows are ldc apart (x.n for the whole product; more for a column block of a threaded one).
 // With trans_c, C is stored transposed: element (i, j) at x.c[j*ldc + i].
-template <class T>
-void matmul_serial(const MatmulArgsOf<T>& x, int64_t ldc, bool trans_c = false) {
+// S != T (A and B stored wider than the arithmetic): both always packed, narrowed on the way.
+template <class T, class S>
+void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = false) {
+  constexpr bool in_place_ok = std::is_same_v<T, S>;  // A or B may be read where they are
   constexpr int W = Geo<T>::W, NR = Geo<T>::NR;
   constexpr int64_t NC = Geo<T>::NC;
   const int64_t M = x.m, N = x.n, K = x.k;
@@ -339,15 +355,17 @@ void matmul_serial(const MatmulArgsOf<T>& x, int64_t ldc, bool trans_c = false) 
   // than it saves (200x64x6: 5.2 µs swapped, 3.0 not), and so does a B row stride past
   // kDirectBLd (1024x256x10 Aᵀ: 107 µs swapped, 86 not).
   if (!trans_c && N <= kSwapMaxN && M >= kSwapMinM && x.a_rs == 1 && x.a_cs <= kDirectBLd) {
-    MatmulArgsOf<T> t = x;
+    MatmulArgsOf<T, S> t = x;
     t.a = x.b, t.a_rs = x.b_cs, t.a_cs = x.b_rs;
     t.b = x.a, t.b_rs = x.a_cs, t.b_cs = x.a_rs;
     t.m = N, t.n = M;
     return matmul_serial(t, ldc, true);
   }
-  if (!trans_c && M <= kRowsPathM && x.b_cs == 1 && (N > kRowsPathMinN || K < 4)) {
-    detail::matmul_rows(x, ldc);
-    return;
+  if constexpr (in_place_ok) {
+    if (!trans_c && M <= kRowsPathM && x.b_cs == 1 && (N > kRowsPathMinN || K < 4)) {
+      detail::matmul_rows(x, ldc);
+      return;
+    }
   }
 
   thread_local Scratch<T> a_buf, b_buf, t_buf;
@@ -358,10 +376,10 @@ void matmul_serial(const MatmulArgsOf<T>& x, int64_t ldc, bool trans_c = false) 
   T* ap = a_buf.get(static_cast<size_t>(kc_max * mc_max));
   // Few rows: each B value is used by at most a few row panels, so packing would cost about as
   // much as it saves; read full panels of a row-major B in place.
-  const bool direct_b = x.b_cs == 1 && M <= kDirectBRows && x.b_rs <= kDirectBLd;
+  const bool direct_b = in_place_ok && x.b_cs == 1 && M <= kDirectBRows && x.b_rs <= kDirectBLd;
   // Narrow C: each A value is used by only a few column panels, so packing A costs about what it
   // saves; the kernel broadcasts A's values from where they are (each a scalar load either way).
-  const bool direct_a = N <= kDirectANc;
+  const bool direct_a = in_place_ok && N <= kDirectANc;
   // Accumulate with more than one k slice parks the running acc for an M x nc block in scratch.
   const bool park_in_scratch = accumulate && K > KC;
   T* park = park_in_scratch ? t_buf.get(static_cast<size_t>(M * (N < NC ? N : NC))) : nullptr;
@@ -379,7 +397,9 @@ void matmul_serial(const MatmulArgsOf<T>& x, int64_t ldc, bool trans_c = false) 
           const int n_valid = static_cast<int>(nc - jp < NR ? nc - jp : NR);
           const int nv = (n_valid + W - 1) / W;
           const bool in_place = direct_b && n_valid == NR;
-          const T* bpanel = in_place ? x.b + k0 * x.b_rs + j0 + jp : bp + jp * kc;
+          const T* bpanel = bp + jp * kc;
+          if constexpr (in_place_ok)
+            if (in_place) bpanel = x.b + k0 * x.b_rs + j0 + jp;
           const int64_t ldb = in_place ? x.b_rs : NR;
           // One register tile: rows ip .. ip+rows of this block, by kernel `fn`.
           auto tile = [&](int64_t ip, KernelFn<T> fn) {
@@ -399,11 +419,12 @@ void matmul_serial(const MatmulArgsOf<T>& x, int64_t ldc, bool trans_c = false) 
             } else if (!first) {  // Overwrite: the running acc is parked in C itself
               init = c_tile, ld_init = ldc, trans |= t_c & kTransInit;
             }
-            if (direct_a)
-              fn(x.a + i * x.a_rs + k0 * x.a_cs, x.a_rs, x.a_cs, bpanel, ldb, kc, init, ld_init, dst, ld_dst, acc_store,
-                 n_valid, trans);
-            else
-              fn(ap + ip * kc, 1, MR, bpanel, ldb, kc, init, ld_init, dst, ld_dst, acc_store, n_valid, trans);
+            if constexpr (in_place_ok) {
+              if (direct_a)
+                return fn(x.a + i * x.a_rs + k0 * x.a_cs, x.a_rs, x.a_cs, bpanel, ldb, kc, init, ld_init, dst, ld_dst,
+                          acc_store, n_valid, trans);
+            }
+            fn(ap + ip * kc, 1, MR, bpanel, ldb, kc, init, ld_init, dst, ld_dst, acc_store, n_valid, trans);
           };
           int64_t ip = 0;
           // A panel of one or two vectors gives an MR-row tile only MR or 2*MR accumulators, too
@@ -456,8 +477,8 @@ OutputGrid output_grid(int64_t m, int64_t n) {
 
 namespace {
 
-template <class T>
-void exact(const MatmulArgsOf<T>& x) {
+template <class T, class S>
+void exact(const MatmulArgsOf<T, S>& x) {
   constexpr double kMinFlops = GR_MM_MIN_PAR_FLOPS;
   const int threads = num_threads();
   const double flops = 2.0 * static_cast<double>(x.m) * static_cast<double>(x.n) * static_cast<double>(x.k);
@@ -466,7 +487,7 @@ void exact(const MatmulArgsOf<T>& x) {
   if (g.tasks() <= 1) return matmul_serial(x, x.n);
   parallel_for(g.tasks(), [&](int64_t t) {
     const OutputBlock b = g.block(t);
-    MatmulArgsOf<T> part = x;
+    MatmulArgsOf<T, S> part = x;
     part.a = x.a + b.r0 * x.a_rs;
     part.b = x.b + b.c0 * x.b_cs;
     part.c = x.c + b.r0 * x.n + b.c0;
@@ -482,5 +503,6 @@ void matmul_reference(const MatmulArgs& x) { reference(x); }
 void matmul_reference(const MatmulArgsF32& x) { reference(x); }
 void matmul_exact(const MatmulArgs& x) { exact(x); }
 void matmul_exact(const MatmulArgsF32& x) { exact(x); }
+void matmul_exact(const MatmulArgsF32From64& x) { exact(x); }
 
 }  // namespace gr

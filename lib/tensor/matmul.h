@@ -16,11 +16,12 @@ namespace gr {
 
 enum class MatmulStore { Overwrite, Accumulate };
 
-template <class T>
+// T: the arithmetic and C's type; S: how A and B are stored (S = T, or double holding floats).
+template <class T, class S = T>
 struct MatmulArgsOf {
-  const T* a;
+  const S* a;
   int64_t a_rs, a_cs;
-  const T* b;
+  const S* b;
   int64_t b_rs, b_cs;
   T* c;
   int64_t m, k, n;
@@ -30,10 +31,15 @@ using MatmulArgs = MatmulArgsOf<double>;
 // float: the same contract in single precision — acc = fmaf(a, b, acc), C = C + acc in float —
 // gr_dot<float>, what an f32 device program computes (docs/numerics.md).
 using MatmulArgsF32 = MatmulArgsOf<float>;
+// The float contract over A and B stored as doubles that hold floats exactly (the f32 CPU tape's
+// storage, lib/grad/tape_real.h): each value is narrowed as it is packed (always packed, never
+// read in place), so no separate conversion pass; the same bytes as MatmulArgsF32 over the floats.
+using MatmulArgsF32From64 = MatmulArgsOf<float, double>;
 
 // The fast exact loop (register-tiled, vectorized). Same bits as matmul_reference.
 void matmul_exact(const MatmulArgs& args);
 void matmul_exact(const MatmulArgsF32& args);
+void matmul_exact(const MatmulArgsF32From64& args);
 
 // Threads and data placement. matmul_exact splits an [M, N] output into blocks of whole rows x
 // whole NR-column panels (output_grid: a function of M, N and num_threads() only, not of K), and
