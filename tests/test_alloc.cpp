@@ -23,9 +23,11 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 using namespace gr;
 
-TEST_CASE("steady-state episodes allocate nothing", "[alloc]") {
+TEST_CASE("steady-state episodes allocate nothing (f64 and f32 tapes, with and without clipping)", "[alloc]") {
+  const Real real = GENERATE(Real::F64, Real::F32);  // f32: its float working copies are kept too
+  const double clip = GENERATE(0.0, 1.0);           // 0: the norm is summed in the update's pass
   test::Rng rng(7);
-  Tape t;
+  Tape t(real);
   const Var w1 = t.param(Shape{6, 16}, rng.uniform_vec(96, -0.5, 0.5));
   const Var b1 = t.param(Shape{16}, std::vector<double>(16, 0.0));
   const Var w2 = t.param(Shape{16, 3}, rng.uniform_vec(48, -0.5, 0.5));
@@ -35,7 +37,7 @@ TEST_CASE("steady-state episodes allocate nothing", "[alloc]") {
   opt.add(t, w1, 1e-4);
   opt.add(t, b1);
   opt.add(t, w2, 1e-4);
-  opt.set_clip(1.0);
+  opt.set_clip(clip);
   std::vector<double> xs(48), ys(24);
   const int32_t mark = t.mark();
   bool all_ok = true;  // no Catch assertions inside the measured loop: they may allocate
