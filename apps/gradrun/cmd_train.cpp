@@ -80,7 +80,7 @@ void run_train(const TrainFlags& f) {
   if (!f.init.empty() && !f.resume.empty()) throw UsageError("--init and --resume cannot be combined");
   std::vector<std::string> expect;
   if (!f.expect.empty()) expect = read_expected(f.expect);  // a missing or bad golden file fails now, not after training
-  Model model(spec, load_datasets(spec), d.dtype == DType::F32 ? Real::F32 : Real::F64);
+  Model model(spec, load_datasets(spec), real_of(d.dtype));
   release_tensor_values(spec);  // the tape holds them now: a frozen base is not kept twice
   TrainOptions o;
   std::string resume_run = f.resume;  // the run folder (also when given as its checkpoint/)

@@ -14,6 +14,14 @@ namespace {
 constexpr int64_t kParallelElems = 1 << 15;
 constexpr int64_t kNormChunk = 64;  // elements per update chunk when the norm rides along
 
+// The gradient norm's sum, continued over n gradients in R: acc = acc + g·g, ascending (every
+// norm of this file, whole or in pieces, is this one chain).
+template <class R>
+R sum_squares(const double* g, int64_t n, R acc) {
+  for (int64_t j = 0; j < n; ++j) acc = gr_radd(acc, gr_rmul(R(g[j]), R(g[j])));
+  return acc;
+}
+
 struct AdamScalars {
   double cs, b1, b2, omb1, omb2, eps, lr_t, lr, wd, mu;
 };
@@ -80,7 +88,8 @@ double Optimizer::grad_norm(Tape& tape) const {
     R sq = 0;
     for (const Entry& e : params_) {
       if (!tape.node(e.var).touched) continue;
-      for (double g : tape.param_grad(e.var)) sq = gr_radd(sq, gr_rmul(R(g), R(g)));
+      const std::span<double> g = tape.param_grad(e.var);
+      sq = sum_squares<R>(g.data(), static_cast<int64_t>(g.size()), sq);
     }
     return static_cast<double>(gr_sqrt(sq));
   };
@@ -124,7 +133,7 @@ void Optimizer::update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const
     for (int64_t a = 0; a < n; a += kNormChunk) {
       const int64_t len = std::min(kNormChunk, n - a);
       update(a, len);
-      for (int64_t j = a; j < a + len; ++j) acc = gr_radd(acc, gr_rmul(R(g[j]), R(g[j])));
+      acc = sum_squares<R>(g + a, len, acc);
     }
     *sq = static_cast<double>(acc);
   };
@@ -206,7 +215,7 @@ double Optimizer::partial_sq(int64_t lo, int64_t hi, const double* g, double sq,
     const Entry& e = params_[i];
     const int64_t a = std::max(lo, e.offset), b = std::min(hi, e.offset + e.len);
     if (a >= b || !active[i]) continue;
-    for (int64_t j = a; j < b; ++j) sq = __dadd_rn(sq, __dmul_rn(g[j - lo], g[j - lo]));
+    sq = sum_squares<double>(g + (a - lo), b - a, sq);
   }
   return sq;
 }

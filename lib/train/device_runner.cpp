@@ -64,7 +64,7 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   const Spec& spec = model.spec();
   // The program's values are the tape's: an f32 program from an f32 tape (every value a float
   // already), so downloads give the tape's bytes back.
-  if ((dtype == DType::F32) != (model.tape().real() == Real::F32))
+  if (real_of(dtype) != model.real())
     throw Error(std::string("device: a ") + to_string(dtype) + " program needs a Model of that precision (Model(spec, data, Real))");
   if (spec.data && !spec.train.drop_last)
     throw InputError(spec.path, "/train/drop_last", "a device program has one static batch shape; set drop_last to true");

@@ -14,6 +14,10 @@
 
 namespace gr {
 
+// The tape precision of a run's --dtype, and back.
+inline Real real_of(DType dtype) { return dtype == DType::F32 ? Real::F32 : Real::F64; }
+inline DType dtype_of(Real real) { return real == Real::F32 ? DType::F32 : DType::F64; }
+
 class Model {
  public:
   // Resolves the program (all shape checks) and initializes parameters from spec.seed. `real`:

@@ -205,7 +205,7 @@ Predictions predict_rows(Model& model, const PredictTarget& target, const DataTa
 Predictions predict_rows_device(Model& model, const PredictTarget& target, const DataTable& table,
                                 std::unique_ptr<device::Backend> backend) {
   Optimizer opt = model.make_optimizer();  // the runner captures a training episode; only its forward runs
-  DeviceRunner runner(model, opt, std::move(backend), model.real() == Real::F32 ? DType::F32 : DType::F64);
+  DeviceRunner runner(model, opt, std::move(backend), dtype_of(model.real()));
   const int64_t batch = model.program().batch;
   std::vector<int64_t> rows(static_cast<size_t>(batch));
   for (int64_t i = 0; i < batch; ++i) rows[static_cast<size_t>(i)] = 0;

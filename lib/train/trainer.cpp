@@ -153,7 +153,7 @@ std::string divergence_advice(const Spec& spec) {
 
 TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::Backend> backend) {
   const Spec& spec = model.spec();
-  if ((o.dtype == DType::F32) != (model.tape().real() == Real::F32))
+  if (real_of(o.dtype) != model.real())
     throw Error(std::string("train: --dtype ") + to_string(o.dtype) + " needs a Model built with that precision (Model(spec, data, Real))");
   const Program& p = model.program();
   const DataTable& train_rows = model.data().train;
