@@ -41,3 +41,34 @@ GR_HD static inline T gr_opt_adam(T w, T ge, T* m, T* v, T lr_t, T b1, T b2, T o
   *v = vi;
   return gr_rsub(w, gr_rdiv(gr_rmul(lr_t, mi), gr_radd(gr_sqrt(vi), eps)));
 }
+
+// ---- The gradient norm's Σ g·g (docs/numerics.md "Gradient norm") ------------------------------
+// GR_NORM_LANES partial sums, each a serial chain lane = lane + g·g (a multiply, then an add: never
+// fused). Element e of a parameter — e counted from that parameter's first element — adds into lane
+// e % GR_NORM_LANES; parameters follow one another in registration order with the lanes carried
+// over (each parameter starts again at lane 0). gr_norm_fold then folds the lanes pairwise — lane j
+// += lane j+8, then j+4, j+2, j+1 — and lane 0 is Σ g·g. Sixteen independent chains instead of one:
+// one vector register of floats (two of doubles) on the CPU, and no chain as long as the model.
+#define GR_NORM_LANES 16
+
+// Adds g[0..n) into the lanes; g[0] is element `first` of its parameter. S is the storage type (an
+// f32 CPU tape stores floats in doubles), T the arithmetic type.
+template <class T, class S>
+GR_HD static inline void gr_norm_lanes(T* lanes, const S* g, long long n, long long first) {
+  T acc[GR_NORM_LANES];  // a local copy: the compiler need not assume g aliases the lanes
+  for (int j = 0; j < GR_NORM_LANES; ++j) acc[j] = lanes[j];
+  long long e = 0;
+  for (int j = (int)(first % GR_NORM_LANES); j != 0 && e < n; j = (j + 1) % GR_NORM_LANES, ++e)
+    acc[j] = gr_radd(acc[j], gr_rmul(T(g[e]), T(g[e])));  // up to the next multiple of 16
+  for (; e + GR_NORM_LANES <= n; e += GR_NORM_LANES)
+    for (int j = 0; j < GR_NORM_LANES; ++j) acc[j] = gr_radd(acc[j], gr_rmul(T(g[e + j]), T(g[e + j])));
+  for (int j = 0; e < n; ++j, ++e) acc[j] = gr_radd(acc[j], gr_rmul(T(g[e]), T(g[e])));
+  for (int j = 0; j < GR_NORM_LANES; ++j) lanes[j] = acc[j];
+}
+
+// Σ g·g from the lanes (they are folded in place).
+template <class T> GR_HD static inline T gr_norm_fold(T* lanes) {
+  for (int w = GR_NORM_LANES / 2; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) lanes[j] = gr_radd(lanes[j], lanes[j + w]);
+  return lanes[0];
+}

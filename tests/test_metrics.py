@@ -8,7 +8,7 @@
   epoch against numpy over `gradrun predict`'s output on the validation rows (the split recomputed
   from docs/spec.md's definition); `gradrun evaluate` prints and writes the same bits;
 - grad_norm: a full-batch spec without shuffle has one step per epoch, so epoch k's grad_norm is
-  sqrt(Σ g·g) (registration order, elements ascending, summed here in Python floats) of
+  sqrt(Σ g·g) (docs/numerics.md's 16 lanes and their fold, summed here in Python floats) of
   `gradrun grad --init` at the parameters before epoch k: the bits, for k = 1 and 2;
 - iris: train_accuracy of the last epoch is the share of training rows whose `gradrun predict`
   class is the label; the regression columns are nan;
@@ -182,11 +182,18 @@ def regression(tmp):
 
 
 def norm(grads, names):
-    sq = 0.0
-    for name in names:  # registration order, elements ascending, one rounding per operation
-        for g in grads[name]:
-            sq = sq + g * g
-    return math.sqrt(sq)
+    # docs/numerics.md "Gradient norm": 16 lanes, element e of each parameter (registration order)
+    # into lane e % 16, one rounding per operation; then the pairwise fold 8, 4, 2, 1.
+    lane = [0.0] * 16
+    for name in names:
+        for e, g in enumerate(grads[name]):
+            lane[e % 16] = lane[e % 16] + g * g
+    w = 8
+    while w >= 1:
+        for j in range(w):
+            lane[j] = lane[j] + lane[j + w]
+        w //= 2
+    return math.sqrt(lane[0])
 
 
 def grad_norm(tmp):

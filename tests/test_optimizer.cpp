@@ -3,9 +3,11 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "grad/optimizer.h"
+#include "tensor/parallel.h"
 
 using namespace gr;
 
@@ -75,7 +77,7 @@ TEST_CASE("global-norm clipping scales every gradient by maxn/norm", "[optimizer
   opt.set_clip(6.5);
   REQUIRE(t.backward(t.add(linear_loss(t, p1, g1), linear_loss(t, p2, g2))));
   opt.step(t);
-  const double sq = ((0.0 + 3.0 * 3.0) + 4.0 * 4.0) + 12.0 * 12.0;
+  const double sq = (3.0 * 3.0 + 12.0 * 12.0) + 4.0 * 4.0;  // lane 0: g1[0], g2[0]; lane 1: g1[1]
   const double cs = 6.5 / std::sqrt(sq);
   REQUIRE(cs == 0.5);
   REQUIRE(opt.last_clip_scale() == cs);
@@ -204,4 +206,91 @@ TEST_CASE("AdamW matches the hand-computed trajectory; weight_decay 0 is Adam", 
   // wd = 0 is plain Adam, and a positive wd pulls the weights toward 0.
   const std::vector<double> adam = run(0.0, {0.5, -1.25, 3.0}, 3);
   REQUIRE(std::fabs(got[2]) < std::fabs(adam[2]));
+}
+
+// ---- the gradient norm's 16 lanes (docs/numerics.md "Gradient norm") ---------------------------
+
+TEST_CASE("the gradient norm sums 16 lanes, then folds them pairwise (not one serial chain)", "[optimizer]") {
+  // g = [1, 2^-27 × 15]: each small square is 2^-54, under half an ulp of 1. One serial chain
+  // gives 1 + 2^-54 + … = 1 exactly. The lanes give lane 0 = 1, lanes 1..15 = 2^-54, and the fold
+  // (w = 8, 4, 2, 1) by hand: lanes 1..7 become 2^-53 and lane 0 stays 1 (1 + 2^-54 rounds down);
+  // lanes 1..3 become 2^-52, lane 0 stays 1 (1 + 2^-53 is a tie, to even); lane 1 becomes 2^-51,
+  // lane 0 becomes 1 + 2^-52; then lane 0 = 1 + 2^-52 + 2^-51 = 1 + 3·2^-52, all exact.
+  std::vector<double> g(16, std::ldexp(1.0, -27));
+  g[0] = 1.0;
+  const double sq = 1.0 + 3.0 * std::ldexp(1.0, -52);
+  for (const bool clip : {false, true}) {
+    Tape t;
+    const Var p = t.param(Shape{16}, std::vector<double>(16, 0.0));
+    Optimizer opt = Optimizer::sgd(0.0);
+    opt.add(t, p);
+    if (clip) opt.set_clip(1e9);
+    REQUIRE(t.backward(linear_loss(t, p, g)));
+    REQUIRE(opt.grad_norm(t) == std::sqrt(sq));
+    REQUIRE(opt.grad_norm(t) != 1.0);  // the serial chain's answer
+    opt.step(t);
+    REQUIRE(opt.last_grad_norm() == std::sqrt(sq));
+  }
+}
+
+namespace {
+// The lanes written out independently of kernels/gr_optim.h: element e of each parameter into
+// lane e % 16, then the pairwise fold. R is the arithmetic type (float on an f32 tape).
+template <class R>
+double lanes_norm(const std::vector<std::vector<double>>& grads) {
+  R lane[16] = {};
+  for (const std::vector<double>& g : grads)
+    for (size_t e = 0; e < g.size(); ++e) lane[e % 16] = lane[e % 16] + R(g[e]) * R(g[e]);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) lane[j] = lane[j] + lane[j + w];
+  return static_cast<double>(std::sqrt(lane[0]));
+}
+}  // namespace
+
+TEST_CASE("the gradient norm's lanes: whole, in the update's pass, on threads and in ranges, f64 and f32",
+          "[optimizer]") {
+  std::mt19937_64 rng(1607);
+  std::uniform_real_distribution<double> u(-3.0, 3.0);
+  const std::vector<int64_t> sizes = {1, 15, 16, 17, 31, 33, 100, 257, 1000, 40000};
+  for (const Real real : {Real::F64, Real::F32}) {
+    for (int trial = 0; trial < 6; ++trial) {
+      Tape t(real);
+      Optimizer opt = Optimizer::adam(1e-3);
+      std::vector<Var> ps;
+      std::vector<std::vector<double>> grads;
+      Var loss{};
+      const int count = 1 + static_cast<int>(rng() % 5);
+      for (int k = 0; k < count; ++k) {
+        const int64_t n = sizes[rng() % sizes.size()];
+        std::vector<double> c(static_cast<size_t>(n));
+        for (double& x : c) x = real == Real::F32 ? static_cast<float>(u(rng)) : u(rng);
+        const Var p = t.param(Shape{n}, std::vector<double>(static_cast<size_t>(n), 0.0));
+        opt.add(t, p);
+        ps.push_back(p);
+        const Var l = linear_loss(t, p, c);
+        loss = k == 0 ? l : t.add(loss, l);
+        grads.push_back(c);
+      }
+      REQUIRE(t.backward(loss));
+      const double want = real == Real::F32 ? lanes_norm<float>(grads) : lanes_norm<double>(grads);
+      REQUIRE(opt.grad_norm(t) == want);
+      // In pieces, as ranks hold consecutive ranges of the flat vector: the lanes carried across.
+      std::vector<double> flat;
+      for (Var p : ps) flat.insert(flat.end(), t.param_grad(p).begin(), t.param_grad(p).end());
+      const std::vector<char> active(ps.size(), 1);
+      const int64_t cut1 = static_cast<int64_t>(rng() % (flat.size() + 1));
+      const int64_t cut2 = cut1 + static_cast<int64_t>(rng() % (flat.size() - cut1 + 1));
+      Optimizer::NormLanes lanes{};
+      const int64_t cuts[] = {0, cut1, cut2, static_cast<int64_t>(flat.size())};
+      for (int r = 0; r < 3; ++r) opt.partial_sq(cuts[r], cuts[r + 1], flat.data() + cuts[r], lanes, active);
+      REQUIRE(opt.norm_from_lanes(lanes) == want);
+      // The step's own norm, on one thread (summed in the update's pass) and on two.
+      for (const int threads : {1, 2}) {
+        set_num_threads(threads);
+        opt.step(t);
+        REQUIRE(opt.last_grad_norm() == want);
+      }
+      set_num_threads(1);
+    }
+  }
 }

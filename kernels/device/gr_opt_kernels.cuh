@@ -14,17 +14,16 @@ extern "C" __global__ void grk_fill(gr_real* p, double v, long long n) {
 }
 GR_EXPORT_KERNEL(grk_fill)
 
-// Global-norm clip, ONE thread: sq = Σ g·g over the table's params (registration order, elements
-// ascending); norm = sqrt(sq); cs = norm > maxn ? maxn / norm : 1. tab = [offset, len] per param,
-// offsets in elements of the gradient slab g.
+// Global-norm clip, ONE thread: sq = Σ g·g over the table's params in 16 lanes (gr_optim.h
+// gr_norm_lanes: registration order, each parameter from lane 0; then gr_norm_fold); norm = sqrt(sq);
+// cs = norm > maxn ? maxn / norm : 1. tab = [offset, len] per param, offsets in elements of the
+// gradient slab g.
 extern "C" __global__ void grk_clip_scale(const gr_real* g, const long long* tab, long long count, double* ctl) {
   if (!GRK_FIRST_THREAD) return;
-  gr_real sq = 0;
-  for (long long p = 0; p < count; ++p) {
-    const gr_real* gp = g + tab[2 * p];
-    const long long len = tab[2 * p + 1];
-    for (long long e = 0; e < len; ++e) sq = GRK_ADD(sq, GRK_MUL(gp[e], gp[e]));
-  }
+  gr_real lanes[GR_NORM_LANES];
+  for (int j = 0; j < GR_NORM_LANES; ++j) lanes[j] = 0;
+  for (long long p = 0; p < count; ++p) gr_norm_lanes(lanes, g + tab[2 * p], tab[2 * p + 1], 0LL);
+  const gr_real sq = gr_norm_fold(lanes);
   const gr_real norm = gr_sqrt(sq);
   const gr_real maxn = GRK_REAL(ctl[3]);
   ctl[2] = norm > maxn ? GRK_DIV(maxn, norm) : (gr_real)1;

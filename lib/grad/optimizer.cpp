@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <tuple>
 
 #include "gr_device.h"
 #include "gr_optim.h"
@@ -14,12 +16,44 @@ namespace {
 constexpr int64_t kParallelElems = 1 << 15;
 constexpr int64_t kNormChunk = 64;  // elements per update chunk when the norm rides along
 
-// The gradient norm's sum, continued over n gradients in R: acc = acc + g·g, ascending (every
-// norm of this file, whole or in pieces, is this one chain).
+static_assert(std::tuple_size_v<Optimizer::NormLanes> == GR_NORM_LANES);
+
+// The gradient norm's lanes (kernels/gr_optim.h gr_norm_lanes), continued in R over g[0..n), g[0]
+// being element `first` of its parameter. Every norm of this file, whole or in pieces, goes through
+// here; the lanes are stored as doubles (an f32 tape's hold floats exactly). The whole blocks of 16
+// run as GCC vectors — lane j of the vector is lane j of the definition, and vector + and × are the
+// IEEE operations elementwise (not contracted: -ffp-contract=off) — because GCC's own vectorizer
+// loads the 16 doubles of an f32 block piecewise. tests/test_optimizer.cpp holds this to
+// gr_norm_lanes bit for bit over random lengths and starting lanes.
 template <class R>
-R sum_squares(const double* g, int64_t n, R acc) {
-  for (int64_t j = 0; j < n; ++j) acc = gr_radd(acc, gr_rmul(R(g[j]), R(g[j])));
-  return acc;
+void add_lanes(Optimizer::NormLanes& lanes, const double* g, int64_t n, int64_t first) {
+  typedef double Wide __attribute__((vector_size(GR_NORM_LANES * sizeof(double))));
+  typedef R Lanes __attribute__((vector_size(GR_NORM_LANES * sizeof(R))));
+  R acc[GR_NORM_LANES];
+  for (int j = 0; j < GR_NORM_LANES; ++j) acc[j] = static_cast<R>(lanes[j]);
+  const int64_t head = std::min(n, (GR_NORM_LANES - first % GR_NORM_LANES) % GR_NORM_LANES);
+  gr_norm_lanes<R, double>(acc, g, head, first);
+  int64_t e = head;
+  if (n - e >= GR_NORM_LANES) {
+    Lanes v;
+    std::memcpy(&v, acc, sizeof v);
+    for (; e + GR_NORM_LANES <= n; e += GR_NORM_LANES) {
+      Wide w;
+      std::memcpy(&w, g + e, sizeof w);
+      const Lanes x = __builtin_convertvector(w, Lanes);
+      v = v + x * x;
+    }
+    std::memcpy(acc, &v, sizeof v);
+  }
+  gr_norm_lanes<R, double>(acc, g + e, n - e, 0);
+  for (int j = 0; j < GR_NORM_LANES; ++j) lanes[j] = static_cast<double>(acc[j]);
+}
+
+template <class R>
+double norm_of(Optimizer::NormLanes lanes) {
+  R acc[GR_NORM_LANES];
+  for (int j = 0; j < GR_NORM_LANES; ++j) acc[j] = static_cast<R>(lanes[j]);
+  return static_cast<double>(gr_sqrt(gr_norm_fold(acc)));
 }
 
 struct AdamScalars {
@@ -83,20 +117,19 @@ double Optimizer::adam_lr_t(int64_t t) const {
 }
 
 double Optimizer::grad_norm(Tape& tape) const {
-  const auto norm = [&](auto zero) {
-    using R = decltype(zero);
-    R sq = 0;
-    for (const Entry& e : params_) {
-      if (!tape.node(e.var).touched) continue;
-      const std::span<double> g = tape.param_grad(e.var);
-      sq = sum_squares<R>(g.data(), static_cast<int64_t>(g.size()), sq);
-    }
-    return static_cast<double>(gr_sqrt(sq));
-  };
-  return real_ == Real::F32 ? norm(float{}) : norm(double{});
+  NormLanes lanes{};
+  for (const Entry& e : params_) {
+    if (!tape.node(e.var).touched) continue;
+    const std::span<double> g = tape.param_grad(e.var);
+    if (real_ == Real::F32) add_lanes<float>(lanes, g.data(), static_cast<int64_t>(g.size()), 0);
+    else add_lanes<double>(lanes, g.data(), static_cast<int64_t>(g.size()), 0);
+  }
+  return norm_from_lanes(lanes);
 }
 
-double Optimizer::norm_from_sq(double sq) { return gr_sqrt(sq); }
+double Optimizer::norm_from_lanes(NormLanes lanes) const {
+  return real_ == Real::F32 ? norm_of<float>(lanes) : norm_of<double>(lanes);
+}
 
 void Optimizer::begin_step(double norm) {
   last_norm_ = norm;
@@ -112,7 +145,7 @@ void Optimizer::begin_step(double norm) {
   }
 }
 
-void Optimizer::update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g, double* sq) {
+void Optimizer::update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g, NormLanes* lanes) {
   const Entry& e = params_[i];
   const double b1 = adam_.beta1, b2 = adam_.beta2;
   const AdamScalars k{last_cs_, b1, b2, 1.0 - b1, 1.0 - b2, adam_.eps, last_lr_t_, lr_, adam_.weight_decay, sgd_.momentum};
@@ -126,16 +159,14 @@ void Optimizer::update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const
       else if (sgd_.momentum != 0.0) sgd_momentum_update<R>(w + a, g + a, m + a, len, e.l2, k, sgd_.nesterov);
       else sgd_update<R>(w + a, g + a, len, e.l2, k);
     };
-    if (!sq) return update(0, n);
-    // The norm's Σ g·g continued over these elements, chunk by chunk after each chunk's update: the
-    // serial add chain of one chunk runs while the vector update of the next does (out of order).
-    R acc = static_cast<R>(*sq);
+    if (!lanes) return update(0, n);
+    // The norm's lanes continued over these elements chunk by chunk, each right after the chunk's
+    // update, while its gradients are still in L1 (one pass over g instead of two).
     for (int64_t a = 0; a < n; a += kNormChunk) {
       const int64_t len = std::min(kNormChunk, n - a);
       update(a, len);
-      acc = sum_squares<R>(g + a, len, acc);
+      add_lanes<R>(*lanes, g + a, len, lo + a);
     }
-    *sq = static_cast<double>(acc);
   };
   if (real_ == Real::F32) run(float{});
   else run(double{});
@@ -163,35 +194,23 @@ void Optimizer::step(Tape& tape) {
   }
   if (threads < 2 || m_.size() < static_cast<size_t>(kParallelElems)) {
     // Without clipping the norm is only logged (metrics.csv grad_norm), so it is summed in the
-    // update's own pass: the same sum as grad_norm (touched parameters in registration order,
-    // elements ascending), on this one thread, whose serial chain now overlaps the update.
+    // update's own pass: the same lanes as grad_norm, over the same elements in the same order.
     begin_step(0.0);
-    double sq = 0.0;
+    NormLanes lanes{};
     for (size_t i = 0; i < params_.size(); ++i) {
       if (!tape.node(params_[i].var).touched) continue;
-      update_serial(tape, i, 0, params_[i].len, tape.param_grad(params_[i].var).data(), &sq);
+      update_serial(tape, i, 0, params_[i].len, tape.param_grad(params_[i].var).data(), &lanes);
     }
-    last_norm_ = real_ == Real::F32 ? static_cast<double>(gr_sqrt(static_cast<float>(sq))) : gr_sqrt(sq);
+    last_norm_ = norm_from_lanes(lanes);
     return;
   }
-  // Without clipping the update does not need the norm (the clip scale is 1 whatever it is), so
-  // one thread sums the norm — one serial chain by definition, ~0.5 ns per element — while the
-  // others update. Each element is still updated by one thread with the same operations.
+  // Several threads: the norm first (sixteen lanes are a short pass), then every thread updates.
   begin_step(0.0);
-  double norm = 0.0;
-  const int64_t updaters = threads - 1;
-  parallel_for(threads, [&](int64_t task) {
-    if (task == 0) {
-      norm = grad_norm(tape);
-      return;
-    }
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (!tape.node(params_[i].var).touched) continue;
-      const int64_t n = params_[i].len, per = (n + updaters - 1) / updaters, a = (task - 1) * per;
-      const int64_t len = std::min(n, a + per) - a;
-      if (len > 0) update_serial(tape, i, a, len, tape.param_grad(params_[i].var).data() + a);
-    }
-  });
+  const double norm = grad_norm(tape);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!tape.node(params_[i].var).touched) continue;
+    update_elements(tape, i, 0, params_[i].len, tape.param_grad(params_[i].var).data());
+  }
   last_norm_ = norm;
 }
 
@@ -210,14 +229,14 @@ void Optimizer::step_range(Tape& tape, int64_t lo, int64_t hi, const double* g, 
   }
 }
 
-double Optimizer::partial_sq(int64_t lo, int64_t hi, const double* g, double sq, std::span<const char> active) const {
+void Optimizer::partial_sq(int64_t lo, int64_t hi, const double* g, NormLanes& lanes, std::span<const char> active) const {
   for (size_t i = 0; i < params_.size(); ++i) {
     const Entry& e = params_[i];
     const int64_t a = std::max(lo, e.offset), b = std::min(hi, e.offset + e.len);
     if (a >= b || !active[i]) continue;
-    sq = sum_squares<double>(g + (a - lo), b - a, sq);
+    if (real_ == Real::F32) add_lanes<float>(lanes, g + (a - lo), b - a, a - e.offset);
+    else add_lanes<double>(lanes, g + (a - lo), b - a, a - e.offset);
   }
-  return sq;
 }
 
 }  // namespace gr

@@ -2,7 +2,7 @@
 //
 // Per step, for the registered parameters whose gradient backward touched (others are skipped,
 // not decayed — PyTorch's None-grad rule):
-//   clip (maxn > 0): sq = Σ g·g (registration order, elements ascending); norm = sqrt(sq);
+//   clip (maxn > 0): sq = Σ g·g (16 lanes, kernels/gr_optim.h gr_norm_lanes); norm = sqrt(sq);
 //                    cs = norm > maxn ? maxn / norm : 1
 //   ge = g·cs + α·w
 //   SGD : w = w − lr·ge; with momentum μ: b = μ·b + ge, d = nesterov ? ge + μ·b : b, w = w − lr·d
@@ -12,6 +12,7 @@
 // (1−β computed at run time; the Kingma–Ba / scikit-learn placement of ε.) The per-element text is
 // kernels/gr_optim.h, shared with the device optimizer's kernels.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -47,8 +48,8 @@ class Optimizer {
   void set_clip(double max_norm) { clip_ = max_norm; }  // 0 = off
   // One update from the gradients on the tape; parameters change in place on the tape.
   void step(Tape& tape);
-  // The global L2 norm of the touched parameters' gradients: sqrt(Σ g·g), registration order,
-  // elements ascending — the one definition behind clipping and metrics.csv's grad_norm.
+  // The global L2 norm of the touched parameters' gradients: sqrt(Σ g·g) summed in 16 lanes
+  // (kernels/gr_optim.h gr_norm_lanes) — the one definition behind clipping and metrics.csv's grad_norm.
   double grad_norm(Tape& tape) const;
 
   // ---- the step in pieces, for sharded training (lib/train/sharded_step.h) -----------------------
@@ -64,10 +65,11 @@ class Optimizer {
   // Updates the flat elements [lo, hi) of the active parameters from g (g[0] is element lo); the
   // moments of other elements are not touched (ZeRO stage 1: a rank owns [lo, hi)).
   void step_range(Tape& tape, int64_t lo, int64_t hi, const double* g, std::span<const char> active);
-  // sq continued over the active elements of [lo, hi) in order: sq = sq + g·g (grad_norm's sum,
-  // resumable, so ranks owning consecutive ranges reproduce it exactly).
-  double partial_sq(int64_t lo, int64_t hi, const double* g, double sq, std::span<const char> active) const;
-  static double norm_from_sq(double sq);  // grad_norm's square root (the one gr_sqrt)
+  // grad_norm's lanes, continued over the active elements of [lo, hi) (resumable, so ranks owning
+  // consecutive ranges reproduce the one process's norm exactly: the lanes travel rank to rank).
+  using NormLanes = std::array<double, 16>;  // GR_NORM_LANES partial sums, in the tape's precision
+  void partial_sq(int64_t lo, int64_t hi, const double* g, NormLanes& lanes, std::span<const char> active) const;
+  double norm_from_lanes(NormLanes lanes) const;  // grad_norm's fold and square root
 
   OptimizerKind kind() const { return kind_; }
   double lr() const { return lr_; }
@@ -99,8 +101,8 @@ class Optimizer {
  private:
   Optimizer(OptimizerKind kind, double lr, AdamConfig config) : kind_(kind), lr_(lr), adam_(config) {}
   void update_elements(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g);  // over the threads
-  // On this thread; with `sq`, also continues the norm's Σ g·g over g (in the tape's precision).
-  void update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g, double* sq = nullptr);
+  // On this thread; with `lanes`, also continues the norm's lanes over g (in the tape's precision).
+  void update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g, NormLanes* lanes = nullptr);
   struct Entry {
     Var var;
     double l2;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "io/errors.h"
 #include "replay/replay.h"
@@ -25,7 +26,9 @@ ShardTraffic shard_traffic(int64_t P, int64_t S, int64_t R) {
   if (R <= 1) return t;
   const std::vector<int64_t> lo = owner_starts(P, R);
   const int64_t mine = lo[1] - lo[0], k = S / R;
-  t.send_doubles = k * (P - mine) + mine * (R - 1) + (k + 1) * (R - 1) + 1;  // slices out, params out, losses, norm
+  // Rank 0's traffic: slices out, params out, losses, the norm's lanes to rank 1; the norm comes back.
+  const int64_t lanes = std::tuple_size_v<Optimizer::NormLanes>;
+  t.send_doubles = k * (P - mine) + mine * (R - 1) + (k + 1) * (R - 1) + lanes;
   t.recv_doubles = (S - k) * mine + (P - mine) + (k + 1) * (R - 1) + 1;
   return t;
 }
@@ -154,12 +157,13 @@ void ShardedStep::exchange_and_update(const std::vector<double>& local_losses, b
     const double* g = recv_.data() + s * stride;
     for (int64_t i = 0; i < mine; ++i) acc_[static_cast<size_t>(i)] = acc_[static_cast<size_t>(i)] + g[i];
   }
-  // 2. the norm: Σ g·g continued rank after rank, in the flat order of one process.
-  double sq = 0.0;
-  if (r_ > 0) comm_.recv(r_ - 1, &sq, 1);
-  sq = opt_.partial_sq(lo, hi, acc_.data(), sq, active_);
-  if (r_ + 1 < R_) comm_.send(r_ + 1, &sq, 1);
-  double norm = r_ + 1 == R_ ? Optimizer::norm_from_sq(sq) : 0.0;
+  // 2. the norm: its lanes continued rank after rank, in the flat order of one process.
+  Optimizer::NormLanes lanes{};
+  const int lanes_n = static_cast<int>(lanes.size());
+  if (r_ > 0) comm_.recv(r_ - 1, lanes.data(), lanes_n);
+  opt_.partial_sq(lo, hi, acc_.data(), lanes, active_);
+  if (r_ + 1 < R_) comm_.send(r_ + 1, lanes.data(), lanes_n);
+  double norm = r_ + 1 == R_ ? opt_.norm_from_lanes(lanes) : 0.0;
   if (R_ > 1) comm_.broadcast(&norm, 1, static_cast<int>(R_ - 1));
   // 3. the optimizer on our range.
   opt_.begin_step(norm);
