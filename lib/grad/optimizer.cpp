@@ -18,35 +18,56 @@ constexpr int64_t kNormChunk = 64;  // elements per update chunk when the norm r
 
 static_assert(std::tuple_size_v<Optimizer::NormLanes> == GR_NORM_LANES);
 
-// The gradient norm's lanes (kernels/gr_optim.h gr_norm_lanes), continued in R over g[0..n), g[0]
-// being element `first` of its parameter. Every norm of this file, whole or in pieces, goes through
-// here; the lanes are stored as doubles (an f32 tape's hold floats exactly). The whole blocks of 16
-// run as GCC vectors — lane j of the vector is lane j of the definition, and vector + and × are the
+// The gradient norm's lanes (kernels/gr_optim.h gr_norm_lanes) in R, held in one GCC vector while a
+// pass runs. Every norm of this file, whole or in pieces, goes through here; between passes the
+// lanes are stored as doubles (an f32 tape's hold floats exactly). The whole blocks of 16 run as
+// GCC vectors — lane j of the vector is lane j of the definition, and vector + and × are the
 // IEEE operations elementwise (not contracted: -ffp-contract=off) — because GCC's own vectorizer
 // loads the 16 doubles of an f32 block piecewise. tests/test_optimizer.cpp holds this to
 // gr_norm_lanes bit for bit over random lengths and starting lanes.
 template <class R>
-void add_lanes(Optimizer::NormLanes& lanes, const double* g, int64_t n, int64_t first) {
-  typedef double Wide __attribute__((vector_size(GR_NORM_LANES * sizeof(double))));
-  typedef R Lanes __attribute__((vector_size(GR_NORM_LANES * sizeof(R))));
-  R acc[GR_NORM_LANES];
-  for (int j = 0; j < GR_NORM_LANES; ++j) acc[j] = static_cast<R>(lanes[j]);
-  const int64_t head = std::min(n, (GR_NORM_LANES - first % GR_NORM_LANES) % GR_NORM_LANES);
-  gr_norm_lanes<R, double>(acc, g, head, first);
-  int64_t e = head;
-  if (n - e >= GR_NORM_LANES) {
-    Lanes v;
-    std::memcpy(&v, acc, sizeof v);
+class LaneSums {
+ public:
+  explicit LaneSums(const Optimizer::NormLanes& lanes) {
+    R acc[GR_NORM_LANES];
+    for (int j = 0; j < GR_NORM_LANES; ++j) acc[j] = static_cast<R>(lanes[j]);
+    std::memcpy(&v_, acc, sizeof v_);
+  }
+  void store(Optimizer::NormLanes& lanes) const {
+    R acc[GR_NORM_LANES];
+    std::memcpy(acc, &v_, sizeof v_);
+    for (int j = 0; j < GR_NORM_LANES; ++j) lanes[j] = static_cast<double>(acc[j]);
+  }
+  // Continues the lanes over g[0..n), g[0] being element `first` of its parameter.
+  void add(const double* g, int64_t n, int64_t first) {
+    int64_t e = std::min(n, (GR_NORM_LANES - first % GR_NORM_LANES) % GR_NORM_LANES);
+    if (e > 0) scalar(g, e, first);
     for (; e + GR_NORM_LANES <= n; e += GR_NORM_LANES) {
       Wide w;
       std::memcpy(&w, g + e, sizeof w);
       const Lanes x = __builtin_convertvector(w, Lanes);
-      v = v + x * x;
+      v_ = v_ + x * x;
     }
-    std::memcpy(acc, &v, sizeof v);
+    if (e < n) scalar(g + e, n - e, 0);
   }
-  gr_norm_lanes<R, double>(acc, g + e, n - e, 0);
-  for (int j = 0; j < GR_NORM_LANES; ++j) lanes[j] = static_cast<double>(acc[j]);
+
+ private:
+  typedef double Wide __attribute__((vector_size(GR_NORM_LANES * sizeof(double))));
+  typedef R Lanes __attribute__((vector_size(GR_NORM_LANES * sizeof(R))));
+  void scalar(const double* g, int64_t n, int64_t first) {  // the definition itself, for ends
+    R acc[GR_NORM_LANES];
+    std::memcpy(acc, &v_, sizeof v_);
+    gr_norm_lanes<R, double>(acc, g, n, first);
+    std::memcpy(&v_, acc, sizeof v_);
+  }
+  Lanes v_;
+};
+
+template <class R>
+void add_lanes(Optimizer::NormLanes& lanes, const double* g, int64_t n, int64_t first) {
+  LaneSums<R> sums(lanes);
+  sums.add(g, n, first);
+  sums.store(lanes);
 }
 
 template <class R>
@@ -162,11 +183,13 @@ void Optimizer::update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const
     if (!lanes) return update(0, n);
     // The norm's lanes continued over these elements chunk by chunk, each right after the chunk's
     // update, while its gradients are still in L1 (one pass over g instead of two).
+    LaneSums<R> sums(*lanes);
     for (int64_t a = 0; a < n; a += kNormChunk) {
       const int64_t len = std::min(kNormChunk, n - a);
       update(a, len);
-      add_lanes<R>(*lanes, g + a, len, lo + a);
+      sums.add(g + a, len, lo + a);
     }
+    sums.store(*lanes);
   };
   if (real_ == Real::F32) run(float{});
   else run(double{});
