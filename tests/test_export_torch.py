@@ -10,7 +10,9 @@ NumPy re-implementation of the forward pass on gradrun's weights.safetensors and
 saved in its metadata, to 1e-12 absolute (float64) — and with `gradrun predict` on the same CSV
 when that command exists. A synthetic spec whose prediction uses every op the export maps is
 matched against `gradrun predict` the same way. Also: a prediction that is a loss node is refused naming the node (exit
-2, nothing written), and weights from another spec are refused (exit 2).
+2, nothing written), and weights from another spec are refused (exit 2). An `--dtype f32` run of
+iris and diabetes exports a float32 module whose F32 state_dict is the run's float weights exactly,
+and whose predictions match `gradrun predict` (the f32 tape) to 2e-5 of the prediction's scale.
 
 Without torch or numpy the test exits 77 (ctest: Skipped), or 1 when GR_REQUIRE_TORCH=1.
 Prints `ok   NAME` / `FAIL NAME: why`; exits 1 on any failure.
@@ -44,7 +46,7 @@ except ImportError as e:
     sys.exit(77)
 
 
-def read_safetensors(path):
+def read_safetensors(path, dtype="F64"):
     with open(path, "rb") as f:
         data = f.read()
     (n,) = struct.unpack("<Q", data[:8])
@@ -52,9 +54,9 @@ def read_safetensors(path):
     meta = header.pop("__metadata__", {})
     out = {}
     for name, t in header.items():
-        assert t["dtype"] == "F64", (name, t["dtype"])
+        assert t["dtype"] == dtype, (name, t["dtype"], dtype)
         b, e = t["data_offsets"]
-        out[name] = np.frombuffer(data[8 + n + b:8 + n + e], dtype="<f8").reshape(t["shape"])
+        out[name] = np.frombuffer(data[8 + n + b:8 + n + e], dtype={"F64": "<f8", "F32": "<f4"}[dtype]).reshape(t["shape"])
     return out, meta
 
 
@@ -289,6 +291,71 @@ def check_refusals(gradrun, tmp, failures):
         print("ok   refused: " + r.stderr.strip())
 
 
+# An f32 run (--dtype f32) exports a float32 module: the state_dict is F32 holding the run's float
+# weights exactly, the module computes in float32, and its predictions are `gradrun predict`'s
+# (which follows the weights' dtype, so computes on the f32 tape) to float rounding, not to 1e-12.
+F32_TOL = 2e-5  # relative to the prediction's scale: float32 with a different summation order
+
+
+def check_f32(gradrun, tmp, name, failures):
+    with open(os.path.join(ROOT, "specs", name + ".json")) as f:
+        spec = json.load(f)
+    data_csv = os.path.normpath(os.path.join(ROOT, "specs", spec["data"]["csv"]))
+    spec["data"]["csv"] = data_csv
+    spec["train"]["epochs"] = 2
+    d = os.path.join(tmp, name + "-f32")
+    os.makedirs(d)
+    spec_path = os.path.join(d, name + ".json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    run_dir = os.path.join(d, "run")
+    r = run([gradrun, "train", spec_path, "--quiet", "--dtype", "f32", "--out", run_dir])
+    if r.returncode != 0:
+        return failures.append("%s f32: train exited %d: %s" % (name, r.returncode, r.stderr.strip()))
+    out = os.path.join(d, "exp")
+    r = run([gradrun, "export", spec_path, "--weights", run_dir, "--format", "torch", "--out", out])
+    if r.returncode != 0 or "float32" not in r.stdout:
+        return failures.append("%s f32: export exited %d (%r): %s" % (name, r.returncode, r.stdout, r.stderr.strip()))
+    weights, _ = read_safetensors(os.path.join(run_dir, "weights.safetensors"))
+    state, _ = read_safetensors(os.path.join(out, "state_dict.safetensors"), "F32")
+    for k, v in state.items():  # the floats, exactly (the weights file holds them widened to F64)
+        w = weights[k[:-len(".weight")] + ".W"].T if k.endswith(".weight") else \
+            weights[k[:-len(".bias")] + ".b"] if k.endswith(".bias") else None
+        if w is not None and not np.array_equal(v.astype(np.float64), w):
+            failures.append("%s f32: state_dict %s is not the run's float weights exactly" % (name, k))
+    model = load_module(os.path.join(out, "model.py")).Model.from_dir(out)
+    dtypes = {p.dtype for p in model.parameters()} | {b.dtype for b in model.buffers()}
+    if dtypes != {torch.float32}:
+        failures.append("%s f32: module parameters and buffers are %s, not float32" % (name, dtypes))
+    cols = read_csv(data_csv)
+    prep = json.loads(read_safetensors(os.path.join(run_dir, "weights.safetensors"))[1]["gradrun.preprocessing"])
+    args = []
+    for inp in model.input_names:
+        ip = next(p for p in prep["inputs"] if p["name"] == inp)
+        args.append(torch.from_numpy(np.stack([cols[c] for c in ip["columns"]], axis=1)))
+    with torch.no_grad():
+        got = model(*args)
+    if got.dtype != torch.float32:
+        return failures.append("%s f32: forward returns %s, not float32" % (name, got.dtype))
+    got = got.numpy().astype(np.float64)
+    pred_csv = os.path.join(d, "pred.csv")
+    r = run([gradrun, "predict", spec_path, "--weights", run_dir, "--data", data_csv, "--out", pred_csv])
+    if r.returncode != 0:
+        return failures.append("%s f32: predict exited %d: %s" % (name, r.returncode, r.stderr.strip()))
+    pc = read_csv(pred_csv)
+    node = [c for c in pc if c.endswith("_0")][0][:-2]
+    pred = np.stack([pc["%s_%d" % (node, j)] for j in range(got.shape[1])], axis=1)
+    if not np.array_equal(pred.astype(np.float32).astype(np.float64), pred):
+        failures.append("%s f32: gradrun predict of an f32 run does not print floats" % name)
+    scale = max(1.0, float(np.max(np.abs(pred))))
+    diff = float(np.max(np.abs(got - pred))) / scale
+    ok = diff <= F32_TOL
+    print("%s %-9s f32 export: torch float32 vs gradrun predict (f32 tape): max diff %.3g of scale %.3g" %
+          ("ok  " if ok else "FAIL", name, diff, scale))
+    if not ok:
+        failures.append("%s f32: torch float32 vs gradrun predict max diff %.3g > %g" % (name, diff, F32_TOL))
+
+
 def main():
     gradrun = os.path.abspath(sys.argv[1])
     has_predict = run([gradrun, "predict", "--help"]).returncode == 0
@@ -299,6 +366,9 @@ def main():
         for name in ("iris", "digits", "diabetes"):
             check_example(gradrun, tmp, name, failures, has_predict)
         check_ops(gradrun, tmp, failures, has_predict)
+        if has_predict:
+            for name in ("iris", "diabetes"):
+                check_f32(gradrun, tmp, name, failures)
         check_refusals(gradrun, tmp, failures)
     for f in failures:
         print("FAIL " + f)

@@ -1,5 +1,6 @@
 // gradrun export SPEC --weights RUN_DIR|FILE --format torch --out DIR — the trained model for another
-// runtime: DIR/model.py (an nn.Module, float64, preprocessing included) and DIR/state_dict.safetensors.
+// runtime: DIR/model.py (an nn.Module in the run's precision — float64, or float32 after `--dtype f32` —
+// preprocessing included) and DIR/state_dict.safetensors.
 // --format onnx --out FILE.onnx: an ONNX model (opset 13, float32, preprocessing included).
 #include <cstdio>
 #include <memory>
@@ -37,10 +38,10 @@ void run_export(const ExportFlags& f) {
     else std::printf(") with a fixed batch of %lld rows → %s\n", static_cast<long long>(e.batch), e.output_name.c_str());
     return;
   }
-  const TorchExport e = export_torch(program, w.file, w.prep, target.node, target.transform);
+  const TorchExport e = export_torch(program, w.file, w.prep, target.node, target.transform, w.real);
   write_torch_export(e, f.out, spec.sha256);
-  std::printf("wrote %s/model.py and %s/state_dict.safetensors (%zu tensors); forward(", f.out.c_str(), f.out.c_str(),
-              e.state.size());
+  std::printf("wrote %s/model.py and %s/state_dict.safetensors (%zu tensors, %s); forward(", f.out.c_str(), f.out.c_str(),
+              e.state.size(), w.real == Real::F32 ? "float32" : "float64");
   for (size_t i = 0; i < e.input_names.size(); ++i) std::printf("%s%s", i ? ", " : "", e.input_names[i].c_str());
   std::printf(") → %s\n", target.name.c_str());
 }

@@ -130,6 +130,7 @@ struct Emitter {
   std::ostringstream init, fwd;
   TorchExport out;
   Names names;
+  std::string dtype = "torch.float64";  // the run's precision: torch.float32 for an f32 run
 
   const Tensor& weight(int index) const {
     const ProgramParam& pp = p.params[static_cast<size_t>(index)];
@@ -179,7 +180,7 @@ struct Emitter {
   void buffer(const std::string& attr, const Tensor& t) {
     init << "        self.register_buffer(" << py_str(attr) << ", torch.tensor([";
     for (int64_t i = 0; i < t.numel(); ++i) init << (i ? ", " : "") << py_num(t[i]);
-    init << "], dtype=torch.float64).reshape(" << py_ints(t.shape().dims()) << "))\n";
+    init << "], dtype=" << dtype << ").reshape(" << py_ints(t.shape().dims()) << "))\n";
     out.state.push_back({attr, t});
   }
 
@@ -193,7 +194,7 @@ struct Emitter {
       if (dense) continue;
       const std::string attr = names.take(plain_identifier(pp.name) ? pp.name : sanitize(pp.name));
       init << "        self." << attr << " = nn.Parameter(torch.zeros(" << py_ints(pp.shape.dims())
-           << ", dtype=torch.float64))  # " << comment_safe(pp.name) << "\n";
+           << ", dtype=" << dtype << "))  # " << comment_safe(pp.name) << "\n";
       param_ref[i] = "self." + attr;
       out.state.push_back({attr, weight(static_cast<int>(i))});
     }
@@ -205,7 +206,7 @@ struct Emitter {
       const Tensor& w = weight(pn.weight);  // [in, units]
       const int64_t in = w.shape()[0], units = w.shape()[1];
       init << "        self." << attr << " = nn.Linear(" << in << ", " << units
-           << ", dtype=torch.float64)  # dense layer " << comment_safe(n.id) << "\n";
+           << ", dtype=" << dtype << ")  # dense layer " << comment_safe(n.id) << "\n";
       Tensor wt(Shape{units, in});
       for (int64_t r = 0; r < in; ++r)
         for (int64_t c = 0; c < units; ++c) wt[c * in + r] = w[r * units + c];
@@ -231,10 +232,10 @@ struct Emitter {
       const std::string arg = names.take(plain_identifier(name) ? name : sanitize(name));
       out.input_names.push_back(name);
       input_var[i] = arg;
-      fwd << "        " << arg << " = torch.as_tensor(" << arg << ", dtype=torch.float64)\n";
+      fwd << "        " << arg << " = torch.as_tensor(" << arg << ", dtype=" << dtype << ")\n";
       if (!ip->one_hot_classes.empty())
         fwd << "        " << arg << " = torch.nn.functional.one_hot(" << arg << ".reshape(-1).long(), "
-            << ip->one_hot_classes.size() << ").to(torch.float64)\n";
+            << ip->one_hot_classes.size() << ").to(" << dtype << ")\n";
       if (ip->mean.empty()) continue;
       std::vector<int64_t> row(p.input_shapes[i].dims().begin() + 1, p.input_shapes[i].dims().end());
       if (row.empty()) row.push_back(1);
@@ -311,11 +312,13 @@ struct Emitter {
 }  // namespace
 
 TorchExport export_torch(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep, int output,
-                         const std::string& transform) {
+                         const std::string& transform, Real real) {
   const Spec& spec = *program.spec;
   if (output < 0 || output >= static_cast<int>(program.nodes.size()))
     throw InputError(spec.path, spec.loss_pointer, "no prediction node to export");
   Emitter e{program, weights, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  e.out.real = real;
+  if (real == Real::F32) e.dtype = "torch.float32";
   e.mark(output);
   e.leaves(prep);
   e.node_var.assign(program.nodes.size(), "");
@@ -350,7 +353,7 @@ TorchExport export_torch(const Program& program, const SafetensorsFile& weights,
      << (transform.empty() ? "none" : transform) << ").\n"
      << "import json\nimport os\nimport struct\n\nimport torch\nfrom torch import nn\n\n\n"
      << "def load_safetensors(path):\n"
-     << "    \"\"\"A safetensors file of F64 tensors (what gradrun writes) as a dict of float64 tensors.\"\"\"\n"
+     << "    \"\"\"A safetensors file of F64 or F32 tensors (what gradrun writes) as a dict of tensors.\"\"\"\n"
      << "    with open(path, 'rb') as f:\n"
      << "        data = f.read()\n"
      << "    (n,) = struct.unpack('<Q', data[:8])\n"
@@ -359,11 +362,12 @@ TorchExport export_torch(const Program& program, const SafetensorsFile& weights,
      << "    for name, t in header.items():\n"
      << "        if name == '__metadata__':\n"
      << "            continue\n"
-     << "        if t['dtype'] != 'F64':\n"
-     << "            raise ValueError(name + ': dtype ' + t['dtype'] + ', expected F64')\n"
+     << "        dtypes = {'F64': torch.float64, 'F32': torch.float32}\n"
+     << "        if t['dtype'] not in dtypes:\n"
+     << "            raise ValueError(name + ': dtype ' + t['dtype'] + ', expected F64 or F32')\n"
      << "        b, e = t['data_offsets']\n"
      << "        raw = bytearray(data[8 + n + b:8 + n + e])\n"
-     << "        out[name] = torch.frombuffer(raw, dtype=torch.float64).reshape(t['shape']).clone()\n"
+     << "        out[name] = torch.frombuffer(raw, dtype=dtypes[t['dtype']]).reshape(t['shape']).clone()\n"
      << "    return out\n\n\n"
      << "class Model(nn.Module):\n"
      << "    input_names = [";
@@ -387,7 +391,7 @@ void write_torch_export(const TorchExport& e, const std::string& dir, const std:
   StTensorList list;
   for (const NamedTensor& t : e.state) list.emplace_back(t.name, t.tensor.view());
   write_safetensors((std::filesystem::path(dir) / "state_dict.safetensors").string(), list,
-                    {{"format", "pt"}, {"spec_sha256", spec_sha256}}, StDtype::F64);
+                    {{"format", "pt"}, {"spec_sha256", spec_sha256}}, e.real == Real::F32 ? StDtype::F32 : StDtype::F64);
   write_file_atomic((std::filesystem::path(dir) / "model.py").string(), e.model_py);
 }
 

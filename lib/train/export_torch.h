@@ -1,7 +1,9 @@
 // export_torch.h — a trained spec as a self-contained PyTorch module (docs/use-a-model.md, Export).
 //
 // export_torch() translates the part of the forward graph that the prediction depends on into
-// Python source for an nn.Module computing in float64, and gathers its state_dict:
+// Python source for an nn.Module computing in the run's precision — float64, or float32 for an
+// `--dtype f32` run (whose weights are floats: F32 in the state_dict, exactly) — and gathers its
+// state_dict:
 //   - spec parameters → nn.Parameter attributes named as in the spec (sanitized when the name is not
 //     a plain Python identifier: "p_" + the name with other characters as '_');
 //   - dense layers → nn.Linear submodules named after the node ("h.weight" [units, in] = the
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "grad/tape.h"
 #include "io/safetensors.h"
 #include "spec/program.h"
 #include "train/preprocess.h"
@@ -27,12 +30,13 @@ struct TorchExport {
   std::string model_py;                  // the module file
   std::vector<NamedTensor> state;        // the state_dict, PyTorch names and layouts
   std::vector<std::string> input_names;  // forward()'s arguments, in order
+  Real real = Real::F64;                 // the module's dtype and the state_dict's
 };
 
 // `output`: the prediction node (index into program.nodes); `transform`: "softmax" | "sigmoid" |
 // "none". `weights` holds every parameter of the program by its gradrun name.
 TorchExport export_torch(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep,
-                         int output, const std::string& transform);
+                         int output, const std::string& transform, Real real = Real::F64);
 
 // Writes DIR/model.py and DIR/state_dict.safetensors (creating DIR).
 void write_torch_export(const TorchExport& e, const std::string& dir, const std::string& spec_sha256);

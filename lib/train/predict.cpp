@@ -36,18 +36,25 @@ Tensor zeros(int64_t rows, const std::vector<int64_t>& row_shape) {
   return Tensor(Shape(std::span<const int64_t>(dims)));
 }
 
-// The prediction's transform of one row x[0..w), appended to out.
-void apply_transform(const std::string& transform, const double* x, int64_t w, std::vector<double>& out) {
+// The prediction's transform of one row x[0..w), appended to out, in the run's precision R: an f32
+// run's probabilities are floats computed in float (as its exported float32 module computes them).
+template <class R>
+void transform_row(const std::string& transform, const double* x, int64_t w, std::vector<double>& out) {
   if (transform == "softmax") {
-    double m = x[0], sum = 0.0;
-    for (int64_t j = 1; j < w; ++j) m = std::max(m, x[j]);
-    for (int64_t j = 0; j < w; ++j) sum = sum + std::exp(x[j] - m);
-    for (int64_t j = 0; j < w; ++j) out.push_back(std::exp(x[j] - m) / sum);
+    R m = R(x[0]), sum = 0;
+    for (int64_t j = 1; j < w; ++j) m = std::max(m, R(x[j]));
+    for (int64_t j = 0; j < w; ++j) sum = sum + std::exp(R(x[j]) - m);
+    for (int64_t j = 0; j < w; ++j) out.push_back(static_cast<double>(std::exp(R(x[j]) - m) / sum));
   } else if (transform == "sigmoid") {
-    for (int64_t j = 0; j < w; ++j) out.push_back(1.0 / (1.0 + std::exp(-x[j])));
+    for (int64_t j = 0; j < w; ++j) out.push_back(static_cast<double>(R(1) / (R(1) + std::exp(-R(x[j])))));
   } else {
     for (int64_t j = 0; j < w; ++j) out.push_back(x[j]);
   }
+}
+
+void apply_transform(Real real, const std::string& transform, const double* x, int64_t w, std::vector<double>& out) {
+  if (real == Real::F32) transform_row<float>(transform, x, w, out);
+  else transform_row<double>(transform, x, w, out);
 }
 
 }  // namespace
@@ -195,7 +202,7 @@ Predictions predict_rows(Model& model, const PredictTarget& target, const DataTa
     for (int64_t r = 0; r < n; ++r) {
       const double* x = v.data + r * w;
       if (target.classifier) out.classes.push_back(argmax_row(x, w));
-      apply_transform(target.transform, x, w, out.values);
+      apply_transform(model.real(), target.transform, x, w, out.values);
     }
     model.reset();
   }
@@ -227,7 +234,7 @@ Predictions predict_rows_device(Model& model, const PredictTarget& target, const
     for (int64_t r = 0; r < n; ++r) {
       const double* x = buf.data() + r * w;
       if (target.classifier) p.classes.push_back(argmax_row(x, w));
-      apply_transform(target.transform, x, w, p.values);
+      apply_transform(model.real(), target.transform, x, w, p.values);
     }
   }
   return p;
