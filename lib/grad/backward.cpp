@@ -221,7 +221,10 @@ struct TapeRules {
       for (int64_t i = 0; i < l.inner; ++i) {
         const int64_t base = o * l.len * l.inner + i;
         if constexpr (std::is_same_v<R, double>) {
-          lane_bwd(g + base, n.val + base, slot + base, l.len, l.inner);
+          // A literal stride 1 for the last axis, so the lane's loops vectorize over contiguous
+          // elements (a runtime stride loads two at a time); the same operations either way.
+          if (l.inner == 1) lane_bwd(g + base, n.val + base, slot + base, l.len, 1);
+          else lane_bwd(g + base, n.val + base, slot + base, l.len, l.inner);
         } else {  // float copies of the lane's g, y and slot; the slot goes back
           float* w = t.scratch(static_cast<size_t>(3 * l.len));
           narrow_lane(g + base, l.len, l.inner, w);

@@ -39,7 +39,10 @@ void Tape::lane_values(Node& n, const double* px, int ax) {
     for (int64_t i = 0; i < l.inner; ++i) {
       const int64_t base = o * l.len * l.inner + i;
       if constexpr (std::is_same_v<R, double>) {
-        fwd(px + base, n.val + base, l.inner);
+        // A literal stride 1 for the last axis, so the lane's loops vectorize over contiguous
+        // elements (a runtime stride loads two at a time); the same operations either way.
+        if (l.inner == 1) fwd(px + base, n.val + base, 1);
+        else fwd(px + base, n.val + base, l.inner);
       } else {
         float* x = scratch(static_cast<size_t>(2 * l.len));
         narrow_lane(px + base, l.len, l.inner, x);
