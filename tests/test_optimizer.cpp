@@ -282,7 +282,7 @@ TEST_CASE("the gradient norm's lanes: whole, in the update's pass, on threads an
       const int64_t cut2 = cut1 + static_cast<int64_t>(rng() % (flat.size() - cut1 + 1));
       Optimizer::NormLanes lanes{};
       const int64_t cuts[] = {0, cut1, cut2, static_cast<int64_t>(flat.size())};
-      for (int r = 0; r < 3; ++r) opt.partial_sq(cuts[r], cuts[r + 1], flat.data() + cuts[r], lanes, active);
+      for (int r = 0; r < 3; ++r) opt.add_norm_lanes(cuts[r], cuts[r + 1], flat.data() + cuts[r], lanes, active);
       REQUIRE(opt.norm_from_lanes(lanes) == want);
       // The step's own norm, on one thread (summed in the update's pass) and on two.
       for (const int threads : {1, 2}) {

@@ -63,11 +63,15 @@ class LaneSums {
   Lanes v_;
 };
 
-template <class R>
-void add_lanes(Optimizer::NormLanes& lanes, const double* g, int64_t n, int64_t first) {
-  LaneSums<R> sums(lanes);
-  sums.add(g, n, first);
-  sums.store(lanes);
+// The lanes continued over g[0..n) in the tape's precision (g[0]: element `first` of its parameter).
+void add_lanes(Real real, Optimizer::NormLanes& lanes, const double* g, int64_t n, int64_t first) {
+  const auto run = [&](auto zero) {
+    LaneSums<decltype(zero)> sums(lanes);
+    sums.add(g, n, first);
+    sums.store(lanes);
+  };
+  if (real == Real::F32) run(float{});
+  else run(double{});
 }
 
 template <class R>
@@ -142,8 +146,7 @@ double Optimizer::grad_norm(Tape& tape) const {
   for (const Entry& e : params_) {
     if (!tape.node(e.var).touched) continue;
     const std::span<double> g = tape.param_grad(e.var);
-    if (real_ == Real::F32) add_lanes<float>(lanes, g.data(), static_cast<int64_t>(g.size()), 0);
-    else add_lanes<double>(lanes, g.data(), static_cast<int64_t>(g.size()), 0);
+    add_lanes(real_, lanes, g.data(), static_cast<int64_t>(g.size()), 0);
   }
   return norm_from_lanes(lanes);
 }
@@ -206,8 +209,9 @@ void Optimizer::update_elements(Tape& tape, size_t i, int64_t lo, int64_t n, con
 }
 
 void Optimizer::step(Tape& tape) {
-  const int threads = num_threads();
-  if (clip_ > 0.0) {  // clipping needs the norm first
+  // Clipping needs the norm first; on several threads it comes first too (sixteen lanes are a
+  // short pass), then the elements are split over the threads.
+  if (clip_ > 0.0 || (num_threads() >= 2 && m_.size() >= static_cast<size_t>(kParallelElems))) {
     begin_step(grad_norm(tape));
     for (size_t i = 0; i < params_.size(); ++i) {
       if (!tape.node(params_[i].var).touched) continue;  // backward never reached it: skip, do not decay
@@ -215,26 +219,15 @@ void Optimizer::step(Tape& tape) {
     }
     return;
   }
-  if (threads < 2 || m_.size() < static_cast<size_t>(kParallelElems)) {
-    // Without clipping the norm is only logged (metrics.csv grad_norm), so it is summed in the
-    // update's own pass: the same lanes as grad_norm, over the same elements in the same order.
-    begin_step(0.0);
-    NormLanes lanes{};
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (!tape.node(params_[i].var).touched) continue;
-      update_serial(tape, i, 0, params_[i].len, tape.param_grad(params_[i].var).data(), &lanes);
-    }
-    last_norm_ = norm_from_lanes(lanes);
-    return;
-  }
-  // Several threads: the norm first (sixteen lanes are a short pass), then every thread updates.
+  // One thread, no clipping: the norm is only logged (metrics.csv grad_norm), so it is summed in
+  // the update's own pass: the same lanes as grad_norm, over the same elements in the same order.
   begin_step(0.0);
-  const double norm = grad_norm(tape);
+  NormLanes lanes{};
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!tape.node(params_[i].var).touched) continue;
-    update_elements(tape, i, 0, params_[i].len, tape.param_grad(params_[i].var).data());
+    update_serial(tape, i, 0, params_[i].len, tape.param_grad(params_[i].var).data(), &lanes);
   }
-  last_norm_ = norm;
+  last_norm_ = norm_from_lanes(lanes);
 }
 
 std::vector<char> Optimizer::touched(const Tape& tape) const {
@@ -252,13 +245,12 @@ void Optimizer::step_range(Tape& tape, int64_t lo, int64_t hi, const double* g, 
   }
 }
 
-void Optimizer::partial_sq(int64_t lo, int64_t hi, const double* g, NormLanes& lanes, std::span<const char> active) const {
+void Optimizer::add_norm_lanes(int64_t lo, int64_t hi, const double* g, NormLanes& lanes, std::span<const char> active) const {
   for (size_t i = 0; i < params_.size(); ++i) {
     const Entry& e = params_[i];
     const int64_t a = std::max(lo, e.offset), b = std::min(hi, e.offset + e.len);
     if (a >= b || !active[i]) continue;
-    if (real_ == Real::F32) add_lanes<float>(lanes, g + (a - lo), b - a, a - e.offset);
-    else add_lanes<double>(lanes, g + (a - lo), b - a, a - e.offset);
+    add_lanes(real_, lanes, g + (a - lo), b - a, a - e.offset);
   }
 }
 

@@ -68,7 +68,7 @@ class Optimizer {
   // grad_norm's lanes, continued over the active elements of [lo, hi) (resumable, so ranks owning
   // consecutive ranges reproduce the one process's norm exactly: the lanes travel rank to rank).
   using NormLanes = std::array<double, 16>;  // GR_NORM_LANES partial sums, in the tape's precision
-  void partial_sq(int64_t lo, int64_t hi, const double* g, NormLanes& lanes, std::span<const char> active) const;
+  void add_norm_lanes(int64_t lo, int64_t hi, const double* g, NormLanes& lanes, std::span<const char> active) const;
   double norm_from_lanes(NormLanes lanes) const;  // grad_norm's fold and square root
 
   OptimizerKind kind() const { return kind_; }

@@ -130,7 +130,8 @@ struct Emitter {
   std::ostringstream init, fwd;
   TorchExport out;
   Names names;
-  std::string dtype = "torch.float64";  // the run's precision: torch.float32 for an f32 run
+  // The module's dtype: the run's precision (out.real).
+  const char* dtype() const { return out.real == Real::F32 ? "torch.float32" : "torch.float64"; }
 
   const Tensor& weight(int index) const {
     const ProgramParam& pp = p.params[static_cast<size_t>(index)];
@@ -180,7 +181,7 @@ struct Emitter {
   void buffer(const std::string& attr, const Tensor& t) {
     init << "        self.register_buffer(" << py_str(attr) << ", torch.tensor([";
     for (int64_t i = 0; i < t.numel(); ++i) init << (i ? ", " : "") << py_num(t[i]);
-    init << "], dtype=" << dtype << ").reshape(" << py_ints(t.shape().dims()) << "))\n";
+    init << "], dtype=" << dtype() << ").reshape(" << py_ints(t.shape().dims()) << "))\n";
     out.state.push_back({attr, t});
   }
 
@@ -194,7 +195,7 @@ struct Emitter {
       if (dense) continue;
       const std::string attr = names.take(plain_identifier(pp.name) ? pp.name : sanitize(pp.name));
       init << "        self." << attr << " = nn.Parameter(torch.zeros(" << py_ints(pp.shape.dims())
-           << ", dtype=" << dtype << "))  # " << comment_safe(pp.name) << "\n";
+           << ", dtype=" << dtype() << "))  # " << comment_safe(pp.name) << "\n";
       param_ref[i] = "self." + attr;
       out.state.push_back({attr, weight(static_cast<int>(i))});
     }
@@ -206,7 +207,7 @@ struct Emitter {
       const Tensor& w = weight(pn.weight);  // [in, units]
       const int64_t in = w.shape()[0], units = w.shape()[1];
       init << "        self." << attr << " = nn.Linear(" << in << ", " << units
-           << ", dtype=" << dtype << ")  # dense layer " << comment_safe(n.id) << "\n";
+           << ", dtype=" << dtype() << ")  # dense layer " << comment_safe(n.id) << "\n";
       Tensor wt(Shape{units, in});
       for (int64_t r = 0; r < in; ++r)
         for (int64_t c = 0; c < units; ++c) wt[c * in + r] = w[r * units + c];
@@ -232,10 +233,10 @@ struct Emitter {
       const std::string arg = names.take(plain_identifier(name) ? name : sanitize(name));
       out.input_names.push_back(name);
       input_var[i] = arg;
-      fwd << "        " << arg << " = torch.as_tensor(" << arg << ", dtype=" << dtype << ")\n";
+      fwd << "        " << arg << " = torch.as_tensor(" << arg << ", dtype=" << dtype() << ")\n";
       if (!ip->one_hot_classes.empty())
         fwd << "        " << arg << " = torch.nn.functional.one_hot(" << arg << ".reshape(-1).long(), "
-            << ip->one_hot_classes.size() << ").to(" << dtype << ")\n";
+            << ip->one_hot_classes.size() << ").to(" << dtype() << ")\n";
       if (ip->mean.empty()) continue;
       std::vector<int64_t> row(p.input_shapes[i].dims().begin() + 1, p.input_shapes[i].dims().end());
       if (row.empty()) row.push_back(1);
@@ -318,7 +319,6 @@ TorchExport export_torch(const Program& program, const SafetensorsFile& weights,
     throw InputError(spec.path, spec.loss_pointer, "no prediction node to export");
   Emitter e{program, weights, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   e.out.real = real;
-  if (real == Real::F32) e.dtype = "torch.float32";
   e.mark(output);
   e.leaves(prep);
   e.node_var.assign(program.nodes.size(), "");

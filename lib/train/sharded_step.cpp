@@ -161,7 +161,7 @@ void ShardedStep::exchange_and_update(const std::vector<double>& local_losses, b
   Optimizer::NormLanes lanes{};
   const int lanes_n = static_cast<int>(lanes.size());
   if (r_ > 0) comm_.recv(r_ - 1, lanes.data(), lanes_n);
-  opt_.partial_sq(lo, hi, acc_.data(), lanes, active_);
+  opt_.add_norm_lanes(lo, hi, acc_.data(), lanes, active_);
   if (r_ + 1 < R_) comm_.send(r_ + 1, lanes.data(), lanes_n);
   double norm = r_ + 1 == R_ ? opt_.norm_from_lanes(lanes) : 0.0;
   if (R_ > 1) comm_.broadcast(&norm, 1, static_cast<int>(R_ - 1));
