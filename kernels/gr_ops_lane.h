@@ -37,13 +37,31 @@ GR_HD static inline T gr_lane_sumexp(const T* x, long long len, long long stride
 template <class T>
 GR_HD static inline void gr_softmax_lane_fwd(const T* x, T* y, long long len, long long stride) {
   const T m = gr_lane_max(x, len, stride);
+  // The exps first, then their serial sum: a loop of independent exps vectorizes, one that also
+  // carries the sum does not. The same operations in the same order either way.
+  for (long long k = 0; k < len; ++k) y[k * stride] = gr_exp(gr_rsub(x[k * stride], m));
   T s = T(0);
-  for (long long k = 0; k < len; ++k) {
-    const T e = gr_exp(gr_rsub(x[k * stride], m));
-    y[k * stride] = e;
-    s = gr_radd(s, e);
-  }
+  for (long long k = 0; k < len; ++k) s = gr_radd(s, y[k * stride]);
   for (long long k = 0; k < len; ++k) y[k * stride] = gr_rdiv(y[k * stride], s);
+}
+
+// G consecutive last-axis lanes (rows of `len`, stride 1) at once, each with exactly the
+// operations of gr_softmax_lane_fwd in its order. Only the G lanes' serial chains (max, sum) are
+// interleaved, so a CPU overlaps them instead of waiting on one at a time.
+template <int G, class T>
+GR_HD static inline void gr_softmax_rows_fwd(const T* x, T* y, long long len) {
+  T m[G], s[G];
+  for (int r = 0; r < G; ++r) m[r] = x[r * len];
+  for (long long k = 1; k < len; ++k)
+    for (int r = 0; r < G; ++r)
+      if (x[r * len + k] > m[r]) m[r] = x[r * len + k];
+  for (int r = 0; r < G; ++r)
+    for (long long k = 0; k < len; ++k) y[r * len + k] = gr_exp(gr_rsub(x[r * len + k], m[r]));
+  for (int r = 0; r < G; ++r) s[r] = T(0);
+  for (long long k = 0; k < len; ++k)
+    for (int r = 0; r < G; ++r) s[r] = gr_radd(s[r], y[r * len + k]);
+  for (int r = 0; r < G; ++r)
+    for (long long k = 0; k < len; ++k) y[r * len + k] = gr_rdiv(y[r * len + k], s[r]);
 }
 
 template <class T>
@@ -54,6 +72,20 @@ GR_HD static inline void gr_softmax_lane_bwd(const T* g, const T* y, T* slot, lo
     const long long i = k * stride;
     slot[i] = gr_radd(slot[i], gr_rmul(y[i], gr_rsub(g[i], d)));
   }
+}
+
+// G consecutive last-axis lanes of gr_softmax_lane_bwd at once, their serial sums interleaved.
+template <int G, class T>
+GR_HD static inline void gr_softmax_rows_bwd(const T* g, const T* y, T* slot, long long len) {
+  T d[G];
+  for (int r = 0; r < G; ++r) d[r] = T(0);
+  for (long long k = 0; k < len; ++k)
+    for (int r = 0; r < G; ++r) d[r] = gr_radd(d[r], gr_rmul(g[r * len + k], y[r * len + k]));
+  for (int r = 0; r < G; ++r)
+    for (long long k = 0; k < len; ++k) {
+      const long long i = r * len + k;
+      slot[i] = gr_radd(slot[i], gr_rmul(y[i], gr_rsub(g[i], d[r])));
+    }
 }
 
 template <class T>

@@ -372,6 +372,9 @@ int usage(const char* why) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Fresh gradient slots start as NaN here, not as whatever the arena held: a backward rule that
+  // reads one, or leaves an element of one unwritten, then differs from the other paths.
+  gr::Tape::poison_fresh_gradients(true);
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -5,6 +5,8 @@
 //   • a binary op feeds its a-side, then its b-side; each walks the output in ascending order, so a
 //     broadcast slot sums its contributions in row-major subsequence order;
 //   • matmul/bmm gradients are summed in a fresh accumulator per element, then added to the slot.
+// A slot is not zeroed ahead: until its first contribution of the episode it holds anything
+// (Tape::grad_slot), and that first contribution is written as +0 + c, the same bits.
 // R is the tape's arithmetic type (tape_real.h): double, or float over floats stored in doubles.
 #include <cstring>
 #include <type_traits>
@@ -29,18 +31,39 @@ struct TapeRules {
   bool wants(int32_t id) const { return id >= 0 && t.nodes_[id].requires_grad; }
   const Node& in(int32_t id) const { return t.nodes_[id]; }
 
+  // A rule that writes each element of a slot exactly once takes it with `slot(id)`: a fresh one
+  // (untouched this episode, its memory not zeroed) is then written as +0 + c (first_into), the
+  // bits of accumulating onto +0, with no zeroing pass before and no read.
+  struct Slot {
+    double* p = nullptr;
+    bool fresh = false;
+    explicit operator bool() const { return p != nullptr; }
+  };
+  Slot slot(int32_t id) {
+    if (!wants(id)) return {};
+    Slot s;
+    s.p = t.grad_slot(id, s.fresh);
+    return s;
+  }
+  // slot[e] (+)= c(e) for e in [lo, hi), as one loop per case so each vectorizes.
+  template <class C>
+  static void write_range(const Slot& s, int64_t lo, int64_t hi, C c) {
+    if (s.fresh)
+      for (int64_t e = lo; e < hi; ++e) first_into(s.p[e], c(e));
+    else
+      for (int64_t e = lo; e < hi; ++e) accumulate_into(s.p[e], c(e));
+  }
+
   // slot[ia(e)] += c(e) over the broadcast map, for whichever sides want a gradient.
   template <class CA, class CB>
   void binary(CA ca, CB cb) {
     if (in(n.a).shape == in(n.b).shape) {  // no broadcast: ia = ib = e
-      // Per element the a-side lands before the b-side (the same slot when a and b are one node).
-      double* da = wants(n.a) ? t.ensure_grad(n.a) : nullptr;
-      double* db = wants(n.b) ? t.ensure_grad(n.b) : nullptr;
+      // Per element the a-side lands before the b-side (the same slot when a and b are one node:
+      // then the b-side finds it touched and adds).
+      const Slot da = slot(n.a), db = slot(n.b);
       for_each_owned(n.shape, [&](int64_t base, int64_t c0, int64_t c1) {
-        if (da)
-          for (int64_t e = base + c0; e < base + c1; ++e) accumulate_into(da[e], ca(e, e, e));
-        if (db)
-          for (int64_t e = base + c0; e < base + c1; ++e) accumulate_into(db[e], cb(e, e, e));
+        if (da) write_range(da, base + c0, base + c1, [&](int64_t e) { return ca(e, e, e); });
+        if (db) write_range(db, base + c0, base + c1, [&](int64_t e) { return cb(e, e, e); });
       });
       return;
     }
@@ -105,23 +128,21 @@ struct TapeRules {
   // slot[e] += c(e) for a same-shaped single input.
   template <class C>
   void unary(C c) {
-    if (!wants(n.a)) return;
-    double* slot = t.ensure_grad(n.a);
-    for_each_owned(n.shape, [&](int64_t base, int64_t c0, int64_t c1) {
-      for (int64_t e = base + c0; e < base + c1; ++e) accumulate_into(slot[e], c(e));
-    });
+    const Slot da = slot(n.a);
+    if (!da) return;
+    for_each_owned(n.shape, [&](int64_t base, int64_t c0, int64_t c1) { write_range(da, base + c0, base + c1, c); });
   }
 
   void reduction() {
     if (!wants(n.a)) return;
     const Node& x = in(n.a);
-    double* slot = t.ensure_grad(n.a);
     const bool mean = n.op == Op::Mean;
     if (n.axis == kAllAxes) {
       const R gi = mean ? gr_rdiv(R(g[0]), static_cast<R>(x.numel())) : R(g[0]);
-      for (int64_t e = 0; e < x.numel(); ++e) accumulate_into(slot[e], gi);
+      write_range(slot(n.a), 0, x.numel(), [&](int64_t) { return gi; });
       return;
     }
+    double* slot = t.ensure_grad(n.a);
     const AxisLanes l = axis_lanes(x.shape, n.axis);
     for (int64_t o = 0; o < l.outer; ++o)
       for (int64_t k = 0; k < l.len; ++k)
@@ -132,47 +153,46 @@ struct TapeRules {
   }
 
   // One [M,K]·[K,N] product's gradients: dA = g·Bᵀ (Σ over j), dB = Aᵀ·g (Σ over i).
-  // `zero`: the slot is still all +0 (matmul_in need not read it).
+  // `fresh`: the slot (that product's part of it) is fresh: written as +0 + acc, not read.
   void matmul_grads(const double* A, const double* B, const double* gm, double* dA, double* dB, int64_t M, int64_t K,
-                    int64_t N, bool zero = false) {
-    if (dA) matmul_in(t.real_, {gm, N, 1, B, 1, N, dA, M, N, K, MatmulStore::Accumulate}, t.scratch_, zero);
-    if (dB) matmul_in(t.real_, {A, 1, K, gm, N, 1, dB, K, M, N, MatmulStore::Accumulate}, t.scratch_, zero);
+                    int64_t N, bool fresh) {
+    if (dA) matmul_in(t.real_, {gm, N, 1, B, 1, N, dA, M, N, K, MatmulStore::Accumulate}, t.scratch_, fresh);
+    if (dB) matmul_in(t.real_, {A, 1, K, gm, N, 1, dB, K, M, N, MatmulStore::Accumulate}, t.scratch_, fresh);
   }
 
   void matmul() {
     const Node &A = in(n.a), &B = in(n.b);
-    // An untouched slot is all +0: zeroed by reset_to or at backward's start, or fresh (ensure_grad).
-    const bool a_zero = !A.touched, b_zero = !B.touched && n.b != n.a;
-    double* dA = wants(n.a) ? t.ensure_grad(n.a) : nullptr;
-    double* dB = wants(n.b) ? t.ensure_grad(n.b) : nullptr;
-    matmul_grads(A.val, B.val, g, dA, nullptr, A.shape[0], A.shape[1], B.shape[1], a_zero);
-    matmul_grads(A.val, B.val, g, nullptr, dB, A.shape[0], A.shape[1], B.shape[1], b_zero);
+    const Slot da = slot(n.a), db = slot(n.b);  // one node: the b-side finds it touched and adds
+    matmul_grads(A.val, B.val, g, da.p, nullptr, A.shape[0], A.shape[1], B.shape[1], da.fresh);
+    matmul_grads(A.val, B.val, g, nullptr, db.p, A.shape[0], A.shape[1], B.shape[1], db.fresh);
   }
 
   void bmm() {
     const Node &A = in(n.a), &B = in(n.b);
     const int64_t batches = n.shape[0], M = A.shape[1], K = A.shape[2], N = B.shape[2];
     const int64_t sa = A.shape[0] == 1 ? 0 : M * K, sb = B.shape[0] == 1 ? 0 : K * N;
-    double* dA = wants(n.a) ? t.ensure_grad(n.a) : nullptr;
-    double* dB = wants(n.b) ? t.ensure_grad(n.b) : nullptr;
-    if (dA)  // a-side first, batches ascending (a shared batch-1 slot sums them in that order)
+    const Slot da = slot(n.a), db = slot(n.b);
+    // Batches own disjoint parts of a fresh slot; a shared batch-1 slot is fresh for batch 0 only.
+    if (da)  // a-side first, batches ascending (a shared batch-1 slot sums them in that order)
       for (int64_t i = 0; i < batches; ++i)
-        matmul_grads(A.val + i * sa, B.val + i * sb, g + i * M * N, dA + i * sa, nullptr, M, K, N);
-    if (dB)
+        matmul_grads(A.val + i * sa, B.val + i * sb, g + i * M * N, da.p + i * sa, nullptr, M, K, N,
+                     da.fresh && (sa != 0 || i == 0));
+    if (db)
       for (int64_t i = 0; i < batches; ++i)
-        matmul_grads(A.val + i * sa, B.val + i * sb, g + i * M * N, nullptr, dB + i * sb, M, K, N);
+        matmul_grads(A.val + i * sa, B.val + i * sb, g + i * M * N, nullptr, db.p + i * sb, M, K, N,
+                     db.fresh && (sb != 0 || i == 0));
   }
 
   void transpose() {
-    if (!wants(n.a)) return;
+    const Slot da = slot(n.a);
+    if (!da) return;
     const Shape& s = in(n.a).shape;
     const int64_t Rows = s[s.rank() - 2], C = s[s.rank() - 1], mats = s.numel() / (Rows * C);
-    double* slot = t.ensure_grad(n.a);
     for (int64_t m = 0; m < mats; ++m)
-      for (int64_t r = 0; r < Rows; ++r)
-        for (int64_t c = 0; c < C; ++c) {
-          accumulate_into(slot[m * Rows * C + r * C + c], R(g[m * Rows * C + c * Rows + r]));
-        }
+      for (int64_t r = 0; r < Rows; ++r) {
+        const int64_t row = m * Rows * C + r * C;  // slot row r of matrix m, from g's column r
+        write_range(da, row, row + C, [&](int64_t e) { return R(g[m * Rows * C + (e - row) * Rows + r]); });
+      }
   }
 
   void slice() {
@@ -217,7 +237,17 @@ struct TapeRules {
     if (!wants(n.a)) return;
     double* slot = t.ensure_grad(n.a);
     const AxisLanes l = axis_lanes(n.shape, n.axis);
-    for (int64_t o = 0; o < l.outer; ++o)
+    int64_t o0 = 0;
+    if constexpr (std::is_same_v<R, double>) {
+      // Softmax over the last axis, eight lanes at a time (their serial sums overlap).
+      constexpr int G = 8;
+      if (n.op == Op::Softmax && l.inner == 1)
+        for (; o0 + G <= l.outer; o0 += G) {
+          const int64_t base = o0 * l.len;
+          gr_softmax_rows_bwd<G>(g + base, n.val + base, slot + base, l.len);
+        }
+    }
+    for (int64_t o = o0; o < l.outer; ++o)
       for (int64_t i = 0; i < l.inner; ++i) {
         const int64_t base = o * l.len * l.inner + i;
         if constexpr (std::is_same_v<R, double>) {
@@ -373,11 +403,8 @@ bool Tape::backward(Var loss) {
     ok_ = false;
     return false;
   }
-  for (Node& n : nodes_)  // intermediate gradients restart; parameter gradients accumulate
-    if (n.op != Op::Param) {
-      if (n.grad) zero_owned(n.grad, n.shape);
-      n.touched = false;
-    }
+  for (Node& n : nodes_)  // intermediate gradients restart (read as +0); parameter gradients accumulate
+    if (n.op != Op::Param) n.touched = false;
   if (!nodes_[loss.id].requires_grad) return true;  // no parameter upstream: nothing to do
   by_real([&](auto zero) {
     using R = decltype(zero);

@@ -46,7 +46,7 @@ bool Tape::usable(Op op, Var v) {
   return true;
 }
 
-Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape) {
+Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a) {
   Node& n = nodes_.emplace_back();
   n.op = op;
   n.a = a;
@@ -55,7 +55,7 @@ Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape) {
   n.pos_before = arena_.pos();
   const bool have_inputs = (a < 0 || nodes_[a].val) && (b < 0 || nodes_[b].val);
   n.requires_grad = (a >= 0 && nodes_[a].requires_grad) || (b >= 0 && nodes_[b].requires_grad);
-  if (have_inputs) n.val = arena_.alloc(shape.numel());
+  if (have_inputs) n.val = view_of_a ? nodes_[a].val : arena_.alloc(shape.numel());
   value_end_ = arena_.pos();
   return &n;
 }
@@ -119,15 +119,30 @@ void Tape::set_value(Var v, std::span<const double> values) {
   round_leaf(v);
 }
 
-double* Tape::ensure_grad(int32_t id) {
+double* Tape::grad_slot(int32_t id, bool& fresh) {
   Node& n = nodes_[id];
   if (!n.grad) {
     n.grad_pos = arena_.pos();
     n.grad = arena_.alloc(n.numel());
-    zero_owned(n.grad, n.shape);  // first touched by the threads that will accumulate into it
   }
+  fresh = !n.touched;
   n.touched = true;
+  if (fresh && poison_fresh_.load(std::memory_order_relaxed))
+    std::fill_n(n.grad, n.numel(), std::numeric_limits<double>::quiet_NaN());
   return n.grad;
+}
+
+std::atomic<bool> Tape::poison_fresh_{false};
+
+double* Tape::ensure_grad(int32_t id) {
+  bool fresh = false;
+  double* slot = grad_slot(id, fresh);
+  if (fresh) zero_owned(slot, nodes_[id].shape);  // by the threads that will accumulate into it
+  return slot;
+}
+
+void Tape::zero_if_untouched(Node& n) {
+  if (n.grad && !n.touched) zero_owned(n.grad, n.shape);
 }
 
 void Tape::reset_to(int32_t mark) {
@@ -139,8 +154,7 @@ void Tape::reset_to(int32_t mark) {
   nodes_.resize(static_cast<size_t>(mark));  // keeps capacity: no allocation next episode
   for (Node& n : nodes_) {
     if (n.grad && n.grad_pos >= to) n.grad = nullptr;  // its memory is being released
-    if (n.grad) zero_owned(n.grad, n.shape);  // a weight gradient: in dW's blocks (owned.h)
-    n.touched = false;
+    n.touched = false;  // a weight gradient kept: reads as +0 until backward writes it
   }
   arena_.rewind(to);
   value_end_ = to;
@@ -174,7 +188,9 @@ ConstTensorView Tape::value(Var v) const {
 }
 
 ConstTensorView Tape::grad(Var v) {
-  const Node& n = node(v);
+  node(v);  // checks v
+  Node& n = nodes_[static_cast<size_t>(v.id)];
+  zero_if_untouched(n);
   if (n.grad) return {n.shape, n.grad};
   if (static_cast<int64_t>(zeros_.size()) < n.numel()) zeros_.assign(static_cast<size_t>(n.numel()), 0.0);
   return {n.shape, zeros_.data()};
@@ -187,8 +203,10 @@ std::span<double> Tape::param_value(Var p) {
 }
 
 std::span<double> Tape::param_grad(Var p) {
-  const Node& n = node(p);
+  node(p);  // checks p
+  Node& n = nodes_[static_cast<size_t>(p.id)];
   if (n.op != Op::Param) throw Error("node " + std::to_string(p.id) + " is not a parameter");
+  zero_if_untouched(n);
   return {n.grad, static_cast<size_t>(n.numel())};
 }
 

@@ -14,6 +14,7 @@
 // the first message (naming the op and the shapes), later ops return an invalid Var without
 // touching memory, and backward refuses. Accessors called with an invalid Var throw gr::Error.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -44,7 +45,8 @@ inline constexpr int32_t kAllAxes = std::numeric_limits<int32_t>::min();
 struct Node {
   Op op = Op::Const;
   bool requires_grad = false;  // a parameter lies in its ancestor cone
-  bool touched = false;        // backward has added into its gradient this episode
+  bool touched = false;        // backward has written its gradient this episode; until then the
+                               // slot's memory holds anything and reads as all +0 (grad_slot)
   bool lazy = false;           // a constant declared by shape; values come later (device only)
   bool keepdims = false;       // axis reductions
   int32_t a = -1, b = -1;      // input node ids (-1: none)
@@ -143,7 +145,8 @@ class Tape {
   const std::string& error() const { return error_; }
   int32_t size() const { return static_cast<int32_t>(nodes_.size()); }
   int32_t mark() const { return size(); }
-  // Drop every node at id >= mark and zero (and un-touch) the gradients that remain.
+  // Drop every node at id >= mark and un-touch the gradients that remain: they read as zero
+  // (grad, param_grad) until the next backward writes them.
   void reset_to(int32_t mark);
   // Abandon a failed episode: reset_to(mark) and clear the poisoning. Poisoned ops append no
   // nodes, so every node that remains is good.
@@ -173,6 +176,9 @@ class Tape {
   const Node& node(int32_t id) const { return node(Var{id}); }
   ConstTensorView value(Var v) const;
   // The gradient; zeros when backward never reached v (const-only branches have no memory).
+  // Test hook, harsher than the default: fill every fresh gradient slot with NaN before a backward
+  // rule gets it, so a rule that reads a fresh slot or leaves an element unwritten shows.
+  static void poison_fresh_gradients(bool on) { poison_fresh_.store(on, std::memory_order_relaxed); }
   ConstTensorView grad(Var v);
   double scalar(Var v) const { return value(v).data[0]; }
   // A param's or const's storage, written in place (minibatch input slots are filled this way).
@@ -195,8 +201,18 @@ class Tape {
   float* scratch(size_t n);
   Var poison(Op op, const std::string& why);
   bool usable(Op op, Var v);
-  Node* push(Op op, int32_t a, int32_t b, const Shape& shape);
+  // `view_of_a`: the node's value is a's memory, not a copy (a reshape of an op's output: a
+  // recorded op's value never changes, and reset_to releases a with or before the view).
+  Node* push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a = false);
+  // The gradient slot of node `id`, marked touched. ensure_grad returns it ready to accumulate
+  // into (an untouched slot is zeroed first); grad_slot leaves an untouched slot as it is and sets
+  // `fresh`: the caller must then write every element, as `+0 + c` (gr_accumulate onto +0, the
+  // same bits as accumulating onto a zeroed slot), without reading it.
   double* ensure_grad(int32_t id);
+  double* grad_slot(int32_t id, bool& fresh);
+  static std::atomic<bool> poison_fresh_;
+  // An untouched slot that someone reads (grad, param_grad) is zeroed first.
+  void zero_if_untouched(Node& n);
   Var leaf(Op op, const Shape& shape, std::span<const double> values, bool lazy, bool frozen = false);
   template <class R, class F>
   Var binary(Op op, Var a, Var b, F f);

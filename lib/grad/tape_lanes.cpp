@@ -35,7 +35,14 @@ void Tape::lane_values(Node& n, const double* px, int ax) {
     if (n.op == Op::Softmax) gr_softmax_lane_fwd(x, y, l.len, stride);
     else gr_log_softmax_lane_fwd(x, y, l.len, stride);
   };
-  for (int64_t o = 0; o < l.outer; ++o)
+  int64_t o0 = 0;
+  if constexpr (std::is_same_v<R, double>) {
+    // Softmax over the last axis, eight lanes at a time (their serial chains overlap).
+    constexpr int G = 8;
+    if (n.op == Op::Softmax && l.inner == 1)
+      for (; o0 + G <= l.outer; o0 += G) gr_softmax_rows_fwd<G>(px + o0 * l.len, n.val + o0 * l.len, l.len);
+  }
+  for (int64_t o = o0; o < l.outer; ++o)
     for (int64_t i = 0; i < l.inner; ++i) {
       const int64_t base = o * l.len * l.inner + i;
       if constexpr (std::is_same_v<R, double>) {

@@ -268,8 +268,11 @@ Var Tape::reshape(Var x, std::span<const int64_t> shape) {
   }
   if (out.numel() != in.numel())
     return poison(Op::Reshape, "cannot reshape " + in.str() + " to " + out.str() + " (element counts differ)");
-  Node* n = push(Op::Reshape, x.id, -1, out);
-  if (n->val) std::memcpy(n->val, nodes_[x.id].val, static_cast<size_t>(out.numel()) * sizeof(double));
+  // A leaf's value can change (set_value, the optimizer, drop_value): copy it. An op's value is
+  // fixed once recorded: view it.
+  const bool leaf_input = nodes_[x.id].op == Op::Param || nodes_[x.id].op == Op::Const;
+  Node* n = push(Op::Reshape, x.id, -1, out, !leaf_input);
+  if (n->val && leaf_input) std::memcpy(n->val, nodes_[x.id].val, static_cast<size_t>(out.numel()) * sizeof(double));
   return Var{size() - 1};
 }
 

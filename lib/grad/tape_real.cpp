@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "grad/owned.h"
 #include "tensor/parallel.h"
 
 namespace gr {
@@ -23,7 +24,10 @@ void in_chunks(int64_t n, F&& f) {
 }  // namespace
 
 void matmul_in(Real real, const MatmulArgs& g, std::vector<float>& scratch, bool c_zero) {
-  if (real == Real::F64) return matmul_exact(g);
+  if (real == Real::F64) {
+    if (g.store == MatmulStore::Accumulate && c_zero) zero_owned(g.c, Shape{g.m, g.n});  // C is read
+    return matmul_exact(g);
+  }
   // A and B are narrowed as the matmul packs them; C goes through a float copy.
   const int64_t nc = g.m * g.n;
   if (scratch.size() < static_cast<size_t>(nc)) scratch.resize(static_cast<size_t>(nc));

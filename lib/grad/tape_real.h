@@ -19,6 +19,12 @@ inline void accumulate_into(double& slot, R c) {
   slot = static_cast<double>(gr_accumulate(static_cast<R>(slot), c));
 }
 
+// The first contribution to a fresh slot (Tape::grad_slot): +0 + c in R, the slot not read.
+template <class R>
+inline void first_into(double& slot, R c) {
+  slot = static_cast<double>(gr_accumulate(R(0), c));
+}
+
 // n elements of a strided lane to a contiguous float copy, and back.
 inline void narrow_lane(const double* src, int64_t n, int64_t stride, float* dst) {
   for (int64_t k = 0; k < n; ++k) dst[k] = static_cast<float>(src[k * stride]);
@@ -37,8 +43,9 @@ inline void widen(const float* __restrict src, int64_t n, double* __restrict dst
 
 // matmul_exact over the tape's storage: f64 as it is; f32 the float contract (MatmulArgsF32,
 // gr_dot<float>) over A and B narrowed as they are packed, C through a float copy in `scratch`. `c_zero`: an
-// accumulating C is all +0 (a gradient slot nothing has reached yet), so f32 need not read it:
-// +0 + acc is acc, except that it turns −0 into +0, which the widening does (acc + 0.0f).
+// accumulating C is a fresh gradient slot (Tape::grad_slot): it reads as all +0 but its memory
+// holds anything. f64 zeroes it and accumulates; f32 does not read it: +0 + acc is acc, except
+// that it turns −0 into +0, which the widening does (acc + 0.0f).
 void matmul_in(Real real, const MatmulArgs& args, std::vector<float>& scratch, bool c_zero = false);
 
 }  // namespace gr
