@@ -294,3 +294,62 @@ TEST_CASE("the gradient norm's lanes: whole, in the update's pass, on threads an
     }
   }
 }
+
+// Without clipping, several threads run the norm alongside the update (Optimizer::step_norm_alongside):
+// task 0 updates each parameter's head and continues the lanes over the tail while the others
+// update the tail. Every element must still be updated exactly once: the same weights and moments
+// as one thread, bitwise, and the same norm.
+TEST_CASE("Adam without clipping on 1, 2 and 3 threads: the same weights, moments and norm", "[optimizer]") {
+  std::mt19937_64 rng(4242);
+  std::uniform_real_distribution<double> u(-2.0, 2.0);
+  const std::vector<int64_t> sizes = {1, 17, 5000, 8191, 8192, 8193, 20000, 40001};
+  for (const Real real : {Real::F64, Real::F32}) {
+    for (int trial = 0; trial < 4; ++trial) {
+      std::vector<int64_t> shape_of;
+      for (int k = 0; k < 4; ++k) shape_of.push_back(sizes[rng() % sizes.size()]);
+      shape_of.push_back(40001);  // enough elements for the threaded step
+      std::vector<std::vector<double>> coef;
+      for (int64_t n : shape_of) {
+        std::vector<double> c(static_cast<size_t>(n));
+        for (double& x : c) x = real == Real::F32 ? static_cast<float>(u(rng)) : u(rng);
+        coef.push_back(c);
+      }
+      std::vector<std::vector<double>> weights, moments;
+      std::vector<double> norms;
+      for (const int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        Tape t(real);
+        Optimizer opt = Optimizer::adam(1e-2);
+        std::vector<Var> ps;
+        for (int64_t n : shape_of) {
+          ps.push_back(t.param(Shape{n}, std::vector<double>(static_cast<size_t>(n), 0.5)));
+          opt.add(t, ps.back());
+        }
+        const int32_t mark = t.mark();
+        for (int s = 0; s < 3; ++s) {
+          Var loss{};
+          for (size_t k = 0; k < ps.size(); ++k) {
+            const Var l = linear_loss(t, t.mul(ps[k], ps[k]), coef[k]);  // gradient 2·c·w: changes per step
+            loss = k == 0 ? l : t.add(loss, l);
+          }
+          REQUIRE(t.backward(loss));
+          opt.step(t);
+          norms.push_back(opt.last_grad_norm());
+          t.reset_to(mark);
+        }
+        std::vector<double> w, mv;
+        for (Var p : ps) w.insert(w.end(), t.param_value(p).begin(), t.param_value(p).end());
+        mv.insert(mv.end(), opt.m_flat().begin(), opt.m_flat().end());
+        mv.insert(mv.end(), opt.v_flat().begin(), opt.v_flat().end());
+        weights.push_back(w);
+        moments.push_back(mv);
+      }
+      set_num_threads(1);
+      for (int k = 1; k < 3; ++k) {
+        REQUIRE(std::memcmp(weights[k].data(), weights[0].data(), weights[0].size() * sizeof(double)) == 0);
+        REQUIRE(std::memcmp(moments[k].data(), moments[0].data(), moments[0].size() * sizeof(double)) == 0);
+        for (int s = 0; s < 3; ++s) REQUIRE(norms[static_cast<size_t>(3 * k + s)] == norms[static_cast<size_t>(s)]);
+      }
+    }
+  }
+}

@@ -15,6 +15,9 @@ namespace {
 
 constexpr int64_t kParallelElems = 1 << 15;
 constexpr int64_t kNormChunk = 64;  // elements per update chunk when the norm rides along
+// Continuing the norm's lanes over a gradient element costs about this fraction of updating one
+// (a read of g against a read of w, g, m, v and a write of w, m, v): it sizes task 0's share.
+constexpr double kNormPerUpdate = 0.25;
 
 static_assert(std::tuple_size_v<Optimizer::NormLanes> == GR_NORM_LANES);
 
@@ -208,10 +211,44 @@ void Optimizer::update_elements(Tape& tape, size_t i, int64_t lo, int64_t n, con
   });
 }
 
+// No clipping, several threads: the norm is only logged, so it need not come first. Task 0
+// updates the head of every parameter with the norm's lanes riding along, then continues the
+// lanes over the tail (gradients are only read by the update); the other tasks update the tails
+// meanwhile. Each element is still updated once, and the lanes still run over every element in
+// order, so the bits are those of one thread. Task 0's head is shorter, so the tasks end together.
+void Optimizer::step_norm_alongside(Tape& tape) {
+  begin_step(0.0);
+  const int64_t others = num_threads() - 1;
+  // Task 0: h·U + (1 − h)·N; each other task: (1 − h)·U / others. Equal when h is:
+  const double q = 1.0 / static_cast<double>(others);
+  const double head = (q - kNormPerUpdate) / (1.0 + q - kNormPerUpdate);
+  NormLanes lanes{};
+  parallel_for(others + 1, [&](int64_t task) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!tape.node(params_[i].var).touched) continue;
+      const int64_t n = params_[i].len;
+      const double* g = tape.param_grad(params_[i].var).data();
+      // A whole number of norm chunks in the head; a small parameter stays whole on task 0.
+      const int64_t cut = n < kParallelElems / 4 ? n : static_cast<int64_t>(head * static_cast<double>(n)) / kNormChunk * kNormChunk;
+      if (task == 0) {
+        update_serial(tape, i, 0, cut, g, &lanes);
+        add_lanes(real_, lanes, g + cut, n - cut, cut);
+        continue;
+      }
+      const int64_t per = (n - cut + others - 1) / others;
+      const int64_t a = cut + (task - 1) * per, len = std::min(n, a + per) - a;
+      if (len > 0) update_serial(tape, i, a, len, g + a);
+    }
+  });
+  last_norm_ = norm_from_lanes(lanes);
+}
+
 void Optimizer::step(Tape& tape) {
-  // Clipping needs the norm first; on several threads it comes first too (sixteen lanes are a
-  // short pass), then the elements are split over the threads.
-  if (clip_ > 0.0 || (num_threads() >= 2 && m_.size() >= static_cast<size_t>(kParallelElems))) {
+  if (clip_ <= 0.0 && num_threads() >= 2 && m_.size() >= static_cast<size_t>(kParallelElems))
+    return step_norm_alongside(tape);
+  // Clipping needs the norm first (sixteen lanes are a short pass); then the elements are split
+  // over the threads.
+  if (clip_ > 0.0) {
     begin_step(grad_norm(tape));
     for (size_t i = 0; i < params_.size(); ++i) {
       if (!tape.node(params_[i].var).touched) continue;  // backward never reached it: skip, do not decay

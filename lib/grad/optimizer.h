@@ -103,6 +103,7 @@ class Optimizer {
   void update_elements(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g);  // over the threads
   // On this thread; with `lanes`, also continues the norm's lanes over g (in the tape's precision).
   void update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const double* g, NormLanes* lanes = nullptr);
+  void step_norm_alongside(Tape& tape);  // no clipping, several threads
   struct Entry {
     Var var;
     double l2;
