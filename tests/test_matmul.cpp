@@ -69,7 +69,7 @@ struct Layout {
 void check_shape(Gen& g, int64_t m, int64_t k, int64_t n, Layout lay) {
   const auto a = g.fill(m * k), b = g.fill(k * n), c0 = g.fill(m * n);
   const MatmulArgs args = gr::test::layout_args(a.data(), b.data(), m, k, n, lay.a_trans, lay.b_trans);
-  for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
+  for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate, MatmulStore::OntoZero}) {
     const auto [want, got] = gr::test::reference_and_exact(args, c0, store);
     const bool ok = bytes_equal(want, got);
     std::string where = "none";
@@ -88,14 +88,14 @@ TEST_CASE("matmul_reference is the serial-k fma loop", "[matmul]") {
   Gen g(1);
   const int64_t m = 7, k = 13, n = 5;
   const auto a = g.fill(m * k), b = g.fill(k * n), c0 = g.fill(m * n);
-  for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
+  for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate, MatmulStore::OntoZero}) {
     std::vector<double> want = c0, got = c0;
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double acc = 0.0;
         for (int64_t kk = 0; kk < k; ++kk) acc = std::fma(a[static_cast<size_t>(i * k + kk)], b[static_cast<size_t>(kk * n + j)], acc);
         double& c = want[static_cast<size_t>(i * n + j)];
-        c = store == MatmulStore::Accumulate ? c + acc : acc;
+        c = store == MatmulStore::Accumulate ? c + acc : store == MatmulStore::OntoZero ? 0.0 + acc : acc;
       }
     MatmulArgs args{a.data(), k, 1, b.data(), n, 1, got.data(), m, k, n, store};
     gr::matmul_reference(args);
@@ -175,7 +175,7 @@ TEST_CASE("matmul_exact matches reference on padded and strided views", "[matmul
     const int64_t a_len = (v.m - 1) * v.a_rs + (v.k - 1) * v.a_cs + 1;
     const int64_t b_len = (v.k - 1) * v.b_rs + (v.n - 1) * v.b_cs + 1;
     const auto a = g.fill(a_len), b = g.fill(b_len), c0 = g.fill(v.m * v.n);
-    for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
+    for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate, MatmulStore::OntoZero}) {
       std::vector<double> want = c0, got = c0;
       MatmulArgs args{a.data(), v.a_rs, v.a_cs, b.data(), v.b_rs, v.b_cs, want.data(), v.m, v.k, v.n, store};
       gr::matmul_reference(args);
@@ -211,7 +211,7 @@ TEST_CASE("matmul_exact: signed zeros, infinities and NaN", "[matmul]") {
           return v;
         };
         const auto a = fill(m * k), b = fill(k * n), c0 = fill(m * n);
-        for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
+        for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate, MatmulStore::OntoZero}) {
           std::vector<double> want = c0, got = c0;
           MatmulArgs args{a.data(), k, 1, b.data(), n, 1, want.data(), m, k, n, store};
           gr::matmul_reference(args);
@@ -251,7 +251,7 @@ TEST_CASE("matmul: 1 and N threads give identical bytes", "[matmul][threads]") {
     for (double& v : a) v = next();
     for (double& v : b) v = next();
     std::vector<double> c4 = c1;
-    for (gr::MatmulStore store : {gr::MatmulStore::Overwrite, gr::MatmulStore::Accumulate}) {
+    for (gr::MatmulStore store : {gr::MatmulStore::Overwrite, gr::MatmulStore::Accumulate, gr::MatmulStore::OntoZero}) {
       gr::set_num_threads(1);
       gr::matmul_exact({a.data(), K, 1, b.data(), N, 1, c1.data(), M, K, N, store});
       gr::set_num_threads(4);
@@ -289,6 +289,41 @@ TEST_CASE("matmul_exact: thread grids over rows and columns match the reference"
       INFO("threads=" << threads);
       check_shape(g, c.m, c.k, c.n, c.lay);
     }
+  }
+  gr::set_num_threads(1);
+}
+
+// OntoZero (a fresh gradient slot): C = +0 + acc, C never read. With products that all underflow,
+// every acc is ±0 (the sign of the last product), so Overwrite leaves −0s and OntoZero must turn
+// each into +0 on every path: row streaming, tiles, the swapped transposed store, k slices, threads.
+TEST_CASE("matmul_exact OntoZero: +0 + acc on every path, C not read", "[matmul]") {
+  std::mt19937_64 rng(99);
+  struct Case {
+    int64_t m, k, n;
+    bool a_trans;
+    int threads;
+  };
+  const Case cases[] = {{5, 20, 300, false, 1}, {64, 30, 64, false, 1}, {200, 64, 6, true, 1},
+                        {20, 1000, 40, false, 1}, {64, 50, 256, false, 2}, {130, 40, 70, true, 2}};
+  for (const Case& cs : cases) {
+    gr::set_num_threads(cs.threads);
+    std::vector<double> a(static_cast<size_t>(cs.m * cs.k)), b(static_cast<size_t>(cs.k * cs.n));
+    for (double& x : a) x = std::ldexp(static_cast<double>(1 + rng() % 7), -600) * (rng() % 2 ? -1.0 : 1.0);
+    for (double& x : b) x = std::ldexp(static_cast<double>(1 + rng() % 7), -600) * (rng() % 2 ? -1.0 : 1.0);
+    const std::vector<double> c0(static_cast<size_t>(cs.m * cs.n), std::numeric_limits<double>::quiet_NaN());
+    const MatmulArgs args = gr::test::layout_args(a.data(), b.data(), cs.m, cs.k, cs.n, cs.a_trans, false);
+    const auto [want, got] = gr::test::reference_and_exact(args, c0, MatmulStore::OntoZero);
+    INFO("M=" << cs.m << " K=" << cs.k << " N=" << cs.n << " aT=" << cs.a_trans << " threads=" << cs.threads);
+    REQUIRE(bytes_equal(want, got));
+    const auto [over_want, over_got] = gr::test::reference_and_exact(args, c0, MatmulStore::Overwrite);
+    REQUIRE(bytes_equal(over_want, over_got));
+    int64_t negative_zeros = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      REQUIRE(got[i] == 0.0);
+      REQUIRE(!std::signbit(got[i]));
+      if (std::signbit(over_got[i])) ++negative_zeros;
+    }
+    CHECK(negative_zeros > 0);  // the case can tell OntoZero from Overwrite
   }
   gr::set_num_threads(1);
 }

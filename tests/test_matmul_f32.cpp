@@ -44,7 +44,7 @@ void check_shape(std::mt19937_64& rng, int64_t m, int64_t k, int64_t n, bool at,
   const auto a = fill(rng, m * k), b = fill(rng, k * n), c0 = fill(rng, m * n);
   const std::vector<double> a64(a.begin(), a.end()), b64(b.begin(), b.end());
   const MatmulArgsF32 x = gr::test::layout_args(a.data(), b.data(), m, k, n, at, bt);
-  for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
+  for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate, MatmulStore::OntoZero}) {
     const auto [want, got] = gr::test::reference_and_exact(x, c0, store);
     INFO("f32 M=" << m << " K=" << k << " N=" << n << " aT=" << at << " bT=" << bt
                   << " accumulate=" << (store == MatmulStore::Accumulate));
@@ -64,7 +64,7 @@ TEST_CASE("f32 matmul_reference is the serial-k fmaf loop", "[matmul][f32]") {
   std::mt19937_64 rng(1);
   const int64_t m = 7, k = 13, n = 5;
   const auto a = fill(rng, m * k), b = fill(rng, k * n), c0 = fill(rng, m * n);
-  for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate}) {
+  for (MatmulStore store : {MatmulStore::Overwrite, MatmulStore::Accumulate, MatmulStore::OntoZero}) {
     std::vector<float> want = c0, got = c0;
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
@@ -72,7 +72,7 @@ TEST_CASE("f32 matmul_reference is the serial-k fmaf loop", "[matmul][f32]") {
         for (int64_t kk = 0; kk < k; ++kk)
           acc = std::fmaf(a[static_cast<size_t>(i * k + kk)], b[static_cast<size_t>(kk * n + j)], acc);
         float& c = want[static_cast<size_t>(i * n + j)];
-        c = store == MatmulStore::Accumulate ? c + acc : acc;
+        c = store == MatmulStore::Accumulate ? c + acc : store == MatmulStore::OntoZero ? 0.0f + acc : acc;
       }
     gr::matmul_reference(MatmulArgsF32{a.data(), k, 1, b.data(), n, 1, got.data(), m, k, n, store});
     REQUIRE(bytes_equal(want, got));

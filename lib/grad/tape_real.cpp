@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "grad/owned.h"
 #include "tensor/parallel.h"
 
 namespace gr {
@@ -25,8 +24,10 @@ void in_chunks(int64_t n, F&& f) {
 
 void matmul_in(Real real, const MatmulArgs& g, std::vector<float>& scratch, bool c_zero) {
   if (real == Real::F64) {
-    if (g.store == MatmulStore::Accumulate && c_zero) zero_owned(g.c, Shape{g.m, g.n});  // C is read
-    return matmul_exact(g);
+    if (g.store != MatmulStore::Accumulate || !c_zero) return matmul_exact(g);
+    MatmulArgs onto = g;  // a fresh slot: +0 + acc, C not read
+    onto.store = MatmulStore::OntoZero;
+    return matmul_exact(onto);
   }
   // A and B are narrowed as the matmul packs them; C goes through a float copy.
   const int64_t nc = g.m * g.n;

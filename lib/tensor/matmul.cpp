@@ -122,6 +122,7 @@ constexpr int64_t kRowsPathMinN = 128;
 constexpr int64_t kSwapMaxN = GR_MM_SWAP_MAX_N;  // narrow C computed as Cᵀ = Bᵀ·Aᵀ ...
 constexpr int64_t kSwapMinM = GR_MM_SWAP_MIN_M;  // ... when it has at least this many rows
 constexpr int kTransInit = 1, kTransDst = 2;     // kernel's `trans` bits: init / dst hold the tile transposed
+constexpr int kPlusZero = 4;  // and: an overwriting store writes acc + 0 (MatmulStore::OntoZero)
 
 // A 64-byte-aligned scratch buffer that only grows: steady-state calls allocate nothing.
 template <class T>
@@ -150,7 +151,8 @@ struct Scratch {
 // panel whose k rows are ldb apart (NR when packed, b_rs when B is read in place), over kc steps.
 //   init == nullptr: acc starts at +0.0 (the start of the k loop);
 //   otherwise acc starts at init[r*ld_init + j] (the running value parked by the previous slice).
-//   At the end: dst[r*ld_dst + j] = acc, or with `accumulate`, dst = dst + acc.
+//   At the end: dst[r*ld_dst + j] = acc, or with `accumulate`, dst = dst + acc; or with the
+//   kPlusZero bit (and not `accumulate`), dst = acc + 0.
 // Only the first n_valid columns are read from init and written to dst.
 // A is an MR-stride packed panel, or with `direct_a` A itself: A(r, k) = ap[r*ars + k*acs].
 template <class T, int mr, int nv, bool direct_a>
@@ -201,6 +203,7 @@ void kernel(const T* __restrict ap, int64_t ars, int64_t acs, const T* __restric
     bp += ldb;
   }
 
+  const bool plus_zero = trans & kPlusZero;
 #pragma GCC unroll 16
   for (int r = 0; r < mr; ++r) {
     T* out = dst + r * ld_dst;
@@ -210,13 +213,15 @@ void kernel(const T* __restrict ap, int64_t ars, int64_t acs, const T* __restric
       for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);
       for (int j = 0; j < n_valid; ++j) {
         T& o = dst[j * ld_dst + r];
-        o = accumulate ? o + tmp[j] : tmp[j];
+        o = accumulate ? o + tmp[j] : plus_zero ? tmp[j] + T(0) : tmp[j];
       }
     } else if (full) {
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) {
         if (accumulate)
           store_v(out + v * W, load_v(out + v * W) + acc[r][v]);
+        else if (plus_zero)
+          store_v(out + v * W, acc[r][v] + V{});
         else
           store_v(out + v * W, acc[r][v]);
       }
@@ -224,7 +229,7 @@ void kernel(const T* __restrict ap, int64_t ars, int64_t acs, const T* __restric
       T tmp[nv * W];
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);
-      for (int j = 0; j < n_valid; ++j) out[j] = accumulate ? out[j] + tmp[j] : tmp[j];
+      for (int j = 0; j < n_valid; ++j) out[j] = accumulate ? out[j] + tmp[j] : plus_zero ? tmp[j] + T(0) : tmp[j];
     }
   }
 }
@@ -320,7 +325,7 @@ void reference(const MatmulArgsOf<T>& x) {
     for (int64_t j = 0; j < x.n; ++j) {
       const T acc = gr_dot(x.a + i * x.a_rs, x.a_cs, x.b + j * x.b_cs, x.b_rs, x.k);
       T& c = x.c[i * x.n + j];
-      c = x.store == MatmulStore::Accumulate ? c + acc : acc;
+      c = x.store == MatmulStore::Accumulate ? c + acc : x.store == MatmulStore::OntoZero ? T(0) + acc : acc;
     }
   }
 }
@@ -337,6 +342,7 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
   const int64_t M = x.m, N = x.n, K = x.k;
   if (M <= 0 || N <= 0) return;
   const bool accumulate = x.store == MatmulStore::Accumulate;
+  const bool onto_zero = x.store == MatmulStore::OntoZero;
   if (K <= 0) {  // acc = +0.0; C = C + 0.0 still turns -0.0 into +0.0, so do the add.
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
@@ -406,7 +412,10 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
             const int64_t i = i0 + ip, j = j0 + jp;
             T* c_tile = trans_c ? x.c + j * ldc + i : x.c + i * ldc + j;
             const int t_c = trans_c ? kTransInit | kTransDst : 0;
-            int trans = t_c & kTransDst;
+            // OntoZero: every store into C adds +0. A running acc parked in C between k slices
+            // then resumes from +0 where it was −0, which changes no final bit: fma(a, b, ±0)
+            // differs only when a·b is ±0 itself, and the final + 0 maps either zero to +0.
+            int trans = (t_c & kTransDst) | (onto_zero ? kPlusZero : 0);
             const T* init = nullptr;
             int64_t ld_init = 0;
             T* dst = c_tile;

@@ -14,7 +14,9 @@
 
 namespace gr {
 
-enum class MatmulStore { Overwrite, Accumulate };
+// Overwrite: C = acc. Accumulate: C = C + acc. OntoZero: C = +0 + acc without reading C (a
+// gradient slot nobody has written yet): Overwrite's bits, except that −0 becomes +0.
+enum class MatmulStore { Overwrite, Accumulate, OntoZero };
 
 // T: the arithmetic and C's type; S: how A and B are stored (S = T, or double holding floats).
 template <class T, class S = T>

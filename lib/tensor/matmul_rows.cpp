@@ -85,6 +85,9 @@ void rows(const MatmulArgsOf<T>& x, int64_t ldc) {
       if (accumulate)
         for (int64_t i = 0; i < r; ++i)
           for (int64_t j = 0; j < nb; ++j) c[i * ldc + j] = c[i * ldc + j] + acc[i * nb + j];
+      else if (x.store == MatmulStore::OntoZero)  // C = +0 + acc: only −0 changes
+        for (int64_t i = 0; i < r; ++i)
+          for (int64_t j = 0; j < nb; ++j) c[i * ldc + j] = c[i * ldc + j] + T(0);
     }
   }
 }
