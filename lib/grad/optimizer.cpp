@@ -219,9 +219,10 @@ void Optimizer::update_elements(Tape& tape, size_t i, int64_t lo, int64_t n, con
 void Optimizer::step_norm_alongside(Tape& tape) {
   begin_step(0.0);
   const int64_t others = num_threads() - 1;
-  // Task 0: h·U + (1 − h)·N; each other task: (1 − h)·U / others. Equal when h is:
+  // Task 0: h·U + (1 − h)·N; each other task: (1 − h)·U / others. Equal when h is the value
+  // below; with many threads the norm alone outweighs a share (h < 0), and task 0 updates nothing.
   const double q = 1.0 / static_cast<double>(others);
-  const double head = (q - kNormPerUpdate) / (1.0 + q - kNormPerUpdate);
+  const double head = std::max(0.0, (q - kNormPerUpdate) / (1.0 + q - kNormPerUpdate));
   NormLanes lanes{};
   parallel_for(others + 1, [&](int64_t task) {
     for (size_t i = 0; i < params_.size(); ++i) {
