@@ -22,27 +22,15 @@ void in_chunks(int64_t n, F&& f) {
 
 }  // namespace
 
-void matmul_in(Real real, const MatmulArgs& g, std::vector<float>& scratch, bool c_zero) {
-  if (real == Real::F64) {
-    if (g.store != MatmulStore::Accumulate || !c_zero) return matmul_exact(g);
-    MatmulArgs onto = g;  // a fresh slot: +0 + acc, C not read
-    onto.store = MatmulStore::OntoZero;
-    return matmul_exact(onto);
-  }
+void matmul_in(Real real, const MatmulArgs& g, std::vector<float>& scratch) {
+  if (real == Real::F64) return matmul_exact(g);
   // A and B are narrowed as the matmul packs them; C goes through a float copy.
   const int64_t nc = g.m * g.n;
   if (scratch.size() < static_cast<size_t>(nc)) scratch.resize(static_cast<size_t>(nc));
   float* c = scratch.data();
-  const bool onto_zero = g.store == MatmulStore::Accumulate && c_zero;
-  if (g.store == MatmulStore::Accumulate && !onto_zero) in_chunks(nc, [&](int64_t lo, int64_t n) { narrow(g.c + lo, n, c + lo); });
-  matmul_exact(MatmulArgsF32From64{g.a, g.a_rs, g.a_cs, g.b, g.b_rs, g.b_cs, c, g.m, g.k, g.n,
-                                   onto_zero ? MatmulStore::Overwrite : g.store});
-  in_chunks(nc, [&](int64_t lo, int64_t n) {
-    if (onto_zero)  // = gr_accumulate(+0, acc): +0 + acc, which only turns -0 into +0
-      for (int64_t k = lo; k < lo + n; ++k) g.c[k] = static_cast<double>(gr_radd(c[k], 0.0f));
-    else
-      widen(c + lo, n, g.c + lo);
-  });
+  if (g.store == MatmulStore::Accumulate) in_chunks(nc, [&](int64_t lo, int64_t n) { narrow(g.c + lo, n, c + lo); });
+  matmul_exact(MatmulArgsF32From64{g.a, g.a_rs, g.a_cs, g.b, g.b_rs, g.b_cs, c, g.m, g.k, g.n, g.store});
+  in_chunks(nc, [&](int64_t lo, int64_t n) { widen(c + lo, n, g.c + lo); });
 }
 
 }  // namespace gr

@@ -42,10 +42,8 @@ inline void widen(const float* __restrict src, int64_t n, double* __restrict dst
 }
 
 // matmul_exact over the tape's storage: f64 as it is; f32 the float contract (MatmulArgsF32,
-// gr_dot<float>) over A and B narrowed as they are packed, C through a float copy in `scratch`. `c_zero`: an
-// accumulating C is a fresh gradient slot (Tape::grad_slot): it reads as all +0 but its memory
-// holds anything. Neither reads it: f64 stores with MatmulStore::OntoZero (acc + 0), f32 overwrites
-// its float copy and adds +0 as it widens (acc + 0.0f); +0 + acc is acc except that −0 becomes +0.
-void matmul_in(Real real, const MatmulArgs& args, std::vector<float>& scratch, bool c_zero = false);
+// gr_dot<float>) over A and B narrowed as they are packed, C through a float copy in `scratch`
+// (read only for MatmulStore::Accumulate; OntoZero, a fresh gradient slot, is never read).
+void matmul_in(Real real, const MatmulArgs& args, std::vector<float>& scratch);
 
 }  // namespace gr
