@@ -7,7 +7,8 @@
 //     (and the register tile across i), never across k.
 //   * The FMA is an explicit intrinsic (fma_v) or __builtin_fma, never a contraction the compiler
 //     chose: -ffp-contract=off stays on for the whole project, so nothing else is fused.
-//   * Packing A and B into contiguous panels only copies values.
+//   * Packing A and B into contiguous panels (matmul_pack.h) only copies values; a transposed B
+//     is transposed in registers, W x W at a time.
 //   * The k loop is cut into KC-long slices for the caches, but the running accumulator flows
 //     through: at the end of a slice it is stored as a double (exactly) and the next slice reloads
 //     it and carries on. The sequence of roundings is the same as one unbroken loop. Overwrite
@@ -26,7 +27,7 @@
 #include "tensor/matmul.h"
 
 #include "gr_reduce.h"
-#include "tensor/matmul_simd.h"
+#include "tensor/matmul_pack.h"
 #include "tensor/parallel.h"
 
 #include <algorithm>
@@ -113,6 +114,8 @@ struct Geo {
 };
 constexpr int kGridNR = Geo<double>::NR;  // output_grid's column panels: the double tile's width
 using detail::load_v;
+using detail::pack_a;
+using detail::pack_b;
 using detail::store_v;
 constexpr int64_t kDirectBRows = GR_MM_DIRECT_B_ROWS;
 constexpr int64_t kDirectBLd = GR_MM_DIRECT_B_LD;
@@ -255,70 +258,6 @@ constexpr KernelTable<T, rs...> make_table(std::integer_sequence<int, rs...>) {
 template <class T>
 constexpr auto kTable = make_table<T>(std::make_integer_sequence<int, MR>{});
 
-// Pack B(k0 .. k0+kc, j0 .. j0+nc) into NR-wide panels, k-major within a panel, zero padded.
-// Full panels take constant-width paths the compiler turns into vector copies / unrolled loads.
-// With `ragged_only` (B read in place) only a ragged last panel is packed.
-// Values stored as S (double holding floats) are narrowed on the way: static_cast is exact for them.
-template <class T, class S>
-void pack_b(const MatmulArgsOf<T, S>& x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, T* out, bool ragged_only) {
-  constexpr int NR = Geo<T>::NR;
-  const int64_t rs = x.b_rs, cs = x.b_cs;
-  for (int64_t jp = 0; jp < nc; jp += NR) {
-    const int64_t w = nc - jp < NR ? nc - jp : NR;
-    if (ragged_only && w == NR) continue;
-    T* d = out + jp * kc;
-    const S* s = x.b + k0 * rs + (j0 + jp) * cs;
-    if (w == NR && cs == 1) {  // row-major B: each k row of the panel is NR contiguous values
-      for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) {
-        if constexpr (std::is_same_v<T, S>) {
-          std::memcpy(d, s, NR * sizeof(T));
-        } else {
-          for (int j = 0; j < NR; ++j) d[j] = static_cast<T>(s[j]);
-        }
-      }
-    } else if (w == NR) {  // strided / transposed B: NR independent streams along k
-      for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) {
-#pragma GCC unroll 32
-        for (int j = 0; j < NR; ++j) d[j] = static_cast<T>(s[j * cs]);
-      }
-    } else {  // ragged last panel
-      for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) {
-        std::memset(d, 0, NR * sizeof(T));  // the kernel loads whole vectors: pad with zeros
-        for (int64_t j = 0; j < w; ++j) d[j] = static_cast<T>(s[j * cs]);
-      }
-    }
-  }
-}
-
-// Pack A(i0 .. i0+mc, k0 .. k0+kc) into MR-tall panels, k-major within a panel. A ragged last
-// panel keeps the MR stride; its missing rows are never read (its kernel has fewer rows).
-template <class T, class S>
-void pack_a(const MatmulArgsOf<T, S>& x, int64_t i0, int64_t mc, int64_t k0, int64_t kc, T* out) {
-  const int64_t rs = x.a_rs, cs = x.a_cs;
-  for (int64_t ip = 0; ip < mc; ip += MR) {
-    const int64_t h = mc - ip < MR ? mc - ip : MR;
-    T* d = out + ip * kc;
-    const S* s = x.a + (i0 + ip) * rs + k0 * cs;
-    if (h == MR && rs == 1) {  // transposed A: each k column of the panel is MR contiguous values
-      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs) {
-        if constexpr (std::is_same_v<T, S>) {
-          std::memcpy(d, s, MR * sizeof(T));
-        } else {
-          for (int i = 0; i < MR; ++i) d[i] = static_cast<T>(s[i]);
-        }
-      }
-    } else if (h == MR) {  // row-major A: MR streams along k
-      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs) {
-#pragma GCC unroll 32
-        for (int i = 0; i < MR; ++i) d[i] = static_cast<T>(s[i * rs]);
-      }
-    } else {  // ragged last panel
-      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs)
-        for (int64_t i = 0; i < h; ++i) d[i] = static_cast<T>(s[i * rs]);
-    }
-  }
-}
-
 template <class T>
 void reference(const MatmulArgsOf<T>& x) {
   for (int64_t i = 0; i < x.m; ++i) {
@@ -395,10 +334,10 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
     for (int64_t k0 = 0; k0 < K; k0 += KC) {
       const int64_t kc = K - k0 < KC ? K - k0 : KC;
       const bool first = k0 == 0, last = k0 + kc == K;
-      pack_b(x, k0, kc, j0, nc, bp, direct_b);
+      pack_b<NR>(x, k0, kc, j0, nc, bp, direct_b);
       for (int64_t i0 = 0; i0 < M; i0 += MC) {
         const int64_t mc = M - i0 < MC ? M - i0 : MC;
-        if (!direct_a) pack_a(x, i0, mc, k0, kc, ap);
+        if (!direct_a) pack_a<MR>(x, i0, mc, k0, kc, ap);
         for (int64_t jp = 0; jp < nc; jp += NR) {
           const int n_valid = static_cast<int>(nc - jp < NR ? nc - jp : NR);
           const int nv = (n_valid + W - 1) / W;

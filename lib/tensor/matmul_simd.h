@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 // SIMD width in doubles. GCC vector extensions lower to whatever the target has (AVX-512, AVX2,
 // SSE2, or scalar code), so the same source is correct with any -march.
@@ -76,6 +77,41 @@ inline typename Simd<T>::V load_v(const T* p) {
 template <class T>
 inline void store_v(T* p, typename Simd<T>::V v) {
   std::memcpy(p, &v, sizeof v);
+}
+
+// Transposes a W x W block in registers: on entry r[i] holds row i (lane l = column l), on exit
+// r[l] holds column l. log2(W) butterfly levels; level h swaps the off-diagonal h x h blocks of
+// every 2h x 2h block, so after all levels each element (i, l) sits at (l, i). Only moves values.
+template <class T, int H>
+inline void transpose_level(typename Simd<T>::V* r) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  using I = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
+  typedef I M __attribute__((vector_size(sizeof(V))));
+  // new r[i] lane l: (l mod 2H) < H ? r[i][l] : r[j][l - H]; new r[j]: r[i][l + H] or r[j][l]
+  constexpr auto masks = [] {
+    struct { I lo[W], hi[W]; } m{};
+    for (int l = 0; l < W; ++l) {
+      const int blk = l & ~(2 * H - 1), off = l & (2 * H - 1);
+      m.lo[l] = off < H ? blk + off : W + blk + off - H;
+      m.hi[l] = off < H ? blk + off + H : W + blk + off;
+    }
+    return m;
+  }();
+  M lo, hi;
+  std::memcpy(&lo, masks.lo, sizeof lo);
+  std::memcpy(&hi, masks.hi, sizeof hi);
+  for (int i = 0; i < W; ++i) {
+    if (i & H) continue;
+    const V a = r[i], b = r[i + H];
+    r[i] = __builtin_shuffle(a, b, lo);
+    r[i + H] = __builtin_shuffle(a, b, hi);
+  }
+}
+template <class T, int H = Simd<T>::W / 2>
+inline void transpose_block(typename Simd<T>::V* r) {
+  transpose_level<T, H>(r);
+  if constexpr (H > 1) transpose_block<T, H / 2>(r);
 }
 
 // The row-streaming path (matmul_rows.cpp) for few rows and a row-major B; C's rows ldc apart.

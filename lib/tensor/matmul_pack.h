@@ -1,0 +1,103 @@
+// matmul_pack.h — private to lib/tensor's matmul.cpp: packing A and B into the contiguous panels
+// the register tile reads (GotoBLAS-style). Packing only copies values (narrowing doubles that
+// hold floats, exactly), so it cannot change a bit of the serial-k loop (matmul.h).
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "tensor/matmul_simd.h"
+
+namespace gr::detail {
+
+// One NR-wide panel of a transposed B (B(k, j) = s[k + j*cs]: each column contiguous in k) into
+// k-major rows: WS columns x WS k values (WS = the lanes of the stored type S) are loaded as WS
+// vectors, transposed in registers and stored as WS pieces of panel rows, narrowed to T on the way
+// when S is wider; the last kc % WS k values go one by one.
+template <int NR, class T, class S>
+void pack_transposed(const S* s, int64_t cs, int64_t kc, T* d) {
+  constexpr int WS = Simd<S>::W;
+  using VS = typename Simd<S>::V;
+  typedef T VT __attribute__((vector_size(WS * sizeof(T))));  // WS lanes of T
+  static_assert(NR % WS == 0);
+  int64_t k = 0;
+  for (; k + WS <= kc; k += WS)
+    for (int jb = 0; jb < NR; jb += WS) {
+      VS r[WS];
+      for (int i = 0; i < WS; ++i) r[i] = load_v(s + (jb + i) * cs + k);
+      transpose_block<S>(r);
+      for (int l = 0; l < WS; ++l) {
+        const VT v = __builtin_convertvector(r[l], VT);  // exact: the values are T's
+        std::memcpy(d + (k + l) * NR + jb, &v, sizeof v);
+      }
+    }
+  for (; k < kc; ++k)
+    for (int j = 0; j < NR; ++j) d[k * NR + j] = static_cast<T>(s[j * cs + k]);
+}
+
+// Pack B(k0 .. k0+kc, j0 .. j0+nc) into NR-wide panels, k-major within a panel, zero padded.
+// Full panels take constant-width paths the compiler turns into vector copies / unrolled loads.
+// With `ragged_only` (B read in place) only a ragged last panel is packed.
+// Values stored as S (double holding floats) are narrowed on the way: static_cast is exact for them.
+template <int NR, class T, class S>
+void pack_b(const MatmulArgsOf<T, S>& x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, T* out, bool ragged_only) {
+  const int64_t rs = x.b_rs, cs = x.b_cs;
+  for (int64_t jp = 0; jp < nc; jp += NR) {
+    const int64_t w = nc - jp < NR ? nc - jp : NR;
+    if (ragged_only && w == NR) continue;
+    T* d = out + jp * kc;
+    const S* s = x.b + k0 * rs + (j0 + jp) * cs;
+    if (w == NR && cs == 1) {  // row-major B: each k row of the panel is NR contiguous values
+      for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) {
+        if constexpr (std::is_same_v<T, S>) {
+          std::memcpy(d, s, NR * sizeof(T));
+        } else {
+          for (int j = 0; j < NR; ++j) d[j] = static_cast<T>(s[j]);
+        }
+      }
+    } else if (w == NR && rs == 1) {  // transposed B: square blocks transposed in registers
+      pack_transposed<NR>(s, cs, kc, d);
+    } else if (w == NR) {  // strided B: NR independent streams along k
+      for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) {
+#pragma GCC unroll 32
+        for (int j = 0; j < NR; ++j) d[j] = static_cast<T>(s[j * cs]);
+      }
+    } else {  // ragged last panel
+      for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) {
+        std::memset(d, 0, NR * sizeof(T));  // the kernel loads whole vectors: pad with zeros
+        for (int64_t j = 0; j < w; ++j) d[j] = static_cast<T>(s[j * cs]);
+      }
+    }
+  }
+}
+
+// Pack A(i0 .. i0+mc, k0 .. k0+kc) into MR-tall panels, k-major within a panel. A ragged last
+// panel keeps the MR stride; its missing rows are never read (its kernel has fewer rows).
+template <int MR, class T, class S>
+void pack_a(const MatmulArgsOf<T, S>& x, int64_t i0, int64_t mc, int64_t k0, int64_t kc, T* out) {
+  const int64_t rs = x.a_rs, cs = x.a_cs;
+  for (int64_t ip = 0; ip < mc; ip += MR) {
+    const int64_t h = mc - ip < MR ? mc - ip : MR;
+    T* d = out + ip * kc;
+    const S* s = x.a + (i0 + ip) * rs + k0 * cs;
+    if (h == MR && rs == 1) {  // transposed A: each k column of the panel is MR contiguous values
+      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs) {
+        if constexpr (std::is_same_v<T, S>) {
+          std::memcpy(d, s, MR * sizeof(T));
+        } else {
+          for (int i = 0; i < MR; ++i) d[i] = static_cast<T>(s[i]);
+        }
+      }
+    } else if (h == MR) {  // row-major A: MR streams along k
+      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs) {
+#pragma GCC unroll 32
+        for (int i = 0; i < MR; ++i) d[i] = static_cast<T>(s[i * rs]);
+      }
+    } else {  // ragged last panel
+      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs)
+        for (int64_t i = 0; i < h; ++i) d[i] = static_cast<T>(s[i * rs]);
+    }
+  }
+}
+
+}  // namespace gr::detail
