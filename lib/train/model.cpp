@@ -103,6 +103,12 @@ const std::vector<Var>& Model::record(const DataTable& table, std::span<const in
         for (int64_t r = b.r0; r < b.r1; ++r) {
           double* to = dst + r * width + b.c0;
           const double* from = src.data() + rows[static_cast<size_t>(r)] * width + b.c0;
+          // The rows are random, so no prefetcher can guess the next one: ask for it while this
+          // one is copied (MLP-784's 6 KiB rows from a 12 MiB table: 2-3% of the step).
+          if (r + 1 < b.r1) {
+            const double* next = src.data() + rows[static_cast<size_t>(r + 1)] * width + b.c0;
+            for (int64_t c = 0; c < b.c1 - b.c0; c += 8) __builtin_prefetch(next + c);
+          }
           if (f32)
             for (int64_t c = 0; c < b.c1 - b.c0; ++c) to[c] = static_cast<double>(static_cast<float>(from[c]));
           else
