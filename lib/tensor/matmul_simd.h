@@ -82,22 +82,37 @@ inline void store_v(T* p, typename Simd<T>::V v) {
 // Transposes a W x W block in registers: on entry r[i] holds row i (lane l = column l), on exit
 // r[l] holds column l. log2(W) butterfly levels; level h swaps the off-diagonal h x h blocks of
 // every 2h x 2h block, so after all levels each element (i, l) sits at (l, i). Only moves values.
-template <class T, int H>
-inline void transpose_level(typename Simd<T>::V* r) {
+// Level H's two shuffle masks: new r[i] lane l = (l mod 2H) < H ? r[i][l] : r[i + H][l - H], and
+// new r[i + H] lane l = (l mod 2H) < H ? r[i][l + H] : r[i + H][l] (index W + x: lane x of r[i + H]).
+template <class I, int W, int H>
+struct TransposeMasks {
+  I lo[W], hi[W];
+  constexpr TransposeMasks() : lo{}, hi{} {
+    for (int l = 0; l < W; ++l) {
+      const int blk = l & ~(2 * H - 1), off = l & (2 * H - 1);
+      lo[l] = static_cast<I>(off < H ? blk + off : W + blk + off - H);
+      hi[l] = static_cast<I>(off < H ? blk + off + H : W + blk + off);
+    }
+  }
+};
+#if defined(__clang__)
+// clang (the fuzz build) has no __builtin_shuffle with a mask vector: go through memory.
+template <class T>
+inline void transpose_block(typename Simd<T>::V* r) {
+  constexpr int W = Simd<T>::W;
+  T tmp[W][W];
+  for (int i = 0; i < W; ++i) std::memcpy(tmp[i], &r[i], sizeof r[i]);
+  for (int l = 0; l < W; ++l)
+    for (int i = 0; i < W; ++i) r[l][i] = tmp[i][l];
+}
+#else
+template <class T, int H = Simd<T>::W / 2>
+inline void transpose_block(typename Simd<T>::V* r) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
   using I = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
   typedef I M __attribute__((vector_size(sizeof(V))));
-  // new r[i] lane l: (l mod 2H) < H ? r[i][l] : r[j][l - H]; new r[j]: r[i][l + H] or r[j][l]
-  constexpr auto masks = [] {
-    struct { I lo[W], hi[W]; } m{};
-    for (int l = 0; l < W; ++l) {
-      const int blk = l & ~(2 * H - 1), off = l & (2 * H - 1);
-      m.lo[l] = off < H ? blk + off : W + blk + off - H;
-      m.hi[l] = off < H ? blk + off + H : W + blk + off;
-    }
-    return m;
-  }();
+  static constexpr TransposeMasks<I, W, H> masks{};
   M lo, hi;
   std::memcpy(&lo, masks.lo, sizeof lo);
   std::memcpy(&hi, masks.hi, sizeof hi);
@@ -107,12 +122,9 @@ inline void transpose_level(typename Simd<T>::V* r) {
     r[i] = __builtin_shuffle(a, b, lo);
     r[i + H] = __builtin_shuffle(a, b, hi);
   }
-}
-template <class T, int H = Simd<T>::W / 2>
-inline void transpose_block(typename Simd<T>::V* r) {
-  transpose_level<T, H>(r);
   if constexpr (H > 1) transpose_block<T, H / 2>(r);
 }
+#endif
 
 // The row-streaming path (matmul_rows.cpp) for few rows and a row-major B; C's rows ldc apart.
 void matmul_rows(const MatmulArgsOf<double>& x, int64_t ldc);
