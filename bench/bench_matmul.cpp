@@ -6,10 +6,12 @@
 // time, and on a CPU it does not know it picks a slow one (this AMD EPYC gets Haswell's AVX2
 // kernels, about 60% of its AVX-512 ones). So the comparison is against the FASTEST of several
 // kernels: the program re-runs itself once per OPENBLAS_CORETYPE candidate (the variable is read
-// only when the library loads), each child times OpenBLAS alone, and every row is compared with
-// the best child's time for that row; the table names the kernel. A candidate that this build
-// does not accept (it reports another core) is skipped. Best-of-N timings of thread CPU time; the
-// machine may be shared, so noise is one-sided.
+// only when the library loads); each child times OpenBLAS and ours on every row in alternating
+// reps, so both sides of a ratio see the same stretch of a shared machine's time (timed in
+// different processes minutes apart, rows swung by ±15% from run to run). Each row shows the
+// child whose kernel came closest to ours (the smallest OpenBLAS / ours ratio) and names it. A
+// candidate that this build does not accept (it reports another core) is skipped. Best-of-N
+// timings of thread CPU time; the machine may be shared, so noise is one-sided.
 //
 // Also the f32 matmul (MatmulArgsF32) on the square sizes against cblas_sgemm and the float FMA peak.
 //
@@ -81,6 +83,19 @@ int64_t calls_for(F&& f, double target_s) {
 template <class F>
 double time_call(F&& f, int reps, double target_s) {
   return best_per_call(f, reps, calls_for(f, target_s));
+}
+
+// Best times per call of f and g measured in alternating reps (f, g, f, g, ...), so a slow phase
+// of a shared machine lands on both: {best of f, best of g}.
+template <class F, class G>
+std::pair<double, double> time_pair(F&& f, G&& g, int reps, double target_s) {
+  const int64_t cf = calls_for(f, target_s), cg = calls_for(g, target_s);
+  double bf = 1e300, bg = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    bf = std::min(bf, best_per_call(f, 1, cf));
+    bg = std::min(bg, best_per_call(g, 1, cg));
+  }
+  return {bf, bg};
 }
 
 // ---- OpenBLAS, loaded at run time -------------------------------------------------------------
@@ -307,43 +322,50 @@ std::string shape_name(const Shape& s) {
   return name;
 }
 
-// Child mode: time OpenBLAS as this process loaded it (OPENBLAS_CORETYPE set by the parent) and
-// print "core NAME", then "sq INDEX SECONDS" and "sh INDEX SECONDS" lines.
+// Child mode: time OpenBLAS as this process loaded it (OPENBLAS_CORETYPE set by the parent), each
+// row in alternating reps with ours, and print "core NAME", then "KIND INDEX BLAS_S OURS_S" lines
+// (KIND: sq, sh, sq32).
 int blas_worker(int reps) {
   const Blas blas = load_blas();
   if (!blas.dgemm) return 1;
   std::printf("core %s\n", blas.core);
+  const auto row = [&](const char* kind, size_t i, auto& p, auto gemm, double target) {
+    const auto [tb, to] = time_pair([&] { p.blas(gemm); }, [&] { p.ours(); }, reps, target);
+    std::printf("%s %zu %.9e %.9e\n", kind, i, tb, to);
+    std::fflush(stdout);
+  };
   for (size_t i = 0; i < sizeof kSquare / sizeof kSquare[0]; ++i) {
-    const int64_t n = kSquare[i];
-    Problem p({n, n, n, false, false, false, ""});
-    std::printf("sq %zu %.9e\n", i, time_call([&] { p.blas(blas.dgemm); }, reps, kSquareTarget));
+    Problem p({kSquare[i], kSquare[i], kSquare[i], false, false, false, ""});
+    row("sq", i, p, blas.dgemm, kSquareTarget);
   }
   for (size_t i = 0; i < kNumShapes; ++i) {
     Problem p(kShapes[i]);
-    std::printf("sh %zu %.9e\n", i, time_call([&] { p.blas(blas.dgemm); }, reps, kShapeTarget));
+    row("sh", i, p, blas.dgemm, kShapeTarget);
   }
   for (size_t i = 0; blas.sgemm && i < sizeof kSquare / sizeof kSquare[0]; ++i) {
     ProblemF32 p(kSquare[i]);
-    std::printf("sq32 %zu %.9e\n", i, time_call([&] { p.blas(blas.sgemm); }, reps, kSquareTarget));
+    row("sq32", i, p, blas.sgemm, kSquareTarget);
   }
   return 0;
 }
 
-// The best OpenBLAS time per row over all candidate kernels, and which kernel it was.
+// Per row, the OpenBLAS kernel that came closest to ours (the smallest OpenBLAS / ours ratio, both
+// timed in that kernel's child in alternating reps), with both times: for every row the hardest
+// comparison, each made within one stretch of the machine's time.
+struct Pick {
+  double blas = 0.0, ours = 0.0;  // seconds per call; 0 = none
+  std::string core;
+};
 struct BlasBest {
-  std::vector<double> sq, sh, sq32;  // seconds per call; 0 = none
-  std::vector<std::string> sq_core, sh_core, sq32_core;
+  std::vector<Pick> sq, sh, sq32;
   std::vector<std::string> cores;  // kernels actually timed
 };
 
 BlasBest run_blas_candidates(int reps) {
   BlasBest best;
-  best.sq.assign(sizeof kSquare / sizeof kSquare[0], 0.0);
-  best.sq_core.assign(best.sq.size(), "");
-  best.sh.assign(kNumShapes, 0.0);
-  best.sh_core.assign(kNumShapes, "");
-  best.sq32.assign(best.sq.size(), 0.0);
-  best.sq32_core.assign(best.sq.size(), "");
+  best.sq.resize(sizeof kSquare / sizeof kSquare[0]);
+  best.sh.resize(kNumShapes);
+  best.sq32.resize(best.sq.size());
   // "" = OpenBLAS's own CPU detection. SapphireRapids and Zen are accepted only by newer builds.
   char exe[4096];
   const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);  // popen's shell has its own
@@ -359,13 +381,18 @@ BlasBest run_blas_candidates(int reps) {
     FILE* f = popen(cmd.c_str(), "r");
     if (!f) continue;
     char line[256], core[128] = "?";
-    std::vector<std::pair<std::string, std::pair<size_t, double>>> rows;
+    struct Row {
+      std::string kind;
+      size_t idx;
+      double blas, ours;
+    };
+    std::vector<Row> rows;
     while (std::fgets(line, sizeof line, f)) {
       char kind[8];  // sq, sh, sq32
       size_t idx;
-      double sec;
+      double tb, to;
       if (std::sscanf(line, "core %127s", core) == 1) continue;
-      if (std::sscanf(line, "%7s %zu %lf", kind, &idx, &sec) == 3) rows.push_back({kind, {idx, sec}});
+      if (std::sscanf(line, "%7s %zu %lf %lf", kind, &idx, &tb, &to) == 4) rows.push_back({kind, idx, tb, to});
     }
     pclose(f);
     const std::string name = core;
@@ -376,11 +403,11 @@ BlasBest run_blas_candidates(int reps) {
     }
     std::printf("OPENBLAS_CORETYPE=%s: kernel %s\n", *cand ? cand : "(unset, own detection)", core);
     best.cores.push_back(name);
-    for (const auto& [kind, r] : rows) {
-      auto& t = kind == "sq" ? best.sq : kind == "sq32" ? best.sq32 : best.sh;
-      auto& c = kind == "sq" ? best.sq_core : kind == "sq32" ? best.sq32_core : best.sh_core;
-      if (r.first >= t.size()) continue;
-      if (t[r.first] == 0.0 || r.second < t[r.first]) t[r.first] = r.second, c[r.first] = name;
+    for (const Row& r : rows) {
+      auto& t = r.kind == "sq" ? best.sq : r.kind == "sq32" ? best.sq32 : best.sh;
+      if (r.idx >= t.size() || r.blas <= 0 || r.ours <= 0) continue;
+      Pick& pick = t[r.idx];
+      if (pick.blas == 0.0 || r.blas / r.ours < pick.blas / pick.ours) pick = {r.blas, r.ours, name};
     }
   }
   unsetenv("OPENBLAS_CORETYPE");
@@ -408,30 +435,29 @@ int main(int argc, char** argv) {
   const double peak_fma = peak_ma, peak_fma32 = 2 * peak_ma;
 #endif
 
+  // A row's times: the picked child's pair when OpenBLAS ran, else ours timed here.
+  const auto times = [&](const Pick& pick, auto& problem, double target) -> std::pair<double, double> {
+    if (have_blas && pick.blas > 0) return {pick.ours, pick.blas};
+    return {time_call([&] { problem.ours(); }, reps, target), 0.0};
+  };
   std::printf("\n%6s %10s %10s %-12s %10s %9s\n", "n", "ours GF/s", "BLAS GF/s", "BLAS kernel", "ours/BLAS",
               "ours/FMA");
   for (size_t i = 0; i < sizeof kSquare / sizeof kSquare[0]; ++i) {
-    const int64_t n = kSquare[i];
-    Problem p({n, n, n, false, false, false, ""});
-    const double g_ours = p.flops() / time_call([&] { p.ours(); }, reps, kSquareTarget) * 1e-9;
-    if (have_blas && blas.sq[i] > 0) {
-      const double g_blas = p.flops() / blas.sq[i] * 1e-9;
-      std::printf("%6lld %10.2f %10.2f %-12s %10.2f %8.0f%%\n", static_cast<long long>(n), g_ours, g_blas,
-                  blas.sq_core[i].c_str(), g_ours / g_blas, 100.0 * g_ours / peak_fma);
-    } else {
-      std::printf("%6lld %10.2f %10s %-12s %10s %8.0f%%\n", static_cast<long long>(n), g_ours, "-", "-", "-",
-                  100.0 * g_ours / peak_fma);
-    }
+    Problem p({kSquare[i], kSquare[i], kSquare[i], false, false, false, ""});
+    const auto [t_ours, t_blas] = times(blas.sq[i], p, kSquareTarget);
+    const double g_ours = p.flops() / t_ours * 1e-9, g_blas = t_blas > 0 ? p.flops() / t_blas * 1e-9 : 0.0;
+    std::printf("%6lld %10.2f %10.2f %-12s %10.2f %8.0f%%\n", static_cast<long long>(kSquare[i]), g_ours, g_blas,
+                g_blas > 0 ? blas.sq[i].core.c_str() : "-", g_blas > 0 ? g_ours / g_blas : 0.0, 100.0 * g_ours / peak_fma);
   }
 
   std::printf("\nf32 (acc = fmaf(a, b, acc), serial in k):\n%6s %10s %10s %-12s %10s %9s\n", "n", "ours GF/s", "BLAS GF/s",
               "BLAS kernel", "ours/BLAS", "ours/FMA");
   for (size_t i = 0; i < sizeof kSquare / sizeof kSquare[0]; ++i) {
     ProblemF32 p(kSquare[i]);
-    const double g_ours = p.flops() / time_call([&] { p.ours(); }, reps, kSquareTarget) * 1e-9;
-    const double g_blas = have_blas && blas.sq32[i] > 0 ? p.flops() / blas.sq32[i] * 1e-9 : 0.0;
+    const auto [t_ours, t_blas] = times(blas.sq32[i], p, kSquareTarget);
+    const double g_ours = p.flops() / t_ours * 1e-9, g_blas = t_blas > 0 ? p.flops() / t_blas * 1e-9 : 0.0;
     std::printf("%6lld %10.2f %10.2f %-12s %10.2f %8.0f%%\n", static_cast<long long>(kSquare[i]), g_ours, g_blas,
-                g_blas > 0 ? blas.sq32_core[i].c_str() : "-", g_blas > 0 ? g_ours / g_blas : 0.0, 100.0 * g_ours / peak_fma32);
+                g_blas > 0 ? blas.sq32[i].core.c_str() : "-", g_blas > 0 ? g_ours / g_blas : 0.0, 100.0 * g_ours / peak_fma32);
   }
 
   std::printf("\nshapes used by the examples (M x K x N; At/Bt = operand stored transposed; dW/dX accumulate):\n");
@@ -440,13 +466,14 @@ int main(int argc, char** argv) {
   int slower = 0;
   for (size_t i = 0; i < kNumShapes; ++i) {
     Problem p(kShapes[i]);
-    const double t_ours = time_call([&] { p.ours(); }, reps, kShapeTarget);
-    const double t_blas = have_blas ? blas.sh[i] : 0.0;
+    const auto [t_ours, t_blas] = times(blas.sh[i], p, kShapeTarget);
     if (t_blas > 0 && t_blas < t_ours) ++slower;
     std::printf("%-18s %-20s %11.1f %11.1f %-12s %9.2f %9.2f\n", shape_name(kShapes[i]).c_str(), kShapes[i].what,
-                t_ours * 1e9, t_blas * 1e9, t_blas > 0 ? blas.sh_core[i].c_str() : "-",
+                t_ours * 1e9, t_blas * 1e9, t_blas > 0 ? blas.sh[i].core.c_str() : "-",
                 t_blas > 0 ? t_blas / t_ours : 0.0, p.flops() / t_ours * 1e-9);
   }
-  if (have_blas) std::printf("\nshapes where the fastest OpenBLAS kernel beats ours: %d of %zu\n", slower, kNumShapes);
+  if (have_blas)
+    std::printf("\nshapes where an OpenBLAS kernel beats ours (timed alternately in one process): %d of %zu\n", slower,
+                kNumShapes);
   return 0;
 }
