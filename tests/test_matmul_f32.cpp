@@ -3,7 +3,7 @@
 // C = C + acc in float. matmul_reference(f32) is checked against a loop over std::fmaf written
 // here, and matmul_exact(f32) — the SIMD path with twice the double lanes — against the reference
 // byte for byte over a shape sweep, every layout and store, the cache-block shapes and threads;
-// and with A and B stored as doubles (MatmulArgsF32From64, the f32 tape's) against the same bytes.
+// and with A, B and C stored as doubles (matmul_exact_f32, the f32 tape's) against the same bytes.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -38,8 +38,9 @@ bool bytes_equal(const std::vector<float>& x, const std::vector<float>& y) {
   return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
 }
 
-// Also the f32 CPU tape's form (MatmulArgsF32From64): the same floats stored as doubles, narrowed
-// while packing, must give the reference's bytes too.
+// Also the f32 CPU tape's form (matmul_exact_f32): the same floats stored as doubles (A and B
+// narrowed while packing, C converted in the kernel's loads and stores) must give the reference's
+// floats, widened.
 void check_shape(std::mt19937_64& rng, int64_t m, int64_t k, int64_t n, bool at, bool bt) {
   const auto a = fill(rng, m * k), b = fill(rng, k * n), c0 = fill(rng, m * n);
   const std::vector<double> a64(a.begin(), a.end()), b64(b.begin(), b.end());
@@ -49,10 +50,12 @@ void check_shape(std::mt19937_64& rng, int64_t m, int64_t k, int64_t n, bool at,
     INFO("f32 M=" << m << " K=" << k << " N=" << n << " aT=" << at << " bT=" << bt
                   << " accumulate=" << (store == MatmulStore::Accumulate));
     REQUIRE(bytes_equal(want, got));
-    std::vector<float> from64 = c0;
-    gr::matmul_exact(gr::MatmulArgsF32From64{a64.data(), x.a_rs, x.a_cs, b64.data(), x.b_rs, x.b_cs, from64.data(), m, k, n, store});
-    INFO("A and B stored as doubles");
-    REQUIRE(bytes_equal(want, from64));
+    std::vector<double> from64(c0.begin(), c0.end());
+    gr::matmul_exact_f32(gr::MatmulArgs{a64.data(), x.a_rs, x.a_cs, b64.data(), x.b_rs, x.b_cs, from64.data(), m, k, n, store});
+    INFO("A, B and C stored as doubles");
+    const std::vector<double> want64(want.begin(), want.end());  // each float widened, exactly
+    REQUIRE(want64.size() == from64.size());
+    REQUIRE(std::memcmp(want64.data(), from64.data(), want64.size() * sizeof(double)) == 0);
   }
 }
 

@@ -157,8 +157,8 @@ struct TapeRules {
   void matmul_grads(const double* A, const double* B, const double* gm, double* dA, double* dB, int64_t M, int64_t K,
                     int64_t N, bool fresh) {
     const MatmulStore store = fresh ? MatmulStore::OntoZero : MatmulStore::Accumulate;
-    if (dA) matmul_in(t.real_, {gm, N, 1, B, 1, N, dA, M, N, K, store}, t.scratch_);
-    if (dB) matmul_in(t.real_, {A, 1, K, gm, N, 1, dB, K, M, N, store}, t.scratch_);
+    if (dA) matmul_in(t.real_, {gm, N, 1, B, 1, N, dA, M, N, K, store});
+    if (dB) matmul_in(t.real_, {A, 1, K, gm, N, 1, dB, K, M, N, store});
   }
 
   void matmul() {

@@ -200,7 +200,7 @@ Var Tape::matmul(Var a, Var b) {
   Node* n = push(Op::Matmul, a.id, b.id, Shape{sa[0], sb[1]});
   if (n->val)
     matmul_in(real_, {nodes_[a.id].val, sa[1], 1, nodes_[b.id].val, sb[1], 1, n->val, sa[0], sa[1], sb[1],
-                      MatmulStore::Overwrite}, scratch_);
+                      MatmulStore::Overwrite});
   return Var{size() - 1};
 }
 
@@ -217,7 +217,7 @@ Var Tape::bmm(Var a, Var b) {
   const double* pb = nodes_[b.id].val;
   for (int64_t i = 0; i < batches; ++i)
     matmul_in(real_, {pa + (sa[0] == 1 ? 0 : i) * M * K, K, 1, pb + (sb[0] == 1 ? 0 : i) * K * N, N, 1, n->val + i * M * N,
-                      M, K, N, MatmulStore::Overwrite}, scratch_);
+                      M, K, N, MatmulStore::Overwrite});
   return Var{size() - 1};
 }
 

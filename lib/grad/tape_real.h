@@ -42,8 +42,8 @@ inline void widen(const float* __restrict src, int64_t n, double* __restrict dst
 }
 
 // matmul_exact over the tape's storage: f64 as it is; f32 the float contract (MatmulArgsF32,
-// gr_dot<float>) over A and B narrowed as they are packed, C through a float copy in `scratch`
-// (read only for MatmulStore::Accumulate; OntoZero, a fresh gradient slot, is never read).
-void matmul_in(Real real, const MatmulArgs& args, std::vector<float>& scratch);
+// gr_dot<float>) over A and B narrowed as they are packed and C converted as the kernel loads and
+// stores it (C is read only for MatmulStore::Accumulate; OntoZero, a fresh gradient slot, never).
+void matmul_in(Real real, const MatmulArgs& args);
 
 }  // namespace gr

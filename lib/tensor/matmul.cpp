@@ -150,17 +150,43 @@ struct Scratch {
   }
 };
 
+// C's rows to and from the arithmetic type T when C is stored wider (C = double holding floats,
+// the f32 tape): the conversions are exact, so C stored either way holds the same values.
+template <class T, class C>
+inline typename detail::Simd<T>::V load_c(const C* p) {
+  using V = typename detail::Simd<T>::V;
+  if constexpr (std::is_same_v<T, C>) {
+    return load_v(p);
+  } else {
+    typedef C CV __attribute__((vector_size(Geo<T>::W * sizeof(C))));
+    CV c;
+    std::memcpy(&c, p, sizeof c);
+    return __builtin_convertvector(c, V);
+  }
+}
+template <class T, class C>
+inline void store_c(C* p, typename detail::Simd<T>::V v) {
+  if constexpr (std::is_same_v<T, C>) {
+    store_v(p, v);
+  } else {
+    typedef C CV __attribute__((vector_size(Geo<T>::W * sizeof(C))));
+    const CV c = __builtin_convertvector(v, CV);
+    std::memcpy(p, &c, sizeof c);
+  }
+}
+
 // The micro-kernel: rows 0..mr-1 of an MR-stride packed A panel times vectors 0..nv-1 of a B
 // panel whose k rows are ldb apart (NR when packed, b_rs when B is read in place), over kc steps.
 //   init == nullptr: acc starts at +0.0 (the start of the k loop);
 //   otherwise acc starts at init[r*ld_init + j] (the running value parked by the previous slice).
 //   At the end: dst[r*ld_dst + j] = acc, or with `accumulate`, dst = dst + acc; or with the
 //   kPlusZero bit (and not `accumulate`), dst = acc + 0.
-// Only the first n_valid columns are read from init and written to dst.
+// Only the first n_valid columns are read from init and written to dst. init and dst are stored
+// as C (T, or double holding T's values); the arithmetic is T's.
 // A is an MR-stride packed panel, or with `direct_a` A itself: A(r, k) = ap[r*ars + k*acs].
-template <class T, int mr, int nv, bool direct_a>
+template <class T, class C, int mr, int nv, bool direct_a>
 void kernel(const T* __restrict ap, int64_t ars, int64_t acs, const T* __restrict bp, int64_t ldb,
-            int64_t kc, const T* init, int64_t ld_init, T* dst, int64_t ld_dst, bool accumulate,
+            int64_t kc, const C* init, int64_t ld_init, C* dst, int64_t ld_dst, bool accumulate,
             int n_valid, int trans) {
   using V = typename detail::Simd<T>::V;
   constexpr int W = Geo<T>::W;
@@ -175,17 +201,19 @@ void kernel(const T* __restrict ap, int64_t ars, int64_t acs, const T* __restric
   } else {
 #pragma GCC unroll 16
     for (int r = 0; r < mr; ++r) {
-      T tmp[nv * W] = {};
-      const T* src = init + r * ld_init;
-      if (trans & kTransInit) {  // init holds the tile transposed: element (r, j) at init[j*ld + r]
-        for (int j = 0; j < n_valid; ++j) tmp[j] = init[j * ld_init + r];
-        src = tmp;
-      } else if (!full) {
-        for (int j = 0; j < n_valid; ++j) tmp[j] = src[j];
-        src = tmp;
-      }
+      const C* src = init + r * ld_init;
+      if ((trans & kTransInit) || !full) {
+        T tmp[nv * W] = {};
+        if (trans & kTransInit)  // init holds the tile transposed: element (r, j) at init[j*ld + r]
+          for (int j = 0; j < n_valid; ++j) tmp[j] = static_cast<T>(init[j * ld_init + r]);
+        else
+          for (int j = 0; j < n_valid; ++j) tmp[j] = static_cast<T>(src[j]);
 #pragma GCC unroll 4
-      for (int v = 0; v < nv; ++v) acc[r][v] = load_v(src + v * W);
+        for (int v = 0; v < nv; ++v) acc[r][v] = load_v(tmp + v * W);
+      } else {
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; ++v) acc[r][v] = load_c<T>(src + v * W);
+      }
     }
   }
 
@@ -207,56 +235,58 @@ void kernel(const T* __restrict ap, int64_t ars, int64_t acs, const T* __restric
   }
 
   const bool plus_zero = trans & kPlusZero;
+  // One element's store: C = C + acc, +0 + acc or acc, in T.
+  const auto store_one = [&](C& o, T t) {
+    o = static_cast<C>(accumulate ? static_cast<T>(o) + t : plus_zero ? t + T(0) : t);
+  };
 #pragma GCC unroll 16
   for (int r = 0; r < mr; ++r) {
-    T* out = dst + r * ld_dst;
+    C* out = dst + r * ld_dst;
     if (trans & kTransDst) {  // C is written transposed: element (r, j) at dst[j*ld + r]
       T tmp[nv * W];
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);
-      for (int j = 0; j < n_valid; ++j) {
-        T& o = dst[j * ld_dst + r];
-        o = accumulate ? o + tmp[j] : plus_zero ? tmp[j] + T(0) : tmp[j];
-      }
+      for (int j = 0; j < n_valid; ++j) store_one(dst[j * ld_dst + r], tmp[j]);
     } else if (full) {
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) {
         if (accumulate)
-          store_v(out + v * W, load_v(out + v * W) + acc[r][v]);
+          store_c<T>(out + v * W, load_c<T>(out + v * W) + acc[r][v]);
         else if (plus_zero)
-          store_v(out + v * W, acc[r][v] + V{});
+          store_c<T>(out + v * W, acc[r][v] + V{});
         else
-          store_v(out + v * W, acc[r][v]);
+          store_c<T>(out + v * W, acc[r][v]);
       }
     } else {
       T tmp[nv * W];
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);
-      for (int j = 0; j < n_valid; ++j) out[j] = accumulate ? out[j] + tmp[j] : plus_zero ? tmp[j] + T(0) : tmp[j];
+      for (int j = 0; j < n_valid; ++j) store_one(out[j], tmp[j]);
     }
   }
 }
 
-template <class T>
-using KernelFn = void (*)(const T*, int64_t, int64_t, const T*, int64_t, int64_t, const T*, int64_t,
-                          T*, int64_t, bool, int, int);
+template <class T, class C>
+using KernelFn = void (*)(const T*, int64_t, int64_t, const T*, int64_t, int64_t, const C*, int64_t,
+                          C*, int64_t, bool, int, int);
 
-template <class T, int mr, int... vs>
-constexpr void fill_row(KernelFn<T>* row, std::integer_sequence<int, vs...>) {
-  ((row[vs] = &kernel<T, mr, vs + 1, false>), ...);
-  ((row[NV + vs] = &kernel<T, mr, vs + 1, true>), ...);
+// With C stored wider than T, A is always packed: no direct-A kernels.
+template <class T, class C, int mr, int... vs>
+constexpr void fill_row(KernelFn<T, C>* row, std::integer_sequence<int, vs...>) {
+  ((row[vs] = &kernel<T, C, mr, vs + 1, false>), ...);
+  if constexpr (std::is_same_v<T, C>) ((row[NV + vs] = &kernel<T, C, mr, vs + 1, true>), ...);
 }
-template <class T, int... rs>
+template <class T, class C, int... rs>
 struct KernelTable {
-  KernelFn<T> fn[MR][2 * NV];  // [rows - 1][vectors - 1], then the same with direct A
-  constexpr KernelTable() : fn{} { (fill_row<T, rs + 1>(fn[rs], std::make_integer_sequence<int, NV>{}), ...); }
+  KernelFn<T, C> fn[MR][2 * NV];  // [rows - 1][vectors - 1], then the same with direct A
+  constexpr KernelTable() : fn{} { (fill_row<T, C, rs + 1>(fn[rs], std::make_integer_sequence<int, NV>{}), ...); }
 };
-template <class T, int... rs>
-constexpr KernelTable<T, rs...> make_table(std::integer_sequence<int, rs...>) {
-  return KernelTable<T, rs...>{};
+template <class T, class C, int... rs>
+constexpr KernelTable<T, C, rs...> make_table(std::integer_sequence<int, rs...>) {
+  return KernelTable<T, C, rs...>{};
 }
-template <class T>
-constexpr auto kTable = make_table<T>(std::make_integer_sequence<int, MR>{});
+template <class T, class C>
+constexpr auto kTable = make_table<T, C>(std::make_integer_sequence<int, MR>{});
 
 template <class T>
 void reference(const MatmulArgsOf<T>& x) {
@@ -272,7 +302,8 @@ void reference(const MatmulArgsOf<T>& x) {
 
 // C's rows are ldc apart (x.n for the whole product; more for a column block of a threaded one).
 // With trans_c, C is stored transposed: element (i, j) at x.c[j*ldc + i].
-// S != T (A and B stored wider than the arithmetic): both always packed, narrowed on the way.
+// S != T (A, B and C stored wider than the arithmetic): A and B always packed, narrowed on the
+// way; C read and written by the kernel's stores, converted there.
 template <class T, class S>
 void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = false) {
   constexpr bool in_place_ok = std::is_same_v<T, S>;  // A or B may be read where they are
@@ -285,8 +316,8 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
   if (K <= 0) {  // acc = +0.0; C = C + 0.0 still turns -0.0 into +0.0, so do the add.
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
-        T& c = x.c[i * ldc + j];
-        c = accumulate ? c + T(0) : T(0);
+        S& c = x.c[i * ldc + j];
+        c = static_cast<S>(accumulate ? static_cast<T>(c) + T(0) : T(0));
       }
     return;
   }
@@ -313,7 +344,8 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
     }
   }
 
-  thread_local Scratch<T> a_buf, b_buf, t_buf;
+  thread_local Scratch<T> a_buf, b_buf;
+  thread_local Scratch<S> t_buf;  // parked running sums, stored as C is
   const int64_t kc_max = K < KC ? K : KC;
   const int64_t nc_max = N < NC ? (N + NR - 1) / NR * NR : NC;
   const int64_t mc_max = M < MC ? (M + MR - 1) / MR * MR : MC;
@@ -327,7 +359,7 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
   const bool direct_a = in_place_ok && N <= kDirectANc;
   // Accumulate with more than one k slice parks the running acc for an M x nc block in scratch.
   const bool park_in_scratch = accumulate && K > KC;
-  T* park = park_in_scratch ? t_buf.get(static_cast<size_t>(M * (N < NC ? N : NC))) : nullptr;
+  S* park = park_in_scratch ? t_buf.get(static_cast<size_t>(M * (N < NC ? N : NC))) : nullptr;
 
   for (int64_t j0 = 0; j0 < N; j0 += NC) {
     const int64_t nc = N - j0 < NC ? N - j0 : NC;
@@ -347,21 +379,21 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
             if (in_place) bpanel = x.b + k0 * x.b_rs + j0 + jp;
           const int64_t ldb = in_place ? x.b_rs : NR;
           // One register tile: rows ip .. ip+rows of this block, by kernel `fn`.
-          auto tile = [&](int64_t ip, KernelFn<T> fn) {
+          auto tile = [&](int64_t ip, KernelFn<T, S> fn) {
             const int64_t i = i0 + ip, j = j0 + jp;
-            T* c_tile = trans_c ? x.c + j * ldc + i : x.c + i * ldc + j;
+            S* c_tile = trans_c ? x.c + j * ldc + i : x.c + i * ldc + j;
             const int t_c = trans_c ? kTransInit | kTransDst : 0;
             // OntoZero: every store into C adds +0. A running acc parked in C between k slices
             // then resumes from +0 where it was −0, which changes no final bit: fma(a, b, ±0)
             // differs only when a·b is ±0 itself, and the final + 0 maps either zero to +0.
             int trans = (t_c & kTransDst) | (onto_zero ? kPlusZero : 0);
-            const T* init = nullptr;
+            const S* init = nullptr;
             int64_t ld_init = 0;
-            T* dst = c_tile;
+            S* dst = c_tile;
             int64_t ld_dst = ldc;
             bool acc_store = accumulate;
             if (park_in_scratch) {
-              T* p_tile = park + i * nc + jp;
+              S* p_tile = park + i * nc + jp;
               if (!first) init = p_tile, ld_init = nc;
               if (!last) dst = p_tile, ld_dst = nc, acc_store = false, trans = 0;
             } else if (!first) {  // Overwrite: the running acc is parked in C itself
@@ -379,11 +411,13 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
           // few to hide the FMA latency; with A in place (no MR-row packing) take 2*MR rows. Only
           // for a transposed A (dW = Xᵀ·g), whose 2*MR values per k are contiguous: 2*MR rows of
           // a row-major A a power-of-two stride apart conflict in L1 (256x1024x10 ran 6% slower).
-          if (direct_a && nv <= 2 && x.a_rs == 1)
-            for (; ip + 2 * MR <= mc; ip += 2 * MR) tile(ip, nv == 1 ? &kernel<T, 2 * MR, 1, true> : &kernel<T, 2 * MR, 2, true>);
+          if constexpr (in_place_ok)
+            if (direct_a && nv <= 2 && x.a_rs == 1)
+              for (; ip + 2 * MR <= mc; ip += 2 * MR)
+                tile(ip, nv == 1 ? &kernel<T, S, 2 * MR, 1, true> : &kernel<T, S, 2 * MR, 2, true>);
           for (; ip < mc; ip += MR) {
             const int m_valid = static_cast<int>(mc - ip < MR ? mc - ip : MR);
-            tile(ip, kTable<T>.fn[m_valid - 1][(direct_a ? NV : 0) + nv - 1]);
+            tile(ip, kTable<T, S>.fn[m_valid - 1][(direct_a ? NV : 0) + nv - 1]);
           }
         }
       }
@@ -451,6 +485,8 @@ void matmul_reference(const MatmulArgs& x) { reference(x); }
 void matmul_reference(const MatmulArgsF32& x) { reference(x); }
 void matmul_exact(const MatmulArgs& x) { exact(x); }
 void matmul_exact(const MatmulArgsF32& x) { exact(x); }
-void matmul_exact(const MatmulArgsF32From64& x) { exact(x); }
+void matmul_exact_f32(const MatmulArgs& x) {
+  exact(MatmulArgsOf<float, double>{x.a, x.a_rs, x.a_cs, x.b, x.b_rs, x.b_cs, x.c, x.m, x.k, x.n, x.store});
+}
 
 }  // namespace gr

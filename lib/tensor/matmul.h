@@ -18,14 +18,14 @@ namespace gr {
 // gradient slot nobody has written yet): Overwrite's bits, except that −0 becomes +0.
 enum class MatmulStore { Overwrite, Accumulate, OntoZero };
 
-// T: the arithmetic and C's type; S: how A and B are stored (S = T, or double holding floats).
+// T: the arithmetic type; S: how A, B and C are stored (S = T, or double holding floats).
 template <class T, class S = T>
 struct MatmulArgsOf {
   const S* a;
   int64_t a_rs, a_cs;
   const S* b;
   int64_t b_rs, b_cs;
-  T* c;
+  S* c;
   int64_t m, k, n;
   MatmulStore store;
 };
@@ -33,15 +33,14 @@ using MatmulArgs = MatmulArgsOf<double>;
 // float: the same contract in single precision — acc = fmaf(a, b, acc), C = C + acc in float —
 // gr_dot<float>, what an f32 device program computes (docs/numerics.md).
 using MatmulArgsF32 = MatmulArgsOf<float>;
-// The float contract over A and B stored as doubles that hold floats exactly (the f32 CPU tape's
-// storage, lib/grad/tape_real.h): each value is narrowed as it is packed (always packed, never
-// read in place), so no separate conversion pass; the same bytes as MatmulArgsF32 over the floats.
-using MatmulArgsF32From64 = MatmulArgsOf<float, double>;
-
 // The fast exact loop (register-tiled, vectorized). Same bits as matmul_reference.
 void matmul_exact(const MatmulArgs& args);
 void matmul_exact(const MatmulArgsF32& args);
-void matmul_exact(const MatmulArgsF32From64& args);
+// The float contract (MatmulArgsF32's bytes) over A, B and C stored as doubles that hold floats
+// exactly (the f32 CPU tape's storage, lib/grad/tape_real.h): A and B are narrowed as they are
+// packed (always packed, never read in place) and C is converted in the kernel's loads and stores,
+// so there is no separate conversion pass; C receives the floats, widened.
+void matmul_exact_f32(const MatmulArgs& args);
 
 // Threads and data placement. matmul_exact splits an [M, N] output into blocks of whole rows x
 // whole NR-column panels (output_grid: a function of M, N and num_threads() only, not of K), and
