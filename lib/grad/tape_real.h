@@ -33,14 +33,6 @@ inline void widen_lane(const float* src, int64_t n, double* dst, int64_t stride)
   for (int64_t k = 0; k < n; ++k) dst[k * stride] = static_cast<double>(src[k]);
 }
 
-// The contiguous case, as its own loop so it vectorizes (a runtime stride keeps it scalar).
-inline void narrow(const double* __restrict src, int64_t n, float* __restrict dst) {
-  for (int64_t k = 0; k < n; ++k) dst[k] = static_cast<float>(src[k]);
-}
-inline void widen(const float* __restrict src, int64_t n, double* __restrict dst) {
-  for (int64_t k = 0; k < n; ++k) dst[k] = static_cast<double>(src[k]);
-}
-
 // matmul_exact over the tape's storage: f64 as it is; f32 the float contract (MatmulArgsF32,
 // gr_dot<float>) over A and B narrowed as they are packed and C converted as the kernel loads and
 // stores it (C is read only for MatmulStore::Accumulate; OntoZero, a fresh gradient slot, never).

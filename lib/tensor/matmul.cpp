@@ -28,6 +28,7 @@
 
 #include "gr_reduce.h"
 #include "tensor/matmul_pack.h"
+#include "tensor/matmul_simd.h"
 #include "tensor/parallel.h"
 
 #include <algorithm>
