@@ -185,19 +185,27 @@ inline void store_c(C* p, typename detail::Simd<T>::V v) {
 // Only the first n_valid columns are read from init and written to dst. init and dst are stored
 // as C (T, or double holding T's values); the arithmetic is T's.
 // A is an MR-stride packed panel, or with `direct_a` A itself: A(r, k) = ap[r*ars + k*acs].
+// With tiles > 1 the kernel runs that many tiles down the rows, each mr rows below the last (one
+// call per column panel rather than per tile: on small products the call costs as much as a tile).
 template <class T, class C, int mr, int nv, bool direct_a>
-void kernel(const T* __restrict ap, int64_t ars, int64_t acs, const T* __restrict bp, int64_t ldb,
+void kernel(const T* __restrict a_first, int64_t ars, int64_t acs, const T* __restrict b_first, int64_t ldb,
             int64_t kc, const C* init, int64_t ld_init, C* dst, int64_t ld_dst, bool accumulate,
-            int n_valid, int trans) {
+            int n_valid, int trans, int tiles) {
   using V = typename detail::Simd<T>::V;
   constexpr int W = Geo<T>::W;
   if (!direct_a) ars = 1, acs = MR;  // compile-time strides for the packed panel
-  V acc[mr][nv];
   const bool full = n_valid == nv * W;
+  const int64_t a_step = direct_a ? mr * ars : MR * kc;
+  const int64_t init_step = trans & kTransInit ? mr : mr * ld_init;
+  const int64_t dst_step = trans & kTransDst ? mr : mr * ld_dst;
+  for (int tile = 0; tile < tiles; ++tile, a_first += a_step, dst += dst_step, init = init ? init + init_step : init) {
+  const T* __restrict ap = a_first;
+  const T* __restrict bp = b_first;
+  V acc[mr][nv];
   if (init == nullptr) {
 #pragma GCC unroll 16
     for (int r = 0; r < mr; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int v = 0; v < nv; ++v) acc[r][v] = V{};
   } else {
 #pragma GCC unroll 16
@@ -209,10 +217,10 @@ void kernel(const T* __restrict ap, int64_t ars, int64_t acs, const T* __restric
           for (int j = 0; j < n_valid; ++j) tmp[j] = static_cast<T>(init[j * ld_init + r]);
         else
           for (int j = 0; j < n_valid; ++j) tmp[j] = static_cast<T>(src[j]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int v = 0; v < nv; ++v) acc[r][v] = load_v(tmp + v * W);
       } else {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int v = 0; v < nv; ++v) acc[r][v] = load_c<T>(src + v * W);
       }
     }
@@ -223,12 +231,12 @@ void kernel(const T* __restrict ap, int64_t ars, int64_t acs, const T* __restric
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
     V b[nv];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int v = 0; v < nv; ++v) b[v] = load_v(bp + v * W);
 #pragma GCC unroll 16
     for (int r = 0; r < mr; ++r) {
       const T a = ap[r * ars];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int v = 0; v < nv; ++v) acc[r][v] = detail::Simd<T>::fma(b[v], a, acc[r][v]);  // one rounding per lane
     }
     ap += acs;
@@ -245,11 +253,11 @@ void kernel(const T* __restrict ap, int64_t ars, int64_t acs, const T* __restric
     C* out = dst + r * ld_dst;
     if (trans & kTransDst) {  // C is written transposed: element (r, j) at dst[j*ld + r]
       T tmp[nv * W];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);
       for (int j = 0; j < n_valid; ++j) store_one(dst[j * ld_dst + r], tmp[j]);
     } else if (full) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int v = 0; v < nv; ++v) {
         if (accumulate)
           store_c<T>(out + v * W, load_c<T>(out + v * W) + acc[r][v]);
@@ -260,16 +268,17 @@ void kernel(const T* __restrict ap, int64_t ars, int64_t acs, const T* __restric
       }
     } else {
       T tmp[nv * W];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);
       for (int j = 0; j < n_valid; ++j) store_one(out[j], tmp[j]);
     }
+  }
   }
 }
 
 template <class T, class C>
 using KernelFn = void (*)(const T*, int64_t, int64_t, const T*, int64_t, int64_t, const C*, int64_t,
-                          C*, int64_t, bool, int, int);
+                          C*, int64_t, bool, int, int, int);
 
 // With C stored wider than T, A is always packed: no direct-A kernels.
 template <class T, class C, int mr, int... vs>
@@ -288,6 +297,19 @@ constexpr KernelTable<T, C, rs...> make_table(std::integer_sequence<int, rs...>)
 }
 template <class T, class C>
 constexpr auto kTable = make_table<T, C>(std::make_integer_sequence<int, MR>{});
+
+// Two-panel kernels (2*NV vectors) for 1 .. kWideRows rows, with A packed or in place.
+constexpr int kWideRows = 3;
+template <class T, int... rs>
+struct WideTable {
+  KernelFn<T, T> fn[kWideRows][2]{{&kernel<T, T, rs + 1, 2 * NV, false>, &kernel<T, T, rs + 1, 2 * NV, true>}...};
+};
+template <class T, int... rs>
+constexpr WideTable<T, rs...> make_wide(std::integer_sequence<int, rs...>) {
+  return {};
+}
+template <class T>
+constexpr auto kWideTable = make_wide<T>(std::make_integer_sequence<int, kWideRows>{});
 
 template <class T>
 void reference(const MatmulArgsOf<T>& x) {
@@ -371,16 +393,19 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
       for (int64_t i0 = 0; i0 < M; i0 += MC) {
         const int64_t mc = M - i0 < MC ? M - i0 : MC;
         if (!direct_a) pack_a<MR>(x, i0, mc, k0, kc, ap);
-        for (int64_t jp = 0; jp < nc; jp += NR) {
-          const int n_valid = static_cast<int>(nc - jp < NR ? nc - jp : NR);
+        for (int64_t jp = 0; jp < nc;) {
+          // At most kWideRows rows and B in place: two panels in one tile, twice the independent
+          // accumulators (1x64x64 is otherwise bound by the FMA latency of 4 chains).
+          const bool wide = direct_b && mc <= kWideRows && nc - jp >= 2 * NR;
+          const int n_valid = wide ? 2 * NR : static_cast<int>(nc - jp < NR ? nc - jp : NR);
           const int nv = (n_valid + W - 1) / W;
-          const bool in_place = direct_b && n_valid == NR;
+          const bool in_place = direct_b && n_valid >= NR;
           const T* bpanel = bp + jp * kc;
           if constexpr (in_place_ok)
             if (in_place) bpanel = x.b + k0 * x.b_rs + j0 + jp;
           const int64_t ldb = in_place ? x.b_rs : NR;
           // One register tile: rows ip .. ip+rows of this block, by kernel `fn`.
-          auto tile = [&](int64_t ip, KernelFn<T, S> fn) {
+          auto tile = [&](int64_t ip, KernelFn<T, S> fn, int tiles = 1) {
             const int64_t i = i0 + ip, j = j0 + jp;
             S* c_tile = trans_c ? x.c + j * ldc + i : x.c + i * ldc + j;
             const int t_c = trans_c ? kTransInit | kTransDst : 0;
@@ -403,23 +428,37 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
             if constexpr (in_place_ok) {
               if (direct_a)
                 return fn(x.a + i * x.a_rs + k0 * x.a_cs, x.a_rs, x.a_cs, bpanel, ldb, kc, init, ld_init, dst, ld_dst,
-                          acc_store, n_valid, trans);
+                          acc_store, n_valid, trans, tiles);
             }
-            fn(ap + ip * kc, 1, MR, bpanel, ldb, kc, init, ld_init, dst, ld_dst, acc_store, n_valid, trans);
+            fn(ap + ip * kc, 1, MR, bpanel, ldb, kc, init, ld_init, dst, ld_dst, acc_store, n_valid, trans, tiles);
           };
           int64_t ip = 0;
+          if constexpr (in_place_ok) {
+            if (wide) {
+              tile(0, kWideTable<T>.fn[mc - 1][direct_a ? 1 : 0]);
+              jp += 2 * NR;
+              continue;
+            }
+          }
           // A panel of one or two vectors gives an MR-row tile only MR or 2*MR accumulators, too
           // few to hide the FMA latency; with A in place (no MR-row packing) take 2*MR rows. Only
           // for a transposed A (dW = Xᵀ·g), whose 2*MR values per k are contiguous: 2*MR rows of
           // a row-major A a power-of-two stride apart conflict in L1 (256x1024x10 ran 6% slower).
-          if constexpr (in_place_ok)
-            if (direct_a && nv <= 2 && x.a_rs == 1)
-              for (; ip + 2 * MR <= mc; ip += 2 * MR)
-                tile(ip, nv == 1 ? &kernel<T, S, 2 * MR, 1, true> : &kernel<T, S, 2 * MR, 2, true>);
-          for (; ip < mc; ip += MR) {
-            const int m_valid = static_cast<int>(mc - ip < MR ? mc - ip : MR);
-            tile(ip, kTable<T, S>.fn[m_valid - 1][(direct_a ? NV : 0) + nv - 1]);
+          if constexpr (in_place_ok) {
+            if (direct_a && nv <= 2 && x.a_rs == 1 && mc >= 2 * MR) {
+              const int tiles = static_cast<int>(mc / (2 * MR));
+              tile(ip, nv == 1 ? &kernel<T, S, 2 * MR, 1, true> : &kernel<T, S, 2 * MR, 2, true>, tiles);
+              ip += tiles * 2 * MR;
+            }
           }
+          const int col = (direct_a ? NV : 0) + nv - 1;
+          if (mc - ip >= MR) {
+            const int tiles = static_cast<int>((mc - ip) / MR);
+            tile(ip, kTable<T, S>.fn[MR - 1][col], tiles);
+            ip += tiles * MR;
+          }
+          if (ip < mc) tile(ip, kTable<T, S>.fn[mc - ip - 1][col]);
+          jp += NR;
         }
       }
     }
