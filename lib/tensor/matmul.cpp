@@ -229,7 +229,7 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
           const T* bpanel = bp + jp * kc;
           if constexpr (in_place_ok)
             if (in_place) bpanel = x.b + k0 * x.b_rs + j0 + jp;
-          const int64_t ldb = in_place ? x.b_rs : NR;
+          const int64_t ldb = in_place ? x.b_rs : n_valid == NR ? NR : detail::ragged_ld<T>(n_valid);
           // One register tile: rows ip .. ip+rows of this block, by kernel `fn`.
           auto tile = [&](int64_t ip, KernelFn<T, S> fn, int tiles = 1) {
             const int64_t i = i0 + ip, j = j0 + jp;

@@ -104,6 +104,13 @@ void kernel(const T* __restrict a_first, int64_t ars, int64_t acs, const T* __re
 #pragma GCC unroll 16
     for (int r = 0; r < mr; ++r) {
       const C* src = init + r * ld_init;
+      if constexpr (std::is_same_v<T, C>) {
+        if (!(trans & kTransInit) && !full) {  // only the last vector is partial
+#pragma GCC unroll 8
+          for (int v = 0; v < nv; ++v) acc[r][v] = load_n(src + v * W, v + 1 < nv ? W : n_valid - v * W);
+          continue;
+        }
+      }
       if ((trans & kTransInit) || !full) {
         T tmp[nv * W] = {};
         if (trans & kTransInit)  // init holds the tile transposed: element (r, j) at init[j*ld + r]
@@ -159,7 +166,18 @@ void kernel(const T* __restrict a_first, int64_t ars, int64_t acs, const T* __re
         else
           store_c<T>(out + v * W, acc[r][v]);
       }
-    } else {
+    } else if constexpr (std::is_same_v<T, C>) {  // only the last vector is partial
+#pragma GCC unroll 8
+      for (int v = 0; v < nv; ++v) {
+        const int n = v + 1 < nv ? W : n_valid - v * W;
+        if (accumulate)
+          store_n(out + v * W, load_n(out + v * W, n) + acc[r][v], n);
+        else if (plus_zero)
+          store_n(out + v * W, acc[r][v] + V{}, n);
+        else
+          store_n(out + v * W, acc[r][v], n);
+      }
+    } else {  // C stored wider: convert element by element
       T tmp[nv * W];
 #pragma GCC unroll 8
       for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);

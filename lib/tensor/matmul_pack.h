@@ -35,7 +35,15 @@ void pack_transposed(const S* s, int64_t cs, int64_t kc, T* d) {
     for (int j = 0; j < NR; ++j) d[k * NR + j] = static_cast<T>(s[j * cs + k]);
 }
 
-// Pack B(k0 .. k0+kc, j0 .. j0+nc) into NR-wide panels, k-major within a panel, zero padded.
+// The k-row stride of a ragged B panel w < NR columns wide: whole vectors only, so a narrow C's
+// kernel reads (and packing writes) no more than it uses.
+template <class T>
+constexpr int64_t ragged_ld(int64_t w) {
+  return (w + Simd<T>::W - 1) / Simd<T>::W * Simd<T>::W;
+}
+
+// Pack B(k0 .. k0+kc, j0 .. j0+nc) into NR-wide panels, k-major within a panel (a ragged last one
+// narrower: ragged_ld), zero padded.
 // Full panels take constant-width paths the compiler turns into vector copies / unrolled loads.
 // With `ragged_only` (B read in place) only a ragged last panel is packed.
 // Values stored as S (double holding floats) are narrowed on the way: static_cast is exact for them.
@@ -62,10 +70,14 @@ void pack_b(const MatmulArgsOf<T, S>& x, int64_t k0, int64_t kc, int64_t j0, int
 #pragma GCC unroll 32
         for (int j = 0; j < NR; ++j) d[j] = static_cast<T>(s[j * cs]);
       }
-    } else {  // ragged last panel
-      for (int64_t k = 0; k < kc; ++k, d += NR, s += rs) {
-        std::memset(d, 0, NR * sizeof(T));  // the kernel loads whole vectors: pad with zeros
-        for (int64_t j = 0; j < w; ++j) d[j] = static_cast<T>(s[j * cs]);
+    } else {  // ragged last panel: k rows ragged_ld(w) apart, padded with zeros to whole vectors
+      // A fixed-width loop: with a variable one GCC calls memset and memmove per k, which cost
+      // more than the kernel on a narrow C.
+      const int64_t ld = ragged_ld<T>(w);
+      for (int64_t k = 0; k < kc; ++k, d += ld, s += rs) {
+#pragma GCC unroll 32
+        for (int j = 0; j < NR; ++j)
+          if (j < ld) d[j] = j < w ? static_cast<T>(s[j * cs]) : T(0);
       }
     }
   }
@@ -93,9 +105,12 @@ void pack_a(const MatmulArgsOf<T, S>& x, int64_t i0, int64_t mc, int64_t k0, int
 #pragma GCC unroll 32
         for (int i = 0; i < MR; ++i) d[i] = static_cast<T>(s[i * rs]);
       }
-    } else {  // ragged last panel
-      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs)
-        for (int64_t i = 0; i < h; ++i) d[i] = static_cast<T>(s[i * rs]);
+    } else {  // ragged last panel: fixed width, as for B's (no library call per k)
+      for (int64_t k = 0; k < kc; ++k, d += MR, s += cs) {
+#pragma GCC unroll 32
+        for (int i = 0; i < MR; ++i)
+          if (i < h) d[i] = static_cast<T>(s[i * rs]);
+      }
     }
   }
 }

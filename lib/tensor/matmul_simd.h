@@ -79,6 +79,39 @@ inline void store_v(T* p, typename Simd<T>::V v) {
   std::memcpy(p, &v, sizeof v);
 }
 
+// The first n lanes (0 < n <= W) of a vector, from or to memory; load_n zeroes the other lanes.
+// Element by element in a fixed-width loop (or AVX-512's masked moves): GCC turns a loop to a
+// variable n into a memcpy call, which costs more than a narrow tile's arithmetic.
+template <class T>
+inline typename Simd<T>::V load_n(const T* p, int n) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, double>)
+    return _mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << n) - 1), p);
+  else
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+#else
+  T t[Simd<T>::W];
+#pragma GCC unroll 16
+  for (int l = 0; l < Simd<T>::W; ++l) t[l] = l < n ? p[l] : T(0);
+  return load_v(t);
+#endif
+}
+template <class T>
+inline void store_n(T* p, typename Simd<T>::V v, int n) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, double>)
+    _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1), v);
+  else
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+#else
+  T t[Simd<T>::W];
+  store_v(t, v);
+#pragma GCC unroll 16
+  for (int l = 0; l < Simd<T>::W; ++l)
+    if (l < n) p[l] = t[l];
+#endif
+}
+
 // Transposes a W x W block in registers: on entry r[i] holds row i (lane l = column l), on exit
 // r[l] holds column l. log2(W) butterfly levels; level h swaps the off-diagonal h x h blocks of
 // every 2h x 2h block, so after all levels each element (i, l) sits at (l, i). Only moves values.
