@@ -328,9 +328,8 @@ namespace {
 template <class T, class S>
 void exact(const MatmulArgsOf<T, S>& x) {
   constexpr double kMinFlops = GR_MM_MIN_PAR_FLOPS;
-  const int threads = num_threads();
   const double flops = 2.0 * static_cast<double>(x.m) * static_cast<double>(x.n) * static_cast<double>(x.k);
-  if (threads <= 1 || flops < kMinFlops) return matmul_serial(x, x.n);
+  if (flops < kMinFlops || num_threads() <= 1) return matmul_serial(x, x.n);
   const OutputGrid g = output_grid(x.m, x.n);
   if (g.tasks() <= 1) return matmul_serial(x, x.n);
   parallel_for(g.tasks(), [&](int64_t t) {

@@ -50,9 +50,14 @@ void rows_block(const MatmulArgsOf<T>& x, int64_t i0, int64_t j0, int64_t nb, T*
   if (K >= 4) {
     rows_pass<T, R, 4, true>(x, i0, j0, nb, 0, acc, ld);
     for (k = 4; k + 4 <= K; k += 4) rows_pass<T, R, 4, false>(x, i0, j0, nb, k, acc, ld);
-  } else {
-    rows_pass<T, R, 1, true>(x, i0, j0, nb, 0, acc, ld);
-    k = 1;
+  } else {  // K = 1, 2 or 3: one pass (4x2x16 is mostly call overhead)
+    if (K == 3)
+      rows_pass<T, R, 3, true>(x, i0, j0, nb, 0, acc, ld);
+    else if (K == 2)
+      rows_pass<T, R, 2, true>(x, i0, j0, nb, 0, acc, ld);
+    else
+      rows_pass<T, R, 1, true>(x, i0, j0, nb, 0, acc, ld);
+    k = K;
   }
   for (; k < K; ++k) rows_pass<T, R, 1, false>(x, i0, j0, nb, k, acc, ld);
 }
