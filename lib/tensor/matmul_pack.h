@@ -74,6 +74,14 @@ void pack_b(const MatmulArgsOf<T, S>& x, int64_t k0, int64_t kc, int64_t j0, int
       // A fixed-width loop: with a variable one GCC calls memset and memmove per k, which cost
       // more than the kernel on a narrow C.
       const int64_t ld = ragged_ld<T>(w);
+      if constexpr (std::is_same_v<T, S>) {
+        if (cs == 1) {  // row-major B: whole vectors, the last one partial (load_n zero fills)
+          constexpr int W = Simd<T>::W;
+          for (int64_t k = 0; k < kc; ++k, d += ld, s += rs)
+            for (int64_t j = 0; j < ld; j += W) store_v(d + j, load_n(s + j, static_cast<int>(w - j < W ? w - j : W)));
+          continue;
+        }
+      }
       for (int64_t k = 0; k < kc; ++k, d += ld, s += rs) {
 #pragma GCC unroll 32
         for (int j = 0; j < NR; ++j)
