@@ -71,8 +71,7 @@ void pack_b(const MatmulArgsOf<T, S>& x, int64_t k0, int64_t kc, int64_t j0, int
         for (int j = 0; j < NR; ++j) d[j] = static_cast<T>(s[j * cs]);
       }
     } else {  // ragged last panel: k rows ragged_ld(w) apart, padded with zeros to whole vectors
-      // A fixed-width loop: with a variable one GCC calls memset and memmove per k, which cost
-      // more than the kernel on a narrow C.
+      // No memset/memcpy per k: those library calls cost more than a narrow C's kernel.
       const int64_t ld = ragged_ld<T>(w);
       if constexpr (std::is_same_v<T, S>) {
         if (cs == 1) {  // row-major B: whole vectors, the last one partial (load_n zero fills)
@@ -83,9 +82,8 @@ void pack_b(const MatmulArgsOf<T, S>& x, int64_t k0, int64_t kc, int64_t j0, int
         }
       }
       for (int64_t k = 0; k < kc; ++k, d += ld, s += rs) {
-#pragma GCC unroll 32
-        for (int j = 0; j < NR; ++j)
-          if (j < ld) d[j] = j < w ? static_cast<T>(s[j * cs]) : T(0);
+        store_v(d + ld - Simd<T>::W, typename Simd<T>::V{});  // the last vector, holding the pad
+        for (int64_t j = 0; j < w; ++j) d[j] = static_cast<T>(s[j * cs]);  // strided or narrowed
       }
     }
   }
