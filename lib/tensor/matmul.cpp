@@ -22,9 +22,8 @@
 // use smaller instantiations of the same kernel (fewer rows / vectors). With few rows, B is read
 // in place rather than packed, and up to 3 rows take two panels per tile; with a narrow C, A is
 // read in place (broadcasts are scalar loads either way) and a transposed A gets 2*MR-row tiles;
-// with very few rows (<= 8),
-// a wide row-major B, a row-streaming loop (acc rows in C or on the stack, four k steps per pass)
-// replaces tiling. Threads split C into row and/or column blocks (matmul_exact, at the end).
+// with very few rows (<= 8) and a wide row-major B, a row-streaming loop (acc rows in C or on the
+// stack, four k steps per pass) replaces tiling. Threads split C into row and/or column blocks (matmul_exact, at the end).
 // Tuning numbers and measurements: docs/performance.md.
 #include "tensor/matmul.h"
 
@@ -273,7 +272,8 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
           if constexpr (in_place_ok) {
             if (direct_a && nv <= 2 && x.a_rs == 1 && mc >= 2 * MR) {
               const int tiles = static_cast<int>(mc / (2 * MR));
-              tile(ip, nv == 1 ? &detail::kernel<T, S, 2 * MR, 1, true> : &detail::kernel<T, S, 2 * MR, 2, true>, tiles);
+              const KernelFn<T, S> fn = nv == 1 ? &detail::kernel<T, S, 2 * MR, 1, true> : &detail::kernel<T, S, 2 * MR, 2, true>;
+              tile(ip, fn, tiles);
               ip += tiles * 2 * MR;
             }
           }

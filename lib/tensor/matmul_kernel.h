@@ -42,7 +42,7 @@ struct Tile {
   static constexpr int NR = NV * W;
 };
 constexpr int kTransInit = 1, kTransDst = 2;  // kernel's `trans` bits: init / dst hold the tile transposed
-constexpr int kPlusZero = 4;  // and: an overwriting store writes acc + 0 (MatmulStore::OntoZero)
+constexpr int kPlusZero = 4;                  // and: an overwriting store writes acc + 0 (MatmulStore::OntoZero)
 
 // C's rows to and from the arithmetic type T when C is stored wider (C = double holding floats,
 // the f32 tape): the conversions are exact, so C stored either way holds the same values.
@@ -81,9 +81,9 @@ inline void store_c(C* p, typename Simd<T>::V v) {
 // With tiles > 1 the kernel runs that many tiles down the rows, each mr rows below the last (one
 // call per column panel rather than per tile: on small products the call costs as much as a tile).
 template <class T, class C, int mr, int nv, bool direct_a>
-void kernel(const T* __restrict a_first, int64_t ars, int64_t acs, const T* __restrict b_first, int64_t ldb,
-            int64_t kc, const C* init, int64_t ld_init, C* dst, int64_t ld_dst, bool accumulate,
-            int n_valid, int trans, int tiles) {
+void kernel(const T* __restrict a_first, int64_t ars, int64_t acs, const T* __restrict b_first, int64_t ldb, int64_t kc,
+            const C* init, int64_t ld_init, C* dst, int64_t ld_dst, bool accumulate, int n_valid, int trans,
+            int tiles) {
   using V = typename Simd<T>::V;
   constexpr int W = Tile<T>::W;
   if (!direct_a) ars = 1, acs = MR;  // compile-time strides for the packed panel
@@ -92,104 +92,104 @@ void kernel(const T* __restrict a_first, int64_t ars, int64_t acs, const T* __re
   const int64_t init_step = trans & kTransInit ? mr : mr * ld_init;
   const int64_t dst_step = trans & kTransDst ? mr : mr * ld_dst;
   for (int tile = 0; tile < tiles; ++tile, a_first += a_step, dst += dst_step, init = init ? init + init_step : init) {
-  const T* __restrict ap = a_first;
-  const T* __restrict bp = b_first;
-  V acc[mr][nv];
-  if (init == nullptr) {
+    const T* __restrict ap = a_first;
+    const T* __restrict bp = b_first;
+    V acc[mr][nv];
+    if (init == nullptr) {
 #pragma GCC unroll 16
-    for (int r = 0; r < mr; ++r)
+      for (int r = 0; r < mr; ++r)
 #pragma GCC unroll 8
-      for (int v = 0; v < nv; ++v) acc[r][v] = V{};
-  } else {
+        for (int v = 0; v < nv; ++v) acc[r][v] = V{};
+    } else {
 #pragma GCC unroll 16
-    for (int r = 0; r < mr; ++r) {
-      const C* src = init + r * ld_init;
-      if constexpr (std::is_same_v<T, C>) {
-        if (!(trans & kTransInit) && !full) {  // only the last vector is partial
+      for (int r = 0; r < mr; ++r) {
+        const C* src = init + r * ld_init;
+        if constexpr (std::is_same_v<T, C>) {
+          if (!(trans & kTransInit) && !full) {  // only the last vector is partial
 #pragma GCC unroll 8
-          for (int v = 0; v < nv; ++v) acc[r][v] = load_n(src + v * W, v + 1 < nv ? W : n_valid - v * W);
-          continue;
+            for (int v = 0; v < nv; ++v) acc[r][v] = load_n(src + v * W, v + 1 < nv ? W : n_valid - v * W);
+            continue;
+          }
+        }
+        if ((trans & kTransInit) || !full) {
+          T tmp[nv * W] = {};
+          if (trans & kTransInit)  // init holds the tile transposed: element (r, j) at init[j*ld + r]
+            for (int j = 0; j < n_valid; ++j) tmp[j] = static_cast<T>(init[j * ld_init + r]);
+          else
+            for (int j = 0; j < n_valid; ++j) tmp[j] = static_cast<T>(src[j]);
+#pragma GCC unroll 8
+          for (int v = 0; v < nv; ++v) acc[r][v] = load_v(tmp + v * W);
+        } else {
+#pragma GCC unroll 8
+          for (int v = 0; v < nv; ++v) acc[r][v] = load_c<T>(src + v * W);
         }
       }
-      if ((trans & kTransInit) || !full) {
-        T tmp[nv * W] = {};
-        if (trans & kTransInit)  // init holds the tile transposed: element (r, j) at init[j*ld + r]
-          for (int j = 0; j < n_valid; ++j) tmp[j] = static_cast<T>(init[j * ld_init + r]);
-        else
-          for (int j = 0; j < n_valid; ++j) tmp[j] = static_cast<T>(src[j]);
-#pragma GCC unroll 8
-        for (int v = 0; v < nv; ++v) acc[r][v] = load_v(tmp + v * W);
-      } else {
-#pragma GCC unroll 8
-        for (int v = 0; v < nv; ++v) acc[r][v] = load_c<T>(src + v * W);
-      }
     }
-  }
 
-  // Unrolled by 4: the loop's own overhead (pointer bumps, compare, branch) is then small next
-  // to the MR*NV FMAs of each step.
+    // Unrolled by 4: the loop's own overhead (pointer bumps, compare, branch) is then small next
+    // to the MR*NV FMAs of each step.
 #pragma GCC unroll 4
-  for (int64_t k = 0; k < kc; ++k) {
-    V b[nv];
+    for (int64_t k = 0; k < kc; ++k) {
+      V b[nv];
 #pragma GCC unroll 8
-    for (int v = 0; v < nv; ++v) b[v] = load_v(bp + v * W);
+      for (int v = 0; v < nv; ++v) b[v] = load_v(bp + v * W);
+#pragma GCC unroll 16
+      for (int r = 0; r < mr; ++r) {
+        const T a = ap[r * ars];
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; ++v) acc[r][v] = Simd<T>::fma(b[v], a, acc[r][v]);  // one rounding per lane
+      }
+      ap += acs;
+      bp += ldb;
+    }
+
+    const bool plus_zero = trans & kPlusZero;
+    // One element's store: C = C + acc, +0 + acc or acc, in T.
+    const auto store_one = [&](C& o, T t) {
+      o = static_cast<C>(accumulate ? static_cast<T>(o) + t : plus_zero ? t + T(0) : t);
+    };
 #pragma GCC unroll 16
     for (int r = 0; r < mr; ++r) {
-      const T a = ap[r * ars];
+      C* out = dst + r * ld_dst;
+      if (trans & kTransDst) {  // C is written transposed: element (r, j) at dst[j*ld + r]
+        T tmp[nv * W];
 #pragma GCC unroll 8
-      for (int v = 0; v < nv; ++v) acc[r][v] = Simd<T>::fma(b[v], a, acc[r][v]);  // one rounding per lane
-    }
-    ap += acs;
-    bp += ldb;
-  }
-
-  const bool plus_zero = trans & kPlusZero;
-  // One element's store: C = C + acc, +0 + acc or acc, in T.
-  const auto store_one = [&](C& o, T t) {
-    o = static_cast<C>(accumulate ? static_cast<T>(o) + t : plus_zero ? t + T(0) : t);
-  };
-#pragma GCC unroll 16
-  for (int r = 0; r < mr; ++r) {
-    C* out = dst + r * ld_dst;
-    if (trans & kTransDst) {  // C is written transposed: element (r, j) at dst[j*ld + r]
-      T tmp[nv * W];
+        for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);
+        for (int j = 0; j < n_valid; ++j) store_one(dst[j * ld_dst + r], tmp[j]);
+      } else if (full) {
 #pragma GCC unroll 8
-      for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);
-      for (int j = 0; j < n_valid; ++j) store_one(dst[j * ld_dst + r], tmp[j]);
-    } else if (full) {
+        for (int v = 0; v < nv; ++v) {
+          if (accumulate)
+            store_c<T>(out + v * W, load_c<T>(out + v * W) + acc[r][v]);
+          else if (plus_zero)
+            store_c<T>(out + v * W, acc[r][v] + V{});
+          else
+            store_c<T>(out + v * W, acc[r][v]);
+        }
+      } else if constexpr (std::is_same_v<T, C>) {  // only the last vector is partial
 #pragma GCC unroll 8
-      for (int v = 0; v < nv; ++v) {
-        if (accumulate)
-          store_c<T>(out + v * W, load_c<T>(out + v * W) + acc[r][v]);
-        else if (plus_zero)
-          store_c<T>(out + v * W, acc[r][v] + V{});
-        else
-          store_c<T>(out + v * W, acc[r][v]);
+        for (int v = 0; v < nv; ++v) {
+          const int n = v + 1 < nv ? W : n_valid - v * W;
+          if (accumulate)
+            store_n(out + v * W, load_n(out + v * W, n) + acc[r][v], n);
+          else if (plus_zero)
+            store_n(out + v * W, acc[r][v] + V{}, n);
+          else
+            store_n(out + v * W, acc[r][v], n);
+        }
+      } else {  // C stored wider: convert element by element
+        T tmp[nv * W];
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);
+        for (int j = 0; j < n_valid; ++j) store_one(out[j], tmp[j]);
       }
-    } else if constexpr (std::is_same_v<T, C>) {  // only the last vector is partial
-#pragma GCC unroll 8
-      for (int v = 0; v < nv; ++v) {
-        const int n = v + 1 < nv ? W : n_valid - v * W;
-        if (accumulate)
-          store_n(out + v * W, load_n(out + v * W, n) + acc[r][v], n);
-        else if (plus_zero)
-          store_n(out + v * W, acc[r][v] + V{}, n);
-        else
-          store_n(out + v * W, acc[r][v], n);
-      }
-    } else {  // C stored wider: convert element by element
-      T tmp[nv * W];
-#pragma GCC unroll 8
-      for (int v = 0; v < nv; ++v) store_v(tmp + v * W, acc[r][v]);
-      for (int j = 0; j < n_valid; ++j) store_one(out[j], tmp[j]);
     }
-  }
   }
 }
 
 template <class T, class C>
-using KernelFn = void (*)(const T*, int64_t, int64_t, const T*, int64_t, int64_t, const C*, int64_t,
-                          C*, int64_t, bool, int, int, int);
+using KernelFn = void (*)(const T*, int64_t, int64_t, const T*, int64_t, int64_t, const C*, int64_t, C*, int64_t, bool,
+                          int, int, int);
 
 // With C stored wider than T, A is always packed: no direct-A kernels.
 template <class T, class C, int mr, int... vs>
