@@ -132,7 +132,7 @@ TEST_CASE("a batch the threads split trains to the same bytes on 1, 2 and 3 thre
     const std::string out = fresh_dir("split" + std::to_string(threads));
     Spec spec = load_spec(std::string(GR_SOURCE_DIR) + "/specs/digits.json");
     spec.train.epochs = 2;
-    spec.train.batch_size = 512;
+    spec.train.batch_size = 1024;  // [1024,64] slots: twice kOwnedMinElems (grad/owned.h)
     Model model(spec, load_datasets(spec));
     TrainOptions o;
     o.out_dir = out;

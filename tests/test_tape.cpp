@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "grad/optimizer.h"
+#include "grad/owned.h"
 #include "grad/tape.h"
 #include "tensor/parallel.h"
 
@@ -129,7 +130,7 @@ TEST_CASE("the op table names every op once", "[tape]") {
   CHECK_FALSE(op_by_name("conv2d").has_value());
 }
 
-// Every loop the threads split (grad/owned.h, tensor/matmul.h): products split by columns ([64,256])
+// Every loop the threads split (grad/owned.h, tensor/matmul.h): products split by columns ([64,512])
 // and by rows ([512,64]), bias adds with a [N] and a [1,N] bias (the bias gradient inside the column
 // blocks and after row blocks), activations, x·x (both sides into one slot), the zeroing of
 // gradients by reset_to, and an Adam step. 1 to 4 threads must give the same bytes.
@@ -145,12 +146,15 @@ std::vector<double> filled(int64_t n, uint64_t seed) {
   return v;
 }
 
+// The elementwise loops split only tensors of at least kOwnedMinElems elements.
+static_assert(64 * 512 >= kOwnedMinElems && 512 * 64 >= kOwnedMinElems, "the test's tensors must be split");
+
 std::vector<std::vector<double>> split_episodes(int threads, Real real) {
   set_num_threads(threads);
   Tape t(real);
   const Var x = t.constant(Shape{64, 300}, filled(64 * 300, 1));
   const Var u = t.constant(Shape{512, 40}, filled(512 * 40, 2));
-  const Var w1 = t.param(Shape{300, 256}, filled(300 * 256, 3)), b1 = t.param(Shape{256}, filled(256, 4));
+  const Var w1 = t.param(Shape{300, 512}, filled(300 * 512, 3)), b1 = t.param(Shape{512}, filled(512, 4));
   const Var w2 = t.param(Shape{40, 64}, filled(40 * 64, 5)), b2 = t.param(Shape{1, 64}, filled(64, 6));
   Optimizer opt = Optimizer::adam(1e-2);
   for (const Var p : {w1, b1, w2, b2}) opt.add(t, p);
@@ -158,7 +162,7 @@ std::vector<std::vector<double>> split_episodes(int threads, Real real) {
   std::vector<std::vector<double>> out;
   const auto keep = [&](ConstTensorView v) { out.emplace_back(v.values().begin(), v.values().end()); };
   for (int episode = 0; episode < 2; ++episode) {
-    const Var h = t.relu(t.add(t.matmul(x, w1), b1));       // [64,256]: columns split
+    const Var h = t.relu(t.add(t.matmul(x, w1), b1));       // [64,512]: columns split
     const Var s = t.sub(t.sigmoid(h), t.mul(h, h));         // equal shapes, x·x
     const Var k = t.tanh(t.add(t.matmul(u, w2), b2));       // [512,64]: rows split
     const Var loss = t.add(t.mean(s), t.mean(t.mul(k, k)));

@@ -12,9 +12,12 @@
 
 namespace gr {
 
-// Smaller tensors stay on the calling thread: a parallel region costs ~1–2 µs, and an elementwise
-// op over 8K doubles takes ~3 µs.
-inline constexpr int64_t kOwnedMinElems = int64_t(1) << 13;
+// Smaller tensors stay on the calling thread. A parallel region costs ~1–2 µs, and on this VM a
+// hand-off to the other core often costs more (its cache misses on the block): an elementwise op
+// over 8K doubles takes ~3 µs, and at 8K the 6-64-32-64-6 autoencoder (batch 200, 12 800-element
+// activations) ran slower on 2 threads than on 1 (125 → 194 µs); at 32K it does not (126–135 µs).
+// docs/performance.md has the measurement.
+inline constexpr int64_t kOwnedMinElems = int64_t(1) << 15;
 
 struct RowsCols {
   int64_t m, n;
