@@ -21,49 +21,69 @@ constexpr double kNormPerUpdate = 0.25;
 
 static_assert(std::tuple_size_v<Optimizer::NormLanes> == GR_NORM_LANES);
 
-// The gradient norm's lanes (kernels/gr_optim.h gr_norm_lanes) in R, held in one GCC vector while a
+// Doubles per native SIMD register. LaneSums holds the 16 lanes as registers of this many: a GCC
+// vector wider than the target's registers (16 doubles are 2 zmm) is kept in memory, so the
+// lanes' chain went through a store and a reload in every iteration (~1 element per cycle; now
+// one add per register, ~5 elements per cycle). Same operations, lane for lane.
+#if defined(__AVX512F__)
+constexpr int kNormPart = 8;
+#elif defined(__AVX__)
+constexpr int kNormPart = 4;
+#else
+constexpr int kNormPart = 2;
+#endif
+constexpr int kNormParts = GR_NORM_LANES / kNormPart;
+
+// The gradient norm's lanes (kernels/gr_optim.h gr_norm_lanes) in R, held in GCC vectors while a
 // pass runs. Every norm of this file, whole or in pieces, goes through here; between passes the
 // lanes are stored as doubles (an f32 tape's hold floats exactly). The whole blocks of 16 run as
-// GCC vectors — lane j of the vector is lane j of the definition, and vector + and × are the
-// IEEE operations elementwise (not contracted: -ffp-contract=off) — because GCC's own vectorizer
-// loads the 16 doubles of an f32 block piecewise. tests/test_optimizer.cpp holds this to
-// gr_norm_lanes bit for bit over random lengths and starting lanes.
+// GCC vectors — lane j of part p is lane p·kNormPart + j of the definition, and vector + and ×
+// are the IEEE operations elementwise (not contracted: -ffp-contract=off) — because GCC's own
+// vectorizer loads the 16 doubles of an f32 block piecewise. tests/test_optimizer.cpp holds this
+// to gr_norm_lanes bit for bit over random lengths and starting lanes.
 template <class R>
 class LaneSums {
  public:
   explicit LaneSums(const Optimizer::NormLanes& lanes) {
     R acc[GR_NORM_LANES];
     for (int j = 0; j < GR_NORM_LANES; ++j) acc[j] = static_cast<R>(lanes[j]);
-    std::memcpy(&v_, acc, sizeof v_);
+    std::memcpy(v_, acc, sizeof v_);
   }
   void store(Optimizer::NormLanes& lanes) const {
     R acc[GR_NORM_LANES];
-    std::memcpy(acc, &v_, sizeof v_);
+    std::memcpy(acc, v_, sizeof v_);
     for (int j = 0; j < GR_NORM_LANES; ++j) lanes[j] = static_cast<double>(acc[j]);
   }
   // Continues the lanes over g[0..n), g[0] being element `first` of its parameter.
   void add(const double* g, int64_t n, int64_t first) {
     int64_t e = std::min(n, (GR_NORM_LANES - first % GR_NORM_LANES) % GR_NORM_LANES);
     if (e > 0) scalar(g, e, first);
+    // Locals, not the member: g is a double*, so a store through it could change v_ as far as the
+    // compiler knows.
+    Part v[kNormParts];
+    for (int p = 0; p < kNormParts; ++p) v[p] = v_[p];
     for (; e + GR_NORM_LANES <= n; e += GR_NORM_LANES) {
-      Wide w;
-      std::memcpy(&w, g + e, sizeof w);
-      const Lanes x = __builtin_convertvector(w, Lanes);
-      v_ = v_ + x * x;
+      for (int p = 0; p < kNormParts; ++p) {
+        Wide w;
+        std::memcpy(&w, g + e + p * kNormPart, sizeof w);
+        const Part x = __builtin_convertvector(w, Part);
+        v[p] = v[p] + x * x;
+      }
     }
+    for (int p = 0; p < kNormParts; ++p) v_[p] = v[p];
     if (e < n) scalar(g + e, n - e, 0);
   }
 
  private:
-  typedef double Wide __attribute__((vector_size(GR_NORM_LANES * sizeof(double))));
-  typedef R Lanes __attribute__((vector_size(GR_NORM_LANES * sizeof(R))));
+  typedef double Wide __attribute__((vector_size(kNormPart * sizeof(double))));
+  typedef R Part __attribute__((vector_size(kNormPart * sizeof(R))));
   void scalar(const double* g, int64_t n, int64_t first) {  // the definition itself, for ends
     R acc[GR_NORM_LANES];
-    std::memcpy(acc, &v_, sizeof v_);
+    std::memcpy(acc, v_, sizeof v_);
     gr_norm_lanes<R, double>(acc, g, n, first);
-    std::memcpy(&v_, acc, sizeof v_);
+    std::memcpy(v_, acc, sizeof v_);
   }
-  Lanes v_;
+  Part v_[kNormParts];
 };
 
 // The lanes continued over g[0..n) in the tape's precision (g[0]: element `first` of its parameter).
