@@ -32,10 +32,14 @@ int main(int argc, char** argv) {
   Real real = Real::F64;
   bool phases = false;
   for (int i = 2; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--phases")) phases = std::atoi(argv[i + 1]) != 0;
-    else if (!std::strcmp(argv[i], "--dtype") && !std::strcmp(argv[i + 1], "f32")) real = Real::F32;
+    if (!std::strcmp(argv[i], "--threads"))
+      threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--seconds"))
+      seconds = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--phases"))
+      phases = std::atoi(argv[i + 1]) != 0;
+    else if (!std::strcmp(argv[i], "--dtype") && !std::strcmp(argv[i + 1], "f32"))
+      real = Real::F32;
     else if (!std::strcmp(argv[i], "--dtype") && std::strcmp(argv[i + 1], "f64") != 0) {
       std::fprintf(stderr, "bench_train: --dtype is f64 or f32, not %s\n", argv[i + 1]);
       return 2;
