@@ -24,7 +24,7 @@ static_assert(std::tuple_size_v<Optimizer::NormLanes> == GR_NORM_LANES);
 // Doubles per native SIMD register. LaneSums holds the 16 lanes as registers of this many: a GCC
 // vector wider than the target's registers (16 doubles are 2 zmm) is kept in memory, so the
 // lanes' chain went through a store and a reload in every iteration (~1 element per cycle; now
-// one add per register, ~5 elements per cycle). Same operations, lane for lane.
+// one add per register: 200K doubles in 15 µs, ~3.5 per cycle). Same operations, lane for lane.
 #if defined(__AVX512F__)
 constexpr int kNormPart = 8;
 #elif defined(__AVX__)
