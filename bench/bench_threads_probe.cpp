@@ -16,13 +16,13 @@
 //   cores cannot work in finely interleaved regions of the same buffers, and a 2-thread training
 //   step, which splits activations by columns and weights by rows, loses its gain.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 #include <vector>
+
+#include "tensor/parallel.h"
 
 namespace {
 
@@ -60,33 +60,20 @@ struct Arrays {
   }
 };
 
-// Mean seconds per step of `steps` steps of f(thread) on 2 threads (a spinning partner thread,
-// so the hand-off is not a futex wake-up).
+// Mean seconds per step of `steps` steps of f(thread) on 2 threads: the project's pool
+// (tensor/parallel.h), which runs task t on thread t, as the training step's regions do.
 template <class F>
 double two_threads(int steps, F&& f) {
-  std::atomic<int> go{0}, done{0};
-  std::thread partner([&] {
-    for (int k = 0; k < steps; ++k) {
-      while (go.load(std::memory_order_acquire) <= k) std::this_thread::yield();
-      f(1);
-      done.fetch_add(1, std::memory_order_release);
-    }
-  });
   const double t0 = now();
-  for (int k = 0; k < steps; ++k) {
-    go.fetch_add(1, std::memory_order_release);
-    f(0);
-    while (done.load(std::memory_order_acquire) <= k) std::this_thread::yield();
-  }
-  const double s = (now() - t0) / steps;
-  partner.join();
-  return s;
+  for (int k = 0; k < steps; ++k) gr::parallel_for(2, [&](int64_t t) { f(static_cast<int>(t)); });
+  return (now() - t0) / steps;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
+  gr::set_num_threads(2);
   constexpr int64_t kIters = 20'000'000;
   constexpr int kSteps = 100;
   double best_one = 1e30, best_pair = 1e30, best_u1 = 1e30, best_rows = 1e30, best_cols = 1e30;
