@@ -48,8 +48,9 @@ struct DeviceChoice {
 };
 DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag);
 
-// --threads N (default: every core). Work splits over output rows only, so results never change.
-void add_threads_option(CLI::App* command, int& threads);
+// --threads N|auto (default auto: every core; `train` then picks 1 or all per step by timing,
+// lib/train/thread_tuner.h). Work splits over output rows only, so results never change.
+void add_threads_option(CLI::App* command, int& threads, bool& automatic);
 void apply_threads(int threads);
 
 void add_train(CLI::App& app);

@@ -18,6 +18,7 @@ namespace {
 
 struct TrainFlags {
   int threads = 1;
+  bool threads_auto = true;  // --threads auto (the default)
   std::string spec, out, device, dtype, init, resume, expect;
   bool fuse = false, quiet = false, force = false;
   Overrides overrides;
@@ -97,6 +98,7 @@ void run_train(const TrainFlags& f) {
   o.device = d.kind;
   o.dtype = d.dtype;
   o.fuse = d.fuse;
+  o.auto_threads = f.threads_auto;
   o.comm = g_comm.get();
   const bool writer = !g_comm || g_comm->rank() == 0;
   TrainResult r;
@@ -147,7 +149,7 @@ void add_train(CLI::App& app) {
   c->add_flag("--force", f->force, "Replace a different run's files in the output folder (else exit 2)");
   c->add_option("--expect", f->expect, "Compare the loss log with this golden loss.csv; exit 1 at the first difference");
   c->add_flag("--quiet,-q", f->quiet, "Print only errors");
-  add_threads_option(c, f->threads);
+  add_threads_option(c, f->threads, f->threads_auto);
   c->callback([f] { run_train(*f); });
 }
 

@@ -58,10 +58,31 @@ DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, con
   return d;
 }
 
-void add_threads_option(CLI::App* command, int& threads) {
+void add_threads_option(CLI::App* command, int& threads, bool& automatic) {
   threads = hardware_threads();
-  command->add_option("--threads", threads, "Worker threads (default: all cores); any count gives the same bits")
-      ->check(CLI::Range(1, 1024));
+  automatic = true;
+  command
+      ->add_option_function<std::string>(
+          "--threads",
+          [&threads, &automatic](const std::string& v) {
+            if (v == "auto") {
+              threads = hardware_threads(), automatic = true;
+              return;
+            }
+            size_t used = 0;
+            int n = 0;
+            try {
+              n = std::stoi(v, &used);
+            } catch (const std::exception&) {
+              used = 0;
+            }
+            if (used != v.size() || n < 1 || n > 1024)
+              throw CLI::ValidationError("--threads", "expected a count from 1 to 1024 or auto, got '" + v + "'");
+            threads = n, automatic = false;
+          },
+          "Worker threads: a count, or auto (the default: all cores; train then runs each step on 1 thread or all, "
+          "whichever its timings say is faster). Any count gives the same bits")
+      ->type_name("N|auto");
 }
 
 void apply_threads(int threads) {

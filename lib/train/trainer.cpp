@@ -26,6 +26,7 @@
 #include "train/progress.h"
 #include "train/run_state.h"
 #include "train/sharded_step.h"
+#include "train/thread_tuner.h"
 #include "tensor/sha256.h"
 
 namespace gr {
@@ -37,7 +38,6 @@ using Clock = std::chrono::steady_clock;
 constexpr double kCheckpointSeconds = 2.0;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 
 }  // namespace
 
@@ -60,7 +60,9 @@ void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, c
       {"device", to_string(o.device)},
       {"dtype", to_string(o.dtype)},
       {"fused", r.fused},
-      {"threads", num_threads()},
+      {"threads", r.threads},
+      {"threads_auto", r.threads_auto},
+      {"steps_on_one_thread", r.threads_auto ? nlohmann::ordered_json(r.steps_on_one_thread) : nlohmann::ordered_json(nullptr)},
       {"shards", model.spec().train.shards},
       {"processes", o.comm ? o.comm->size() : 1},
       {"mpi", o.comm && o.comm->size() > 1 ? nlohmann::ordered_json(o.comm->library()) : nlohmann::ordered_json(nullptr)},
@@ -290,6 +292,16 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
       diag::info("device: host copies of consts and frozen parameters dropped until needed (" +
                  human_bytes(static_cast<double>(freed)) + ")");
   }
+  // --threads auto on the CPU tape: each step on 1 thread or on all, by timing (thread_tuner.h).
+  // The device and sharded steps keep the count they were given.
+  r.threads = num_threads();
+  std::optional<ThreadTuner> tuner;
+  if (o.auto_threads && !device && !shards && r.threads > 1) tuner.emplace(r.threads);
+  r.threads_auto = tuner.has_value();
+  struct RestoreThreads {  // the process keeps the count it was given, however the run ends
+    int n;
+    ~RestoreThreads() { set_num_threads(n); }
+  } restore_threads{r.threads};
   InterruptGuard interrupts;
   if (writer) write_run_json(model, o, r, run_sha);  // status running
   Progress progress(o.quiet || !writer, target, steps_per_epoch);
@@ -387,6 +399,8 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
           progress.step(epoch + 1, s + 1, kNaN);
           continue;
         }
+        const Clock::time_point step_start = Clock::now();
+        if (tuner && tuner->next() != num_threads()) set_num_threads(tuner->next());
         const std::vector<Var>& nodes = model.record(train_rows, rows, model.dropout_key(static_cast<int64_t>(epoch_begin) + s + 1));
         const Var loss = nodes[static_cast<size_t>(p.loss)];
         const double value = model.tape().scalar(loss);
@@ -398,6 +412,10 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
         opt.step(model.tape());
         r.log.step_grad_norm.push_back(opt.last_grad_norm());
         model.reset();
+        if (tuner) {
+          if (tuner->record(seconds_since(step_start))) diag::debug(tuner->describe());
+          r.steps_on_one_thread = tuner->steps_on(1);
+        }
         epoch_sum = epoch_sum + value;
         progress.step(epoch + 1, s + 1, value);
         if (InterruptGuard::requested() && s + 1 < steps_per_epoch) interrupted(epoch, s + 1);

@@ -37,6 +37,9 @@ struct TrainOptions {
   DeviceKind device = DeviceKind::Cpu;  // Cpu (the tape) | Host | Cuda (Auto is resolved by the caller)
   DType dtype = DType::F64;
   FuseMode fuse = FuseMode::Off;  // device runs only
+  // --threads auto: the CPU tape's loop runs each step on 1 thread or on num_threads(), whichever
+  // its timings say is faster right now (thread_tuner.h); the bytes are the same either way.
+  bool auto_threads = false;
   // The process group of a data-parallel run (train.shards on `mpirun`; docs/distributed.md); null:
   // this process alone. Rank 0 alone writes the run folder and prints progress.
   dist::Comm* comm = nullptr;
@@ -51,6 +54,9 @@ struct TrainResult {
   std::string status = "running";  // run.json: running | complete | interrupted | diverged | failed
   std::string weights_sha256;
   bool fused = false;  // the device ran generated megakernels
+  int threads = 1;     // num_threads() when the run started: the most threads a step used
+  bool threads_auto = false;        // the thread count was chosen per step (TrainOptions::auto_threads)
+  int64_t steps_on_one_thread = 0;  // with threads_auto: this process's steps that ran on 1 thread
   // Why the run ended: "epochs" (reached its target), "early_stopping" (train.early_stopping; the
   // reason in stop_detail), "interrupted", "diverged", "failed"; empty while running.
   std::string stop_reason, stop_detail;
