@@ -4,9 +4,14 @@
 //   bench_threads_probe [ROUNDS]      (default 5; best of ROUNDS for each number)
 // Prints one line:
 //   fma_pair=<x> update_1t_us=<t> update_rows_2t_us=<t> update_cols_2t_us=<t> rows_speedup=<x> cols_speedup=<x>
+//   cols_private_2t_us=<t> cols_private_speedup=<x>
 //
 // fma_pair: throughput of two threads running independent AVX FMA chains against one thread alone
 //   (2.0: two cores; ~1.0: the two vCPUs share one core's FP units).
+// cols_private: the column-half update again, but each thread on its own four arrays: the same
+//   access pattern with nothing shared. When cols is slow and cols_private is not, the cost is the
+//   cores' caches exchanging the lines around each border, not the pattern (docs/performance.md,
+//   "Threads, 2026-12-02 16:50").
 // update_*: an Adam-like elementwise update (read g, m, v, w; write m, v, w; a sqrt and a divide per
 //   element) over four [784,256] double arrays — the size of MLP-784's first weight — on 1 thread,
 //   on 2 threads that each own one contiguous half (row halves), and on 2 threads that each own one
@@ -76,9 +81,9 @@ int main(int argc, char** argv) {
   gr::set_num_threads(2);
   constexpr int64_t kIters = 20'000'000;
   constexpr int kSteps = 100;
-  double best_one = 1e30, best_pair = 1e30, best_u1 = 1e30, best_rows = 1e30, best_cols = 1e30;
+  double best_one = 1e30, best_pair = 1e30, best_u1 = 1e30, best_rows = 1e30, best_cols = 1e30, best_private = 1e30;
   double sink = 0;
-  Arrays arrays;
+  Arrays arrays, own[2];
   for (int r = 0; r < rounds; ++r) {
     double t0 = now();
     sink += fma_chains(kIters);
@@ -92,11 +97,12 @@ int main(int argc, char** argv) {
     best_u1 = std::min(best_u1, (now() - t0) / kSteps);
     best_rows = std::min(best_rows, two_threads(kSteps, [&](int t) { arrays.part(t, false); }));
     best_cols = std::min(best_cols, two_threads(kSteps, [&](int t) { arrays.part(t, true); }));
+    best_private = std::min(best_private, two_threads(kSteps, [&](int t) { own[t].part(t, true); }));
   }
   std::printf(
       "fma_pair=%.2f update_1t_us=%.1f update_rows_2t_us=%.1f update_cols_2t_us=%.1f rows_speedup=%.2f "
-      "cols_speedup=%.2f\n",
+      "cols_speedup=%.2f cols_private_2t_us=%.1f cols_private_speedup=%.2f\n",
       2.0 * best_one / best_pair, 1e6 * best_u1, 1e6 * best_rows, 1e6 * best_cols, best_u1 / best_rows,
-      best_u1 / best_cols);
+      best_u1 / best_cols, 1e6 * best_private, best_u1 / best_private);
   return sink == 42.0 ? 1 : 0;  // keeps the work; never true
 }
