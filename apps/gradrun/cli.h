@@ -48,9 +48,10 @@ struct DeviceChoice {
 };
 DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag);
 
-// --threads N|auto (default auto: every core; `train` then picks 1 or all per step by timing,
-// lib/train/thread_tuner.h). Work splits over output rows only, so results never change.
-void add_threads_option(CLI::App* command, int& threads, bool& automatic);
+// --threads N|auto (default auto: every core). Work splits over output rows only, so results never
+// change. `automatic` (train's): set when the count is auto, so the loop may pick 1 or all per step
+// by timing (lib/train/thread_tuner.h).
+void add_threads_option(CLI::App* command, int& threads, bool* automatic = nullptr);
 void apply_threads(int threads);
 
 void add_train(CLI::App& app);

@@ -13,7 +13,6 @@ namespace {
 
 struct CheckFlags {
   int threads = 1;
-  bool threads_auto = true;  // --threads auto (the default)
   std::string spec, device;
   bool fd = false, replay = false, fuse = false;
   FdOptions fd_options;
@@ -73,7 +72,7 @@ void add_check(CLI::App& app) {
   c->add_option("--device", f->device, "host | cuda (for --replay)")->check(CLI::IsMember({"host", "cuda"}));
   c->add_flag("--fuse", f->fuse, "Replay with fused kernels (for --replay)");
   c->add_option("--episodes", f->episodes, "Episodes for --replay (default 40)")->check(CLI::PositiveNumber);
-  add_threads_option(c, f->threads, f->threads_auto);
+  add_threads_option(c, f->threads);
   c->callback([f] { run_check(*f); });
 }
 

@@ -18,7 +18,6 @@ namespace {
 
 struct EvaluateFlags {
   int threads = 1;
-  bool threads_auto = true;  // --threads auto (the default)
   std::string spec, weights, data, json;
   bool quiet = false;
 };
@@ -79,7 +78,7 @@ void add_evaluate(CLI::App& app) {
   c->add_option("--data", f->data, "Data with labels (.csv, .npy, .npz, .safetensors); default: the run's validation rows");
   c->add_option("--json", f->json, "Also write the numbers to this JSON file");
   c->add_flag("--quiet,-q", f->quiet, "Print only errors");
-  add_threads_option(c, f->threads, f->threads_auto);
+  add_threads_option(c, f->threads);
   c->callback([f] { run_evaluate(*f); });
 }
 

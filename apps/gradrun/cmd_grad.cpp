@@ -14,7 +14,6 @@ namespace {
 
 struct GradFlags {
   int threads = 1;
-  bool threads_auto = true;  // --threads auto (the default)
   std::string spec, init, out = "grad.safetensors", device;
 };
 
@@ -66,7 +65,7 @@ void add_grad(CLI::App& app) {
   c->add_option("--init", f->init, "Evaluate at the parameters in this safetensors file instead of the spec's init");
   c->add_option("--out", f->out, "Output safetensors file (default grad.safetensors)");
   c->add_option("--device", f->device, "cpu | host | cuda")->check(CLI::IsMember({"cpu", "host", "cuda"}));
-  add_threads_option(c, f->threads, f->threads_auto);
+  add_threads_option(c, f->threads);
   c->callback([f] { run_grad(*f); });
 }
 

@@ -14,7 +14,6 @@ namespace {
 
 struct PredictFlags {
   int threads = 1;
-  bool threads_auto = true;  // --threads auto (the default)
   std::string spec, weights, data, out = "predictions.csv", device = "cpu";
   int64_t batch = 0;
   bool quiet = false;
@@ -58,7 +57,7 @@ void add_predict(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "host", "cuda"}));
   c->add_option("--batch", f->batch, "Rows per recorded batch (default: the spec's batch_size)")->check(CLI::Range(1, 100000000));
   c->add_flag("--quiet,-q", f->quiet, "Print only errors");
-  add_threads_option(c, f->threads, f->threads_auto);
+  add_threads_option(c, f->threads);
   c->callback([f] { run_predict(*f); });
 }
 

@@ -149,7 +149,7 @@ void add_train(CLI::App& app) {
   c->add_flag("--force", f->force, "Replace a different run's files in the output folder (else exit 2)");
   c->add_option("--expect", f->expect, "Compare the loss log with this golden loss.csv; exit 1 at the first difference");
   c->add_flag("--quiet,-q", f->quiet, "Print only errors");
-  add_threads_option(c, f->threads, f->threads_auto);
+  add_threads_option(c, f->threads, &f->threads_auto);
   c->callback([f] { run_train(*f); });
 }
 

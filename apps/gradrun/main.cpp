@@ -58,15 +58,16 @@ DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, con
   return d;
 }
 
-void add_threads_option(CLI::App* command, int& threads, bool& automatic) {
+void add_threads_option(CLI::App* command, int& threads, bool* automatic) {
   threads = hardware_threads();
-  automatic = true;
+  if (automatic) *automatic = true;
   command
       ->add_option_function<std::string>(
           "--threads",
-          [&threads, &automatic](const std::string& v) {
+          [&threads, automatic](const std::string& v) {
             if (v == "auto") {
-              threads = hardware_threads(), automatic = true;
+              threads = hardware_threads();
+              if (automatic) *automatic = true;
               return;
             }
             size_t used = 0;
@@ -78,7 +79,8 @@ void add_threads_option(CLI::App* command, int& threads, bool& automatic) {
             }
             if (used != v.size() || n < 1 || n > 1024)
               throw CLI::ValidationError("--threads", "expected a count from 1 to 1024 or auto, got '" + v + "'");
-            threads = n, automatic = false;
+            threads = n;
+            if (automatic) *automatic = false;
           },
           "Worker threads: a count, or auto (the default: all cores; train then runs each step on 1 thread or all, "
           "whichever its timings say is faster). Any count gives the same bits")

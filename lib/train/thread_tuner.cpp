@@ -31,14 +31,13 @@ bool ThreadTuner::record(double seconds) {
     case Phase::Warm:
       probe_seconds_ += seconds;
       ++taken_, phase_s_ += seconds;
-      if ((taken_ >= kWarm && phase_s_ >= kMinWarmSeconds) || taken_ == kMaxSamples)
-        phase_ = Phase::Measure, taken_ = 0, phase_s_ = 0.0;
+      if (phase_done(kWarm, kMinWarmSeconds)) phase_ = Phase::Measure, taken_ = 0, phase_s_ = 0.0;
       return false;
     case Phase::Measure: {
       probe_seconds_ += seconds;
       samples_[static_cast<size_t>(taken_++)] = seconds;
       phase_s_ += seconds;
-      if (!((taken_ >= kSamples && phase_s_ >= kMinLegSeconds) || taken_ == kMaxSamples)) return false;
+      if (!phase_done(kSamples, kMinLegSeconds)) return false;
       const auto mid = samples_.begin() + taken_ / 2;
       std::nth_element(samples_.begin(), mid, samples_.begin() + taken_);
       median_[static_cast<size_t>(leg_)] = *mid;

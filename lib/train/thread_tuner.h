@@ -55,6 +55,10 @@ class ThreadTuner {
   enum class Phase { Warm, Measure, Hold };
   int other(int threads) const { return threads == 1 ? max_ : 1; }
   void start_measure(int threads, bool switched);
+  // The warm-up or timed part of a leg has its steps and its time, or is at the cap.
+  bool phase_done(int min_steps, double min_seconds) const {
+    return (taken_ >= min_steps && phase_s_ >= min_seconds) || taken_ == kMaxSamples;
+  }
   bool decide();
 
   int max_;

@@ -399,7 +399,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
           progress.step(epoch + 1, s + 1, kNaN);
           continue;
         }
-        const Clock::time_point step_start = Clock::now();
+        const Clock::time_point step_start = tuner ? Clock::now() : Clock::time_point{};  // only auto times steps
         if (tuner && tuner->next() != num_threads()) set_num_threads(tuner->next());
         const std::vector<Var>& nodes = model.record(train_rows, rows, model.dropout_key(static_cast<int64_t>(epoch_begin) + s + 1));
         const Var loss = nodes[static_cast<size_t>(p.loss)];
