@@ -156,6 +156,15 @@ TEST_CASE("matmul_exact matches reference on larger shapes (cache blocks, long k
   check_shape(g, 37, 800, 120, {false, false});
   check_shape(g, 6, 200, 64, {true, false});
   check_shape(g, 8, 128, 10, {false, false});
+  // Few k steps and C's rows 4 KiB apart: the tiles walk C along its rows (matmul.cpp's
+  // rows_outer), with a ragged last row tile, past one 192-row block, every layout.
+  for (bool at : {false, true})
+    for (bool bt : {false, true}) {
+      check_shape(g, 203, 10, 512, {at, bt});
+      check_shape(g, 13, 1, 1024, {at, bt});
+    }
+  check_shape(g, 256, 10, 1024, {false, true});  // mlp1024's dX2 = g·W2ᵀ
+  check_shape(g, 7, 6, 512, {false, false});      // one full row tile and one row
 }
 
 TEST_CASE("matmul_exact matches reference on padded and strided views", "[matmul]") {
@@ -282,6 +291,8 @@ TEST_CASE("matmul_exact: thread grids over rows and columns match the reference"
       {50, 520, 97, {true, true}},      // several k slices, both transposed
       {130, 70, 70, {false, false}},    // rows only (too narrow for column blocks)
       {300, 200, 10, {true, false}},    // row blocks of a narrow C, each computed as Cᵀ = Bᵀ·Aᵀ
+      {256, 10, 1024, {false, true}},   // blocks of a C walked along its rows (rows 4 KiB apart)
+      {203, 6, 512, {true, false}},     // the same, ragged row blocks
   };
   for (int threads : {2, 3, 4}) {
     gr::set_num_threads(threads);

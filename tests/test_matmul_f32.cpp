@@ -111,6 +111,10 @@ TEST_CASE("f32 matmul_exact: cache blocks, long k, narrow and wide C, the models
   check_shape(rng, 784, 64, 256, true, false);
   check_shape(rng, 64, 256, 784, false, true);
   check_shape(rng, 3, 3, 700, false, false);  // the row-streaming path
+  // Few k steps and C's rows 4 KiB apart (1024 floats; 512 or 1024 doubles holding floats): the
+  // tiles walk C along its rows.
+  check_shape(rng, 203, 10, 1024, false, true);
+  check_shape(rng, 203, 10, 512, true, false);
 }
 
 TEST_CASE("f32 matmul_exact: 1 to 3 threads give the reference's bytes", "[matmul][f32]") {

@@ -81,6 +81,12 @@
 #define GR_MM_DIRECT_B_LD 512
 #endif
 
+// Tiles walk C along its rows instead of down each panel when K <= GR_MM_ROWS_OUTER_K and C's
+// row stride is a multiple of 4 KiB (matmul_serial).
+#ifndef GR_MM_ROWS_OUTER_K
+#define GR_MM_ROWS_OUTER_K 10
+#endif
+
 namespace gr {
 namespace {
 
@@ -110,6 +116,7 @@ constexpr int64_t kDirectBLd = GR_MM_DIRECT_B_LD;
 constexpr int64_t kDirectANc = GR_MM_DIRECT_A_N;
 constexpr int64_t kRowsPathM = GR_MM_ROWS_PATH_M;
 constexpr int64_t kRowsPathMinN = 128;
+constexpr int64_t kRowsOuterMaxK = GR_MM_ROWS_OUTER_K;
 constexpr int64_t kSwapMaxN = GR_MM_SWAP_MAX_N;  // narrow C computed as Cᵀ = Bᵀ·Aᵀ ...
 constexpr int64_t kSwapMinM = GR_MM_SWAP_MIN_M;  // ... when it has at least this many rows
 
@@ -208,6 +215,12 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
   // Accumulate with more than one k slice parks the running acc for an M x nc block in scratch.
   const bool park_in_scratch = accumulate && K > KC;
   S* park = park_in_scratch ? t_buf.get(static_cast<size_t>(M * (N < NC ? N : NC))) : nullptr;
+  // With few k steps a tile's time goes to storing it, and walking a panel down the rows stores
+  // to rows ldc apart. When that stride is a multiple of 4 KiB every row falls in the same L1
+  // sets, and the stores run 4x slower (256x10x1024 Bᵀ's C stored down 32-column panels: 93 µs;
+  // along its rows: 22). Then walk C along its rows instead, one MR-row tile across all panels
+  // at a time. Only then: for other strides the row walk was 4-30% slower (B leaves L1).
+  const bool rows_outer = !trans_c && K <= kRowsOuterMaxK && M > MR && (ldc * sizeof(S)) % 4096 == 0;
 
   for (int64_t j0 = 0; j0 < N; j0 += NC) {
     const int64_t nc = N - j0 < NC ? N - j0 : NC;
@@ -218,49 +231,70 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
       for (int64_t i0 = 0; i0 < M; i0 += MC) {
         const int64_t mc = M - i0 < MC ? M - i0 : MC;
         if (!direct_a) pack_a<MR>(x, i0, mc, k0, kc, ap);
-        for (int64_t jp = 0; jp < nc;) {
-          // At most kWideRows rows and B in place: two panels in one tile, twice the independent
-          // accumulators (1x64x64 is otherwise bound by the FMA latency of 4 chains).
-          const bool wide = direct_b && mc <= kWideRows && nc - jp >= 2 * NR;
-          const int n_valid = wide ? 2 * NR : static_cast<int>(nc - jp < NR ? nc - jp : NR);
-          const int nv = (n_valid + W - 1) / W;
-          const bool in_place = direct_b && n_valid >= NR;
-          const T* bpanel = bp + jp * kc;
+        // One column panel from jp: `wide` takes two (at most kWideRows rows, B in place: twice
+        // the independent accumulators; 1x64x64 is otherwise bound by the FMA latency of 4 chains).
+        struct Panel {
+          int n_valid, nv;
+          const T* b;
+          int64_t ldb;
+        };
+        auto panel_at = [&](int64_t jp, bool wide) {
+          Panel p;
+          p.n_valid = wide ? 2 * NR : static_cast<int>(nc - jp < NR ? nc - jp : NR);
+          p.nv = (p.n_valid + W - 1) / W;
+          const bool in_place = direct_b && p.n_valid >= NR;
+          p.b = bp + jp * kc;
           if constexpr (in_place_ok)
-            if (in_place) bpanel = x.b + k0 * x.b_rs + j0 + jp;
-          const int64_t ldb = in_place ? x.b_rs : n_valid == NR ? NR : detail::ragged_ld<T>(n_valid);
-          // One register tile: rows ip .. ip+rows of this block, by kernel `fn`.
-          auto tile = [&](int64_t ip, KernelFn<T, S> fn, int tiles = 1) {
-            const int64_t i = i0 + ip, j = j0 + jp;
-            S* c_tile = trans_c ? x.c + j * ldc + i : x.c + i * ldc + j;
-            const int t_c = trans_c ? kTransInit | kTransDst : 0;
-            // OntoZero: every store into C adds +0. A running acc parked in C between k slices
-            // then resumes from +0 where it was −0, which changes no final bit: fma(a, b, ±0)
-            // differs only when a·b is ±0 itself, and the final + 0 maps either zero to +0.
-            int trans = (t_c & kTransDst) | (onto_zero ? kPlusZero : 0);
-            const S* init = nullptr;
-            int64_t ld_init = 0;
-            S* dst = c_tile;
-            int64_t ld_dst = ldc;
-            bool acc_store = accumulate;
-            if (park_in_scratch) {
-              S* p_tile = park + i * nc + jp;
-              if (!first) init = p_tile, ld_init = nc;
-              if (!last) dst = p_tile, ld_dst = nc, acc_store = false, trans = 0;
-            } else if (!first) {  // Overwrite: the running acc is parked in C itself
-              init = c_tile, ld_init = ldc, trans |= t_c & kTransInit;
+            if (in_place) p.b = x.b + k0 * x.b_rs + j0 + jp;
+          p.ldb = in_place ? x.b_rs : p.n_valid == NR ? NR : detail::ragged_ld<T>(p.n_valid);
+          return p;
+        };
+        // Register tiles: rows ip .. of this block times panel p at jp, by kernel `fn`.
+        auto tile = [&](int64_t ip, int64_t jp, const Panel& p, KernelFn<T, S> fn, int tiles = 1) {
+          const int64_t i = i0 + ip, j = j0 + jp;
+          S* c_tile = trans_c ? x.c + j * ldc + i : x.c + i * ldc + j;
+          const int t_c = trans_c ? kTransInit | kTransDst : 0;
+          // OntoZero: every store into C adds +0. A running acc parked in C between k slices
+          // then resumes from +0 where it was −0, which changes no final bit: fma(a, b, ±0)
+          // differs only when a·b is ±0 itself, and the final + 0 maps either zero to +0.
+          int trans = (t_c & kTransDst) | (onto_zero ? kPlusZero : 0);
+          const S* init = nullptr;
+          int64_t ld_init = 0;
+          S* dst = c_tile;
+          int64_t ld_dst = ldc;
+          bool acc_store = accumulate;
+          if (park_in_scratch) {
+            S* p_tile = park + i * nc + jp;
+            if (!first) init = p_tile, ld_init = nc;
+            if (!last) dst = p_tile, ld_dst = nc, acc_store = false, trans = 0;
+          } else if (!first) {  // Overwrite: the running acc is parked in C itself
+            init = c_tile, ld_init = ldc, trans |= t_c & kTransInit;
+          }
+          if constexpr (in_place_ok) {
+            if (direct_a)
+              return fn(x.a + i * x.a_rs + k0 * x.a_cs, x.a_rs, x.a_cs, p.b, p.ldb, kc, init, ld_init, dst, ld_dst,
+                        acc_store, p.n_valid, trans, tiles);
+          }
+          fn(ap + ip * kc, 1, MR, p.b, p.ldb, kc, init, ld_init, dst, ld_dst, acc_store, p.n_valid, trans, tiles);
+        };
+        if (rows_outer) {
+          // Walk C along its rows, one MR-row tile across every panel at a time (why: above).
+          for (int64_t ip = 0; ip < mc; ip += MR) {
+            const int rows = static_cast<int>(mc - ip < MR ? mc - ip : MR);
+            for (int64_t jp = 0; jp < nc; jp += NR) {
+              const Panel p = panel_at(jp, false);
+              tile(ip, jp, p, kTable<T, S>.fn[rows - 1][(direct_a ? NV : 0) + p.nv - 1]);
             }
-            if constexpr (in_place_ok) {
-              if (direct_a)
-                return fn(x.a + i * x.a_rs + k0 * x.a_cs, x.a_rs, x.a_cs, bpanel, ldb, kc, init, ld_init, dst, ld_dst,
-                          acc_store, n_valid, trans, tiles);
-            }
-            fn(ap + ip * kc, 1, MR, bpanel, ldb, kc, init, ld_init, dst, ld_dst, acc_store, n_valid, trans, tiles);
-          };
+          }
+          continue;
+        }
+        for (int64_t jp = 0; jp < nc;) {
+          const bool wide = direct_b && mc <= kWideRows && nc - jp >= 2 * NR;
+          const Panel p = panel_at(jp, wide);
           int64_t ip = 0;
           if constexpr (in_place_ok) {
             if (wide) {
-              tile(0, kWideTable<T>.fn[mc - 1][direct_a ? 1 : 0]);
+              tile(0, jp, p, kWideTable<T>.fn[mc - 1][direct_a ? 1 : 0]);
               jp += 2 * NR;
               continue;
             }
@@ -270,20 +304,20 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
           // for a transposed A (dW = Xᵀ·g), whose 2*MR values per k are contiguous: 2*MR rows of
           // a row-major A a power-of-two stride apart conflict in L1 (256x1024x10 ran 6% slower).
           if constexpr (in_place_ok) {
-            if (direct_a && nv <= 2 && x.a_rs == 1 && mc >= 2 * MR) {
+            if (direct_a && p.nv <= 2 && x.a_rs == 1 && mc >= 2 * MR) {
               const int tiles = static_cast<int>(mc / (2 * MR));
-              const KernelFn<T, S> fn = nv == 1 ? &detail::kernel<T, S, 2 * MR, 1, true> : &detail::kernel<T, S, 2 * MR, 2, true>;
-              tile(ip, fn, tiles);
+              const KernelFn<T, S> fn = p.nv == 1 ? &detail::kernel<T, S, 2 * MR, 1, true> : &detail::kernel<T, S, 2 * MR, 2, true>;
+              tile(ip, jp, p, fn, tiles);
               ip += tiles * 2 * MR;
             }
           }
-          const int col = (direct_a ? NV : 0) + nv - 1;
+          const int col = (direct_a ? NV : 0) + p.nv - 1;
           if (mc - ip >= MR) {
             const int tiles = static_cast<int>((mc - ip) / MR);
-            tile(ip, kTable<T, S>.fn[MR - 1][col], tiles);
+            tile(ip, jp, p, kTable<T, S>.fn[MR - 1][col], tiles);
             ip += tiles * MR;
           }
-          if (ip < mc) tile(ip, kTable<T, S>.fn[mc - ip - 1][col]);
+          if (ip < mc) tile(ip, jp, p, kTable<T, S>.fn[mc - ip - 1][col]);
           jp += NR;
         }
       }
