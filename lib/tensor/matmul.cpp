@@ -23,7 +23,9 @@
 // in place rather than packed, and up to 3 rows take two panels per tile; with a narrow C, A is
 // read in place (broadcasts are scalar loads either way) and a transposed A gets 2*MR-row tiles;
 // with very few rows (<= 8) and a wide row-major B, a row-streaming loop (acc rows in C or on the
-// stack, four k steps per pass) replaces tiling. Threads split C into row and/or column blocks (matmul_exact, at the end).
+// stack, four k steps per pass) replaces tiling. With a short k and C's rows 4 KiB apart, the
+// tiles walk C along its rows rather than down each panel (stores, not FMAs, bound such a product).
+// Threads split C into row and/or column blocks (matmul_exact, at the end).
 // Tuning numbers and measurements: docs/performance.md.
 #include "tensor/matmul.h"
 
@@ -277,13 +279,15 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
           }
           fn(ap + ip * kc, 1, MR, p.b, p.ldb, kc, init, ld_init, dst, ld_dst, acc_store, p.n_valid, trans, tiles);
         };
+        // The MR-row (or fewer) kernel for a panel of nv vectors, reading A packed or in place.
+        auto row_kernel = [&](int64_t rows, int nv) { return kTable<T, S>.fn[rows - 1][(direct_a ? NV : 0) + nv - 1]; };
         if (rows_outer) {
           // Walk C along its rows, one MR-row tile across every panel at a time (why: above).
           for (int64_t ip = 0; ip < mc; ip += MR) {
-            const int rows = static_cast<int>(mc - ip < MR ? mc - ip : MR);
+            const int64_t rows = mc - ip < MR ? mc - ip : MR;
             for (int64_t jp = 0; jp < nc; jp += NR) {
               const Panel p = panel_at(jp, false);
-              tile(ip, jp, p, kTable<T, S>.fn[rows - 1][(direct_a ? NV : 0) + p.nv - 1]);
+              tile(ip, jp, p, row_kernel(rows, p.nv));
             }
           }
           continue;
@@ -311,13 +315,12 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
               ip += tiles * 2 * MR;
             }
           }
-          const int col = (direct_a ? NV : 0) + p.nv - 1;
           if (mc - ip >= MR) {
             const int tiles = static_cast<int>((mc - ip) / MR);
-            tile(ip, jp, p, kTable<T, S>.fn[MR - 1][col], tiles);
+            tile(ip, jp, p, row_kernel(MR, p.nv), tiles);
             ip += tiles * MR;
           }
-          if (ip < mc) tile(ip, jp, p, kTable<T, S>.fn[mc - ip - 1][col]);
+          if (ip < mc) tile(ip, jp, p, row_kernel(mc - ip, p.nv));
           jp += NR;
         }
       }
