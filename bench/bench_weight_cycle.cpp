@@ -13,6 +13,9 @@
 //   cols, panels       its column half in 32-column panels walked down all rows, m and v row-major
 //   cols, panels, pm   the same with m and v panel-major (each 32-column panel's rows contiguous,
 //                      so a thread's moments are one contiguous range)
+//   W out-major        W, dW, m and v stored [256,784] (a Linear weight kept as [out, in]), so the
+//                      forward's column half t, dW's rows and the update are one contiguous range
+//                      of every array per thread (2026-12-03: no better than the panels, see docs)
 // and "+ norm": thread 0 also runs the gradient norm's 16 lanes over all of dW in row-major order,
 // as the bit-exact norm must (docs/numerics.md), which reads the other thread's half.
 // The products are the project's own (tensor/matmul.cpp, compiled into this program with the
@@ -79,6 +82,18 @@ void weight_grad(int64_t t, int64_t T, bool by_cols) {  // dW = Xᵀ · dH, bloc
   }
 }
 
+// W stored out-major (Wt [256,784], the layout of a Linear weight kept as [out, in]): the forward's
+// column half t is Wt's row half t, so the product, the weight gradient dWt = dHᵀ·X and the update
+// each touch one contiguous range of every array per thread.
+void forward_out_major(int64_t t, int64_t T) {  // H[:, c0:c1] = X · Wt[c0:c1, :]ᵀ
+  const int64_t c0 = kN * t / T, c1 = kN * (t + 1) / T;
+  gr::matmul_serial(MatmulArgs{X, kK, 1, W + c0 * kK, 1, kK, H + c0, kB, kK, c1 - c0, MatmulStore::Overwrite}, kN);
+}
+void weight_grad_out_major(int64_t t, int64_t T) {  // dWt[c0:c1, :] = dH[:, c0:c1]ᵀ · X
+  const int64_t c0 = kN * t / T, c1 = kN * (t + 1) / T;
+  gr::matmul_serial(MatmulArgs{dH + c0, 1, kN, X, kK, 1, dW + c0 * kK, c1 - c0, kB, kK, MatmulStore::Overwrite}, kK);
+}
+
 enum class Update { Rows, ColsRowByRow, ColsPanels, ColsPanelsPanelMajor };
 
 void update(int64_t t, int64_t T, Update how) {
@@ -106,6 +121,7 @@ struct Scheme {
   bool grad_by_cols;
   Update how;
   bool norm;
+  bool out_major = false;  // W, dW, m, v stored [256,784]; forward and dW by W's row halves, Adam rows
 };
 
 }  // namespace
@@ -121,6 +137,8 @@ int main(int argc, char** argv) {
       {"dW cols, Adam cols panels, pm", true, Update::ColsPanelsPanelMajor, false},
       {"dW cols, Adam cols panels + norm", true, Update::ColsPanels, true},
       {"dW cols, Adam cols panels, pm + norm", true, Update::ColsPanelsPanelMajor, true},
+      {"W out-major: all by W's row halves", false, Update::Rows, false, true},
+      {"W out-major + norm", false, Update::Rows, true, true},
   };
   for (int round = 0; round < rounds; ++round) {
     gr::set_num_threads(1);
@@ -143,9 +161,9 @@ int main(int argc, char** argv) {
       f = g = u = 0;
       for (int s = 0; s < kSteps; ++s) {
         const double a0 = now();
-        gr::parallel_for(2, [&](int64_t t) { forward(t, 2); });
+        gr::parallel_for(2, [&](int64_t t) { sc.out_major ? forward_out_major(t, 2) : forward(t, 2); });
         const double a1 = now();
-        gr::parallel_for(2, [&](int64_t t) { weight_grad(t, 2, sc.grad_by_cols); });
+        gr::parallel_for(2, [&](int64_t t) { sc.out_major ? weight_grad_out_major(t, 2) : weight_grad(t, 2, sc.grad_by_cols); });
         const double a2 = now();
         gr::parallel_for(2, [&](int64_t t) {
           update(t, 2, sc.how);
