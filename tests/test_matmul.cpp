@@ -150,7 +150,8 @@ TEST_CASE("matmul_exact matches reference on larger shapes (cache blocks, long k
   check_shape(g, 13, 530, 47, {true, false});
   // Narrow C, A read in place: 2*MR-row tiles of a transposed A (one and two vectors, several k
   // slices parked in scratch), a row-major A, and few rows of a narrow C on the tiled path.
-  check_shape(g, 100, 900, 10, {true, false});
+  check_shape(g, 100, 900, 10, {true, false});  // folded tails (matmul_fold.cpp)
+  check_shape(g, 100, 900, 12, {true, false});  // two vectors, computed as Cᵀ = Bᵀ·Aᵀ
   check_shape(g, 61, 450, 6, {true, true});
   check_shape(g, 200, 64, 6, {false, false});
   check_shape(g, 37, 800, 120, {false, false});
@@ -167,6 +168,17 @@ TEST_CASE("matmul_exact matches reference on larger shapes (cache blocks, long k
   check_shape(g, 7, 6, 512, {false, false});      // one full row tile and one row
 }
 
+// A 10-wide C with a row-major B: the 2-column tails of 4 rows share one vector
+// (matmul_fold.cpp), in groups of 8 and 4 rows; leftover rows go to the other paths. Every row
+// count mod 8, k from 1 to past a k slice, every layout (a transposed B takes the other paths).
+TEST_CASE("matmul_exact: a 10-wide C (folded tails) matches reference", "[matmul]") {
+  Gen g(29);
+  for (int64_t m : {1, 3, 4, 5, 7, 8, 9, 11, 12, 13, 15, 16, 17, 20, 64, 203})
+    for (int64_t k : {1, 2, 3, 128, 401})
+      for (bool at : {false, true})
+        for (bool bt : {false, true}) check_shape(g, m, k, 10, {at, bt});
+}
+
 TEST_CASE("matmul_exact matches reference on padded and strided views", "[matmul]") {
   // A and B as views into larger buffers: row strides past the width, and non-unit column strides.
   Gen g(17);
@@ -179,6 +191,9 @@ TEST_CASE("matmul_exact matches reference on padded and strided views", "[matmul
       {30, 20, 37, 23, 1, 41, 1},    // padded rows, tiled path reading B in place
       {70, 300, 50, 1, 75, 2, 150},  // padded transposed A, B with column stride 2
       {5, 9, 19, 2, 11, 3, 40},      // every stride non-unit
+      {13, 40, 10, 45, 1, 12, 1},    // a 10-wide C, padded rows: folded tails (8 + 4) and 1 row
+      {9, 30, 10, 1, 11, 10, 1},     // the same with a padded transposed A
+      {12, 7, 10, 3, 40, 16, 1},     // the same with both of A's strides non-unit
   };
   for (const View& v : views) {
     const int64_t a_len = (v.m - 1) * v.a_rs + (v.k - 1) * v.a_cs + 1;
@@ -290,9 +305,11 @@ TEST_CASE("matmul_exact: thread grids over rows and columns match the reference"
       {37, 900, 133, {false, false}},   // several k slices, ragged last column block
       {50, 520, 97, {true, true}},      // several k slices, both transposed
       {130, 70, 70, {false, false}},    // rows only (too narrow for column blocks)
-      {300, 200, 10, {true, false}},    // row blocks of a narrow C, each computed as Cᵀ = Bᵀ·Aᵀ
+      {300, 200, 6, {true, false}},     // row blocks of a narrow C, each computed as Cᵀ = Bᵀ·Aᵀ
+      {300, 200, 10, {true, false}},    // row blocks of a 10-wide C, folded tails
       {256, 10, 1024, {false, true}},   // blocks of a C walked along its rows (rows 4 KiB apart)
       {203, 6, 512, {true, false}},     // the same, ragged row blocks
+      {203, 401, 10, {false, false}},   // row blocks of a 10-wide C: folded tails, then leftover rows
   };
   for (int threads : {2, 3, 4}) {
     gr::set_num_threads(threads);
@@ -315,7 +332,8 @@ TEST_CASE("matmul_exact OntoZero: +0 + acc on every path, C not read", "[matmul]
     int threads;
   };
   const Case cases[] = {{5, 20, 300, false, 1}, {64, 30, 64, false, 1}, {200, 64, 6, true, 1},
-                        {20, 1000, 40, false, 1}, {64, 50, 256, false, 2}, {130, 40, 70, true, 2}};
+                        {20, 1000, 40, false, 1}, {64, 50, 256, false, 2}, {130, 40, 70, true, 2},
+                        {15, 30, 10, false, 1}};  // the folded tails (8 + 4 rows, then 3)
   for (const Case& cs : cases) {
     gr::set_num_threads(cs.threads);
     std::vector<double> a(static_cast<size_t>(cs.m * cs.k)), b(static_cast<size_t>(cs.k * cs.n));

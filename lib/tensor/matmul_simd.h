@@ -162,5 +162,9 @@ inline void transpose_block(typename Simd<T>::V* r) {
 // The row-streaming path (matmul_rows.cpp) for few rows and a row-major B; C's rows ldc apart.
 void matmul_rows(const MatmulArgsOf<double>& x, int64_t ldc);
 void matmul_rows(const MatmulArgsOf<float>& x, int64_t ldc);
+// The folded-tail path (matmul_fold.cpp) for a 10-column f64 C with a row-major B: computes C's
+// first rows, a multiple of 4, and returns how many (0 when it does not apply; the caller does
+// the rest).
+int64_t matmul_fold(const MatmulArgsOf<double>& x, int64_t ldc);
 
 }  // namespace gr::detail
