@@ -65,6 +65,28 @@ Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const s
   return Var{};
 }
 
+// The shapes a loss needs, checked when the spec is resolved (before any training), so that a
+// mistake that broadcasting would hide (a [B,2] prediction against a [B,1] target, logits [B,1]
+// against labels [B]) or a loss that cannot change (softmax over one column) is one located line
+// naming both shapes. Ordinary arithmetic keeps broadcasting.
+void check_loss_shapes(const Spec& spec, const NodeSpec& n, const Shape& a, const Shape& b) {
+  const auto both = [&] { return a.str() + " and " + b.str(); };
+  const bool mse = n.kind == NodeSpec::Kind::Mse;
+  if (mse || (n.kind == NodeSpec::Kind::Op && n.op == Op::BceWithLogits)) {
+    // A single-element side is one number for every element: that broadcast cannot be a mistake.
+    if (a == b || a.numel() == 1 || b.numel() == 1) return;
+    throw InputError(spec.path, n.pointer,
+                     std::string(mse ? "mse needs a prediction and a target" : "bce_with_logits needs logits and targets") +
+                         " of the same shape, got " + both() + " (they would broadcast" +
+                         (a.rank() >= 1 && b.rank() >= 1 ? " to another shape" : "") + "); reshape one of them");
+  }
+  if (n.kind != NodeSpec::Kind::Op || (n.op != Op::SoftmaxCrossEntropy && n.op != Op::CrossEntropy)) return;
+  if (a.rank() == 2 && a[1] == 1)
+    throw InputError(spec.path, n.pointer,
+                     std::string(op_name(n.op)) + " over logits with one column is always 0 (softmax of one value is 1), got " +
+                         both() + "; for a binary classifier with one logit use bce_with_logits, or give the logits 2 columns");
+}
+
 }  // namespace
 
 void record_program(Tape& t, const Program& p, const std::vector<Var>& inputs, const std::vector<Var>& params,
@@ -145,6 +167,7 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
     }
     std::vector<Var> in;
     for (const Ref& r : pn.inputs) in.push_back(leaf_var(r, inputs, params, consts, nodes));
+    if (in.size() == 2) check_loss_shapes(spec, n, t.node(in[0]).shape, t.node(in[1]).shape);
     const Var v = record_node(t, pn, in, params);
     if (!t.ok()) throw InputError(spec.path, n.pointer, t.error());
     pn.shape = t.node(v).shape;
@@ -190,12 +213,27 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
     if (la.kind != Ref::Kind::Input)
       throw InputError(spec.path, "/metrics/accuracy/labels", "\"" + spec.metrics.labels + "\" is not a data input");
     const Shape &sl = p.nodes[lo.index].shape, &sy = p.input_shapes[la.index];
-    // Labels are one-hot rows like the logits, or one class id per row ([B] or [B, 1]).
-    p.metric_label_ids = sl.rank() == 2 && sl[1] > 1 && sy[0] == sl[0] && (sy.rank() == 1 || (sy.rank() == 2 && sy[1] == 1));
-    if (sl.rank() != 2 || (!(sl == sy) && !p.metric_label_ids))
+    // Labels are one-hot rows like the logits, or one class id per row ([B] or [B, 1]); one logit
+    // per row ([B, 1]) is a binary classifier: class 1 ⇔ logit > 0, labels 0/1 as [B] or [B, 1].
+    const bool one_per_row = sy.rank() >= 1 && sy[0] == sl[0] && (sy.rank() == 1 || (sy.rank() == 2 && sy[1] == 1));
+    p.metric_binary = sl.rank() == 2 && sl[1] == 1 && one_per_row;
+    p.metric_label_ids = sl.rank() == 2 && sl[1] > 1 && one_per_row;
+    if (sl.rank() != 2 || (!(sl == sy) && !p.metric_label_ids && !p.metric_binary))
       throw InputError(spec.path, "/metrics/accuracy",
-                       "accuracy needs logits [B, C] and one-hot labels of the same shape or class ids [B] / [B, 1], got " +
+                       "accuracy needs logits [B, C] and one-hot labels of the same shape or class ids [B] / [B, 1] (or one "
+                       "logit [B, 1] and 0/1 labels [B] / [B, 1]), got " +
                            sl.str() + " and " + sy.str());
+    if (p.metric_binary) {  // one column of probabilities is always > 0: the threshold would be meaningless
+      const NodeSpec& ln = *p.nodes[lo.index].spec;
+      const bool squashed = (ln.kind == NodeSpec::Kind::Op && (ln.op == Op::Sigmoid || ln.op == Op::Softmax)) ||
+                            (ln.kind == NodeSpec::Kind::Dense && ln.activation == "sigmoid");
+      if (squashed)
+        throw InputError(spec.path, "/metrics/accuracy/logits",
+                         "binary accuracy reads one logit per row (class 1 ⇔ logit > 0), but \"" + spec.metrics.logits +
+                             "\" is a probability (its " + (ln.kind == NodeSpec::Kind::Dense ? "activation" : "op") +
+                             " is " + (ln.kind == NodeSpec::Kind::Dense ? ln.activation : std::string(op_name(ln.op))) +
+                             "); name the node before it");
+    }
     p.metric_logits = lo.index;
     p.metric_labels = la.index;
   }
@@ -211,6 +249,19 @@ std::string number_text(double v) {
 }  // namespace
 
 void check_class_ids(const Program& p, const DataTable& table, const std::string& whose) {
+  // A binary accuracy's labels: 0 or 1 (any other value would count as neither class).
+  if (p.metric_binary && static_cast<size_t>(p.metric_labels) < table.tensors.size()) {
+    const Tensor& t = table.tensors[static_cast<size_t>(p.metric_labels)];
+    for (int64_t e = 0; e < t.numel(); ++e) {
+      const double v = t.data()[e];
+      if (v == 0.0 || v == 1.0) continue;
+      throw InputError(p.spec->path, "/metrics/accuracy/labels",
+                       "row " + std::to_string(e) + " of " + whose + " has label " + number_text(v) + " in \"" +
+                           p.input_names[static_cast<size_t>(p.metric_labels)] +
+                           "\", not 0 or 1 (a one-logit classifier's labels are 0/1; for more classes give the logits one "
+                           "column per class)");
+    }
+  }
   for (const ProgramNode& pn : p.nodes) {
     if (pn.spec->kind != NodeSpec::Kind::Op || pn.spec->op != Op::CrossEntropy) continue;
     const Ref ids = pn.inputs[1], logits = pn.inputs[0];

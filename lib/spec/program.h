@@ -52,6 +52,7 @@ struct Program {
   int metric_logits = -1;  // node index, -1 without an accuracy metric
   int metric_labels = -1;  // input index
   bool metric_label_ids = false;  // the labels are class ids (one per row), not one-hot rows
+  bool metric_binary = false;     // one logit per row ([B, 1]): class 1 ⇔ logit > 0, labels 0/1
 };
 
 // `train` provides the input shapes (its row count bounds the batch size); it may be empty when
@@ -59,7 +60,8 @@ struct Program {
 Program resolve_program(const Spec& spec, const DataTable& train);
 
 // Refuses (InputError at the node's second input) data rows whose class ids, fed to a
-// cross_entropy node, are not integers in [0, C): the op would make the loss NaN mid-run.
+// cross_entropy node, are not integers in [0, C): the op would make the loss NaN mid-run; and a
+// binary accuracy's labels that are not 0 or 1 (InputError at /metrics/accuracy/labels).
 // `whose` names the rows ("the training rows", a file).
 void check_class_ids(const Program& p, const DataTable& table, const std::string& whose);
 
