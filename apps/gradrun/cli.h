@@ -35,6 +35,18 @@ struct Overrides {
 // Loads the spec with the command's `--set PATH=VALUE` items (every subcommand has the flag; see
 // spec/overrides.h) applied to its text, then train's --seed/--epochs.
 Spec load_with_overrides(const std::string& path, const Overrides& o);
+// The same for a spec file or a run folder (its spec.json, the spec as trained: train/run_model.h).
+Spec load_spec_or_run(const std::string& spec_or_run_dir, const Overrides& o);
+
+// The trained model of predict, evaluate and export: `spec_or_run` is a run folder (its spec.json;
+// weights from `weights_flag` or the folder) or a spec file (then `weights_flag` is required and the
+// weights must hold the same model: compared by model identity, not bytes). `which`: best | final
+// (train/run_model.h choose_weights); the file used is logged when a folder was given.
+struct TrainedSource {
+  Spec spec;
+  std::string weights;  // a run folder or a weights file, for read_trained
+};
+TrainedSource trained_source(const std::string& spec_or_run, const std::string& weights_flag);
 
 // Resolves --device/--dtype/--fuse against the spec, into enums (the flags are words checked by
 // CLI11; the spec's are parsed by load_spec). `auto` becomes Cuda when a CUDA backend opens (kept in

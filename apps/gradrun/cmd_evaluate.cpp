@@ -1,4 +1,4 @@
-// gradrun evaluate SPEC --weights RUN_DIR|FILE [--data FILE] [--json FILE] — loss and metrics of
+// gradrun evaluate RUN_DIR|SPEC [--weights RUN_DIR|FILE] [--data FILE] [--json FILE] — loss and metrics of
 // trained weights, computed by the trainer's own validation function (train/evaluate.h),
 // so on the run's validation rows they equal the last line of its metrics.csv bit for bit.
 #include <cmath>
@@ -18,14 +18,15 @@ namespace {
 
 struct EvaluateFlags {
   int threads = 1;
-  std::string spec, weights, data, json;
+  std::string spec, weights, which = "best", data, json;
   bool quiet = false;
 };
 
 void run_evaluate(const EvaluateFlags& f) {
   apply_threads(f.threads);
-  const Spec spec = load_with_overrides(f.spec, {});
-  const TrainedWeights w = read_trained(spec, f.weights);
+  const TrainedSource src = trained_source(f.spec, f.weights);
+  const Spec& spec = src.spec;
+  const TrainedWeights w = read_trained(spec, src.weights, f.which);
   std::unique_ptr<Model> model;
   DataTable table;
   const DataTable* rows = &table;
@@ -44,6 +45,7 @@ void run_evaluate(const EvaluateFlags& f) {
   } else {
     model = std::make_unique<Model>(spec, shape_only_data(spec, w.prep), w.real);
     table = read_data_file(spec, w.prep, f.data, std::vector<bool>(spec.data->inputs.size(), true));
+    check_class_ids(model->program(), table, f.data);  // labels the metrics cannot count: refused, located
   }
   model->load_params(w.file, w.path);
   const Evaluation ev = evaluate_metrics(*model, *rows, f.data.empty() ? "the validation split" : f.data);
@@ -73,8 +75,11 @@ void run_evaluate(const EvaluateFlags& f) {
 void add_evaluate(CLI::App& app) {
   auto f = std::make_shared<EvaluateFlags>();
   CLI::App* c = app.add_subcommand("evaluate", "Loss and metrics of trained weights on the validation rows or a data file");
-  c->add_option("spec", f->spec, "The spec the weights were trained from")->required();
-  c->add_option("--weights", f->weights, "A run folder or its weights.safetensors")->required();
+  c->add_option("model", f->spec, "A run folder (it holds its spec), or the spec file the weights were trained from")->required();
+  c->add_option("--weights", f->weights, "A run folder or a weights file (needed with a spec file; default: the run folder)");
+  c->add_option("--which", f->which, "A run folder's weights: best (weights.best.safetensors when early stopping wrote one, the "
+                                     "default) | final (weights.safetensors)")
+      ->check(CLI::IsMember({"best", "final"}));
   c->add_option("--data", f->data, "Data with labels (.csv, .npy, .npz, .safetensors); default: the run's validation rows");
   c->add_option("--json", f->json, "Also write the numbers to this JSON file");
   c->add_flag("--quiet,-q", f->quiet, "Print only errors");

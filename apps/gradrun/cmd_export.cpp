@@ -1,4 +1,4 @@
-// gradrun export SPEC --weights RUN_DIR|FILE --format torch --out DIR — the trained model for another
+// gradrun export RUN_DIR|SPEC [--weights RUN_DIR|FILE] --format torch --out DIR — the trained model for another
 // runtime: DIR/model.py (an nn.Module in the run's precision — float64, or float32 after `--dtype f32` —
 // preprocessing included) and DIR/state_dict.safetensors.
 // --format onnx --out FILE.onnx: an ONNX model (opset 13, float32, preprocessing included).
@@ -17,19 +17,20 @@ namespace gr::cli {
 namespace {
 
 struct ExportFlags {
-  std::string spec, weights, format, out;
+  std::string spec, weights, which = "best", format, out;
 };
 
 void run_export(const ExportFlags& f) {
-  const Spec spec = load_with_overrides(f.spec, {});
+  const TrainedSource src = trained_source(f.spec, f.weights);
+  const Spec& spec = src.spec;
   // The same checks, program and prediction as `gradrun predict` (train/predict.h): the weights'
-  // spec hash, the saved preprocessing, the graph resolved on zero rows of the saved row shapes.
-  const TrainedWeights w = read_trained(spec, f.weights);
+  // model identity, the saved preprocessing, the graph resolved on zero rows of the saved row shapes.
+  const TrainedWeights w = read_trained(spec, src.weights, f.which);
   const Datasets shapes = shape_only_data(spec, w.prep);
   const Program program = resolve_program(spec, shapes.train);
-  const PredictTarget target = predict_target(program);
+  const PredictTarget target = predict_target(program, w.prep);
   if (f.format == "onnx") {
-    const OnnxExport e = export_onnx(program, w.file, w.prep, target.node, target.transform);
+    const OnnxExport e = export_onnx(program, w.file, w.prep, target.node, target.transform, target.units);
     write_onnx_export(e, f.out);
     std::printf("wrote %s (ONNX opset 13, float32, %zu nodes, %zu initializers); inputs (", f.out.c_str(), e.nodes,
                 e.initializers);
@@ -38,7 +39,7 @@ void run_export(const ExportFlags& f) {
     else std::printf(") with a fixed batch of %lld rows → %s\n", static_cast<long long>(e.batch), e.output_name.c_str());
     return;
   }
-  const TorchExport e = export_torch(program, w.file, w.prep, target.node, target.transform, w.real);
+  const TorchExport e = export_torch(program, w.file, w.prep, target.node, target.transform, w.real, target.units);
   write_torch_export(e, f.out, spec.sha256);
   std::printf("wrote %s/model.py and %s/state_dict.safetensors (%zu tensors, %s); forward(", f.out.c_str(), f.out.c_str(),
               e.state.size(), w.real == Real::F32 ? "float32" : "float64");
@@ -51,8 +52,11 @@ void run_export(const ExportFlags& f) {
 void add_export(CLI::App& app) {
   auto f = std::make_shared<ExportFlags>();
   CLI::App* c = app.add_subcommand("export", "Export a trained model for another runtime (torch: model.py + state_dict; onnx: FILE.onnx)");
-  c->add_option("spec", f->spec, "The spec file")->required();
-  c->add_option("--weights", f->weights, "A run folder or its weights.safetensors")->required();
+  c->add_option("model", f->spec, "A run folder (it holds its spec), or the spec file the weights were trained from")->required();
+  c->add_option("--weights", f->weights, "A run folder or a weights file (needed with a spec file; default: the run folder)");
+  c->add_option("--which", f->which, "A run folder's weights: best (weights.best.safetensors when early stopping wrote one, the "
+                                     "default) | final (weights.safetensors)")
+      ->check(CLI::IsMember({"best", "final"}));
   c->add_option("--format", f->format, "torch | onnx")->required()->check(CLI::IsMember({"torch", "onnx"}));
   c->add_option("--out", f->out, "Output directory (torch: model.py, state_dict.safetensors) or file (onnx)")->required();
   c->callback([f] { run_export(*f); });

@@ -1,4 +1,4 @@
-// gradrun predict SPEC --weights RUN_DIR|FILE --data FILE — a trained model's outputs on new data
+// gradrun predict RUN_DIR|SPEC [--weights RUN_DIR|FILE] --data FILE — a trained model's outputs on new data
 // (lib/train/predict.h), written atomically; nothing is written on an error.
 #include <cstdio>
 #include <memory>
@@ -14,19 +14,20 @@ namespace {
 
 struct PredictFlags {
   int threads = 1;
-  std::string spec, weights, data, out = "predictions.csv", device = "cpu";
+  std::string spec, weights, which = "best", data, out = "predictions.csv", device = "cpu";
   int64_t batch = 0;
   bool quiet = false;
 };
 
 void run_predict(const PredictFlags& f) {
   apply_threads(f.threads);
-  const Spec spec = load_with_overrides(f.spec, {});
+  const TrainedSource src = trained_source(f.spec, f.weights);
+  const Spec& spec = src.spec;
   const DeviceChoice d = choose_device(spec, f.device, "f64", false);
-  const TrainedWeights w = read_trained(spec, f.weights);
+  const TrainedWeights w = read_trained(spec, src.weights, f.which);
   Model model(spec, shape_only_data(spec, w.prep), w.real);  // an f32 run predicts in f32
   model.load_params(w.file, w.path);
-  const PredictTarget target = predict_target(model.program());
+  const PredictTarget target = predict_target(model.program(), w.prep);
   const DataTable table = read_data_file(spec, w.prep, f.data, inputs_needed(model.program(), target.node));
   Predictions p;
   if (d.kind == DeviceKind::Cpu) {
@@ -49,8 +50,11 @@ void run_predict(const PredictFlags& f) {
 void add_predict(CLI::App& app) {
   auto f = std::make_shared<PredictFlags>();
   CLI::App* c = app.add_subcommand("predict", "Run a trained model's forward graph on a data file and write its predictions");
-  c->add_option("spec", f->spec, "The spec the weights were trained from")->required();
-  c->add_option("--weights", f->weights, "A run folder or its weights.safetensors")->required();
+  c->add_option("model", f->spec, "A run folder (it holds its spec), or the spec file the weights were trained from")->required();
+  c->add_option("--weights", f->weights, "A run folder or a weights file (needed with a spec file; default: the run folder)");
+  c->add_option("--which", f->which, "A run folder's weights: best (weights.best.safetensors when early stopping wrote one, the "
+                                     "default) | final (weights.safetensors)")
+      ->check(CLI::IsMember({"best", "final"}));
   c->add_option("--data", f->data, "Data to predict on: .csv, .npy, .npz or .safetensors, bound like the spec's data")->required();
   c->add_option("--out", f->out, "Output file: .csv (default predictions.csv), .npy or .safetensors");
   c->add_option("--device", f->device, "cpu (the CPU tape, default) | host | cuda (the device replay engine, f64: the same bytes)")

@@ -1,4 +1,5 @@
-// gradrun train SPEC — train a spec on the CPU tape and write the run folder.
+// gradrun train SPEC | --resume RUN_DIR — train a spec on its engine (the CPU tape, or the device
+// replay engine on the host or CUDA backend) and write the run folder (lib/train/trainer.h).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "io/atomic_file.h"
 #include "spec/tensor_file.h"
 #include "tensor/diag.h"
+#include "train/run_model.h"
 #include "train/run_state.h"
 #include "train/trainer.h"
 
@@ -75,18 +77,30 @@ void run_train(const TrainFlags& f) {
     }
   }
   apply_threads(f.threads);
-  Spec spec = load_with_overrides(f.spec, f.overrides);
-  require_trainable(spec);
-  DeviceChoice d = choose_device(spec, f.device, f.dtype, f.fuse);
   if (!f.init.empty() && !f.resume.empty()) throw UsageError("--init and --resume cannot be combined");
+  std::string resume_run = f.resume;  // the run folder (also when given as its checkpoint/)
+  while (resume_run.size() > 1 && resume_run.back() == '/') resume_run.pop_back();
+  if (std::filesystem::path(resume_run).filename() == "checkpoint") resume_run = std::filesystem::path(resume_run).parent_path().string();
+  if (f.spec.empty() && f.resume.empty())
+    throw UsageError("train needs a SPEC file (or --resume RUN_DIR alone: a run folder keeps the spec it was trained with)");
+  // A resume without SPEC trains the run folder's spec.json: the spec as trained, --set included.
+  Spec spec = f.spec.empty() ? load_spec_or_run(resume_run, f.overrides) : load_spec_or_run(f.spec, f.overrides);
+  require_trainable(spec);
+  // A resume continues on the engine the run used (run.json) unless the command line says otherwise.
+  std::string device_flag = f.device, dtype_flag = f.dtype;
+  bool fuse_flag = f.fuse;
+  if (!f.resume.empty()) {
+    const RunEngine was = read_run_engine(resume_run);
+    if (device_flag.empty()) device_flag = was.device;
+    if (dtype_flag.empty()) dtype_flag = was.dtype;
+    if (!fuse_flag && f.device.empty()) fuse_flag = was.fused;
+  }
+  DeviceChoice d = choose_device(spec, device_flag, dtype_flag, fuse_flag);
   std::vector<std::string> expect;
   if (!f.expect.empty()) expect = read_expected(f.expect);  // a missing or bad golden file fails now, not after training
   Model model(spec, load_datasets(spec), real_of(d.dtype));
   release_tensor_values(spec);  // the tape holds them now: a frozen base is not kept twice
   TrainOptions o;
-  std::string resume_run = f.resume;  // the run folder (also when given as its checkpoint/)
-  while (resume_run.size() > 1 && resume_run.back() == '/') resume_run.pop_back();
-  if (std::filesystem::path(resume_run).filename() == "checkpoint") resume_run = std::filesystem::path(resume_run).parent_path().string();
   o.out_dir = !f.out.empty() ? f.out : !f.resume.empty() ? resume_run : spec.output_dir;
   // A resume without --epochs continues to the checkpoint's target.
   o.epochs = f.resume.empty() || f.overrides.epochs ? spec.train.epochs : 0;
@@ -135,7 +149,7 @@ void run_train(const TrainFlags& f) {
 void add_train(CLI::App& app) {
   auto f = std::make_shared<TrainFlags>();
   CLI::App* c = app.add_subcommand("train", "Train a spec and write loss.csv, metrics.csv, weights, a plot and run.json");
-  c->add_option("spec", f->spec, "The spec file (JSON, format v1)")->required();
+  c->add_option("spec", f->spec, "The spec file (JSON, format v1); optional with --resume RUN_DIR, which keeps its spec");
   c->add_option("--out", f->out, "Output folder (default: the spec's output.dir, else runs/<name>)");
   c->add_option("--device", f->device, "cpu (the CPU tape) | host | cuda | auto (default: the spec's device.kind)")
       ->check(CLI::IsMember({"cpu", "host", "cuda", "auto"}));

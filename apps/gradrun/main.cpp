@@ -1,6 +1,7 @@
 // gradrun — train, check and inspect models described by JSON specs (docs/cli.md).
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "cli.h"
@@ -10,6 +11,7 @@
 #include "tensor/fpenv.h"
 #include "tensor/parallel.h"
 #include "train/device_runner.h"
+#include "train/run_model.h"
 #include "train/trainer.h"
 
 namespace gr::cli {
@@ -38,6 +40,25 @@ Spec load_with_overrides(const std::string& path, const Overrides& o) {
   if (o.seed) s.seed = *o.seed;
   if (o.epochs) s.train.epochs = *o.epochs;
   return s;
+}
+
+Spec load_spec_or_run(const std::string& spec_or_run_dir, const Overrides& o) {
+  if (!is_run_folder(spec_or_run_dir)) return load_with_overrides(spec_or_run_dir, o);
+  Spec s = load_run_spec(spec_or_run_dir, g_sets);
+  if (o.seed) s.seed = *o.seed;
+  if (o.epochs) s.train.epochs = *o.epochs;
+  return s;
+}
+
+TrainedSource trained_source(const std::string& spec_or_run, const std::string& weights_flag) {
+  if (is_run_folder(spec_or_run)) return {load_run_spec(spec_or_run, g_sets), weights_flag.empty() ? spec_or_run : weights_flag};
+  std::error_code ec;
+  if (std::filesystem::is_directory(spec_or_run, ec))
+    throw InputError(spec_or_run, "", "this folder holds no spec.json, so it is not a run folder of this gradrun (a run from "
+                                      "before runs kept their spec?); give the spec file and --weights " + spec_or_run);
+  if (weights_flag.empty())
+    throw UsageError("--weights RUN_DIR|FILE is needed with a spec file (or give the run folder alone: it holds its spec)");
+  return {load_with_overrides(spec_or_run, {}), weights_flag};
 }
 
 DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag) {

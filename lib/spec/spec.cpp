@@ -159,6 +159,10 @@ DataSpec read_data(const JsonAt& j, const std::string& dir) {
 }  // namespace
 
 Spec parse_spec(const std::string& text, const std::string& path) {
+  return parse_spec(text, path, SpecOrigin{std::filesystem::path(path).parent_path().string(), std::filesystem::path(path).stem().string()});
+}
+
+Spec parse_spec(const std::string& text, const std::string& path, const SpecOrigin& origin) {
   const Json doc = parse_json(text, path);
   const JsonAt root(doc, "", path);
   if (!root.is_object()) root.fail("a spec is a JSON object, got " + root.type_name());
@@ -166,11 +170,12 @@ Spec parse_spec(const std::string& text, const std::string& path) {
                   "train", "metrics", "device", "output", "emit", "predict"});
   Spec s;
   s.path = path;
-  s.dir = std::filesystem::path(path).parent_path().string();
+  s.dir = origin.dir;
+  s.source = origin.source.empty() ? path : origin.source;
   s.text = text;
   s.sha256 = sha256_hex(text);
   if (root.at("gradrun").integer() != 1) root.at("gradrun").fail("unsupported format version (this gradrun reads 1)");
-  s.name = root.has("name") ? root.at("name").str() : std::filesystem::path(path).stem().string();
+  s.name = root.has("name") ? root.at("name").str() : origin.default_name;
   if (root.has("name") && !printable_name(s.name))
     root.at("name").fail("name \"" + printable(s.name) + "\" must be 1 to " + std::to_string(kMaxNameLength) +
                          " characters without control characters");

@@ -200,6 +200,9 @@ struct PredictSpec {
 
 struct Spec {
   std::string path, dir, sha256, text;  // where it came from; dir resolves relative data paths
+  // The spec file a run names (run.json, weights metadata): `path`, except for a run folder's
+  // spec.json, which names the original spec file it was trained from (train/run_model.h).
+  std::string source;
   std::vector<std::string> overrides;    // the --set PATH=VALUE items applied to the file's text (overrides.h)
   std::string name;
   uint64_t seed = 0;
@@ -224,6 +227,14 @@ struct Spec {
 // Throws IoError (unreadable file) or InputError (everything else).
 Spec load_spec(const std::string& path);
 Spec parse_spec(const std::string& text, const std::string& path);
+// Where a spec's text came from when that is not `path`: a run folder's spec.json (the spec as
+// trained) resolves its relative data and tensor-file paths against the original spec's folder,
+// and its default name is the original file's stem.
+struct SpecOrigin {
+  std::string dir, default_name;
+  std::string source = "";  // Spec::source; empty: the path
+};
+Spec parse_spec(const std::string& text, const std::string& path, const SpecOrigin& origin);
 // Training needs at least one parameter (params or a layer); throws a located InputError otherwise.
 void require_trainable(const Spec& spec);
 

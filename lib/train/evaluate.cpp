@@ -14,6 +14,8 @@ int64_t argmax_row(const double* x, int64_t cols) {
   return best;
 }
 
+int64_t predicted_class(const double* x, int64_t cols) { return cols == 1 ? (x[0] > 0.0 ? 1 : 0) : argmax_row(x, cols); }
+
 int64_t unfit_last_batch(Model& model, const DataTable& table) {
   const int64_t batch = model.program().batch;
   if (table.rows == 0 || batch <= 0 || table.rows % batch == 0) return 0;
@@ -33,9 +35,10 @@ InputError unfit_batch_error(const Model& model, int64_t table_rows, const std::
                         " (or change the rows), or make the graph's shapes follow the batch");
 }
 
-Regression regression_of(const Model& model) {
-  const Program& p = model.program();
-  const Spec& spec = model.spec();
+Regression regression_of(const Model& model) { return regression_of(model.program()); }
+
+Regression regression_of(const Program& p) {
+  const Spec& spec = *p.spec;
   if (!spec.data || p.loss < 0) return {};
   auto same_shape = [&](int node, int input) { return p.nodes[static_cast<size_t>(node)].shape == p.input_shapes[static_cast<size_t>(input)]; };
   if (spec.metrics.regression) {  // declared: it must fit, or the user hears why
@@ -68,6 +71,15 @@ Evaluation evaluate_metrics(Model& model, const DataTable& table, const std::str
   // The regression target's column means over every row of the table (SS_tot is about them).
   const Tensor* target = reg.output >= 0 ? &table.tensors[static_cast<size_t>(reg.target)] : nullptr;
   const int64_t width = target ? target->numel() / table.rows : 0;
+  // A standardized target: MAE and RMSE in the data's units (prediction and target each mapped back
+  // by x·std + mean); R² is the same in either unit and stays computed as trained.
+  const std::vector<double>* t_mean = nullptr;
+  const std::vector<double>* t_std = nullptr;
+  if (target && static_cast<size_t>(reg.target) < model.data().mean.size() &&
+      static_cast<int64_t>(model.data().mean[static_cast<size_t>(reg.target)].size()) == width && width > 0) {
+    t_mean = &model.data().mean[static_cast<size_t>(reg.target)];
+    t_std = &model.data().std[static_cast<size_t>(reg.target)];
+  }
   std::vector<double> mean(static_cast<size_t>(width), 0.0), ss_res(mean.size(), 0.0), ss_tot(mean.size(), 0.0);
   for (int64_t r = 0; target && r < table.rows; ++r)
     for (int64_t c = 0; c < width; ++c) mean[static_cast<size_t>(c)] = mean[static_cast<size_t>(c)] + target->data()[r * width + c];
@@ -92,9 +104,9 @@ Evaluation evaluate_metrics(Model& model, const DataTable& table, const std::str
       const Tensor& labels = table.tensors[static_cast<size_t>(p.metric_labels)];
       const int64_t cols = logits.shape[1];
       for (size_t i = 0; i < rows.size(); ++i) {
-        const int64_t predicted = argmax_row(logits.data + static_cast<int64_t>(i) * cols, cols);
-        const bool hit = p.metric_label_ids ? static_cast<double>(predicted) == labels.data()[rows[i]]
-                                            : predicted == argmax_row(labels.data() + rows[i] * cols, cols);
+        const int64_t predicted = predicted_class(logits.data + static_cast<int64_t>(i) * cols, cols);
+        const bool hit = p.metric_label_ids || p.metric_binary ? static_cast<double>(predicted) == labels.data()[rows[i]]
+                                                               : predicted == argmax_row(labels.data() + rows[i] * cols, cols);
         if (hit) correct = correct + 1.0;
       }
     }
@@ -103,10 +115,14 @@ Evaluation evaluate_metrics(Model& model, const DataTable& table, const std::str
       for (size_t i = 0; i < rows.size(); ++i)
         for (int64_t c = 0; c < width; ++c) {
           const double t = target->data()[rows[i] * width + c];
-          const double d = out.data[static_cast<int64_t>(i) * width + c] - t;
+          const double y = out.data[static_cast<int64_t>(i) * width + c];
+          const double d = y - t;
           const double dt = t - mean[static_cast<size_t>(c)];
-          abs_sum = abs_sum + std::fabs(d);
-          sq_sum = sq_sum + d * d;
+          const double du = t_mean ? to_data_units(y, (*t_mean)[static_cast<size_t>(c)], (*t_std)[static_cast<size_t>(c)]) -
+                                         to_data_units(t, (*t_mean)[static_cast<size_t>(c)], (*t_std)[static_cast<size_t>(c)])
+                                   : d;
+          abs_sum = abs_sum + std::fabs(du);
+          sq_sum = sq_sum + du * du;
           ss_res[static_cast<size_t>(c)] = ss_res[static_cast<size_t>(c)] + d * d;
           ss_tot[static_cast<size_t>(c)] = ss_tot[static_cast<size_t>(c)] + dt * dt;
         }

@@ -15,10 +15,12 @@ namespace gr {
 
 struct Evaluation {
   static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-  // loss: the mean over batches weighted by rows; accuracy: row argmax of the metric's logits
+  // loss: the mean over batches weighted by rows; accuracy: predicted_class of the metric's logits
   // equals the labels' (NaN without metrics.accuracy); mae, rmse: over every element of the
-  // regression output; r2: the mean over output columns of 1 − SS_res/SS_tot, SS_tot about the
-  // column's mean over the table's rows (a constant column's r2 is NaN). NaN where not applicable.
+  // regression output, in the target's data units (a standardized target is mapped back with the
+  // training rows' mean and std); r2: the mean over output columns of 1 − SS_res/SS_tot, SS_tot
+  // about the column's mean over the table's rows (a constant column's r2 is NaN; unit-free).
+  // NaN where not applicable.
   double loss = kNaN, accuracy = kNaN, mae = kNaN, rmse = kNaN, r2 = kNaN;
 };
 
@@ -30,6 +32,7 @@ struct Regression {
 };
 // Throws InputError at /metrics/regression/... when a declared regression does not fit the graph.
 Regression regression_of(const Model& model);
+Regression regression_of(const Program& program);
 
 // Every row counts: when the graph's fixed shapes cannot take the last partial batch it throws
 // unfit_batch_error (`rows_name` says whose rows) rather than leave those rows out, unless
@@ -48,7 +51,13 @@ double train_accuracy(Model& model);
 int64_t unfit_last_batch(Model& model, const DataTable& table);
 // The located error (at /train/batch_size) for such a table, saying what to change.
 InputError unfit_batch_error(const Model& model, int64_t table_rows, const std::string& rows_name);
-// Index of the largest of x[0..cols) (the first on ties): accuracy's class of a row.
+// Index of the largest of x[0..cols) (the first on ties).
 int64_t argmax_row(const double* x, int64_t cols);
+// A row's class as accuracy, evaluate and predict count it: the argmax of its logits, or for one
+// logit (a binary classifier) 1 when the logit is > 0 (probability > 0.5), else 0.
+int64_t predicted_class(const double* x, int64_t cols);
+// A standardized value back in the data's units: z·std + mean (two roundings, no fma), the inverse
+// of the standardization (x − mean) / std (spec/dataset.h). predict, evaluate and the exports use it.
+inline double to_data_units(double z, double mean, double std) { return z * std + mean; }
 
 }  // namespace gr

@@ -317,7 +317,7 @@ struct Builder {
 }  // namespace
 
 OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep, int output,
-                       const std::string& transform) {
+                       const std::string& transform, const OutputUnits& units) {
   const Spec& spec = *program.spec;
   if (output < 0 || output >= static_cast<int>(program.nodes.size()))
     throw InputError(spec.path, spec.loss_pointer, "no prediction node to export");
@@ -334,7 +334,7 @@ OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, c
   const std::string out_name = b.names.take(out_node.spec->id);
   b.leaves(prep);
   b.node_val.assign(program.nodes.size(), "");
-  const bool transformed = transform == "softmax" || transform == "sigmoid";
+  const bool transformed = transform == "softmax" || transform == "sigmoid" || !units.empty();
   for (size_t i = 0; i < program.nodes.size(); ++i) {
     if (!b.needed_node[i]) continue;
     const ProgramNode& pn = program.nodes[i];
@@ -351,7 +351,22 @@ OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, c
       b.node_val[i] = b.node(pn, pn.spec->id);
     }
   }
-  if (transformed) {
+  if (!units.empty()) {  // a standardized target: y·std + mean, back in the data's units
+    std::vector<int64_t> row(out_node.shape.dims().begin() + 1, out_node.shape.dims().end());
+    if (row.empty()) row.push_back(1);
+    if (static_cast<int64_t>(units.mean.size()) != Shape(std::span<const int64_t>(row)).numel() || units.std.size() != units.mean.size())
+      throw InputError(spec.path, "/data/inputs/" + units.input,
+                       "the saved target statistics have " + std::to_string(units.mean.size()) +
+                           " columns; the prediction's row needs " + std::to_string(Shape(std::span<const int64_t>(row)).numel()));
+    const std::string sd = b.initializer_f("y_std", row, units.std), m = b.initializer_f("y_mean", row, units.mean);
+    const std::string scaled = b.emit("Mul", {b.node_val[static_cast<size_t>(output)], sd}, out_node.spec->id + "_scaled");
+    NodeProto add;
+    add.op_type = "Add";
+    add.name = "Add_" + std::to_string(b.counter++);
+    add.inputs = {scaled, m};
+    add.outputs = {out_name};
+    b.g().nodes.push_back(std::move(add));
+  } else if (transformed) {
     NodeProto t;
     t.op_type = transform == "softmax" ? "Softmax" : "Sigmoid";
     t.name = t.op_type + "_" + std::to_string(b.counter++);
@@ -371,6 +386,7 @@ OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, c
   b.model.producer_version = "0.1.0";
   b.model.metadata = {{"spec_sha256", spec.sha256}, {"prediction", out_name},
                       {"transform", transform.empty() ? "none" : transform}};
+  if (!units.empty()) b.model.metadata.emplace_back("units", "data units of " + units.input);
 
   OnnxExport e;
   e.bytes = onnx::serialize(b.model);

@@ -41,9 +41,11 @@ struct OnnxExport {
 };
 
 // `output`: the prediction node (index into program.nodes); `transform`: "softmax" | "sigmoid" |
-// "none". `weights` holds every parameter of the program by its gradrun name.
+// "none"; `units`: a standardized regression target's statistics, applied last as Mul "y_std" and
+// Add "y_mean", so the output is in the data's units as `gradrun predict` writes it. `weights`
+// holds every parameter of the program by its gradrun name.
 OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep, int output,
-                       const std::string& transform);
+                       const std::string& transform, const OutputUnits& units = {});
 
 // Writes PATH atomically (creating its directory).
 void write_onnx_export(const OnnxExport& e, const std::string& path);

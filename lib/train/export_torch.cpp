@@ -313,7 +313,7 @@ struct Emitter {
 }  // namespace
 
 TorchExport export_torch(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep, int output,
-                         const std::string& transform, Real real) {
+                         const std::string& transform, Real real, const OutputUnits& units) {
   const Spec& spec = *program.spec;
   if (output < 0 || output >= static_cast<int>(program.nodes.size()))
     throw InputError(spec.path, spec.loss_pointer, "no prediction node to export");
@@ -332,7 +332,22 @@ TorchExport export_torch(const Program& program, const SafetensorsFile& weights,
     e.fwd << "        " << e.node_var[i] << " = " << e.expr(pn) << "  # " << comment_safe(pn.spec->id) << " (" << what
           << ")\n";
   }
-  const std::string y = e.node_var[static_cast<size_t>(output)];
+  std::string y = e.node_var[static_cast<size_t>(output)];
+  if (!units.empty()) {  // a standardized target: back to the data's units, as `gradrun predict` writes them
+    const Shape& os = program.nodes[static_cast<size_t>(output)].shape;
+    std::vector<int64_t> row(os.dims().begin() + 1, os.dims().end());
+    if (row.empty()) row.push_back(1);
+    const Shape rs{std::span<const int64_t>(row)};
+    if (static_cast<int64_t>(units.mean.size()) != rs.numel() || units.std.size() != units.mean.size())
+      throw InputError(spec.path, "/data/inputs/" + units.input,
+                       "the saved target statistics have " + std::to_string(units.mean.size()) + " columns; the prediction's row " +
+                           rs.str() + " needs " + std::to_string(rs.numel()));
+    const std::string m = e.names.take("y_mean"), s = e.names.take("y_std");
+    e.buffer(m, Tensor(rs, units.mean));
+    e.buffer(s, Tensor(rs, units.std));
+    e.fwd << "        " << y << " = " << y << " * self." << s << " + self." << m << "  # in the data's units of "
+          << comment_safe(units.input) << "\n";
+  }
   if (transform == "softmax") e.fwd << "        return torch.softmax(" << y << ", dim=-1)\n";
   else if (transform == "sigmoid") e.fwd << "        return torch.sigmoid(" << y << ")\n";
   else if (transform == "none" || transform.empty()) e.fwd << "        return " << y << "\n";
@@ -350,7 +365,8 @@ TorchExport export_torch(const Program& program, const SafetensorsFile& weights,
         }()
      << "): the raw inputs, as read from the data file, in the spec's input order; returns the prediction ("
      << comment_safe(program.nodes[static_cast<size_t>(output)].spec->id) << ", transform "
-     << (transform.empty() ? "none" : transform) << ").\n"
+     << (transform.empty() ? "none" : transform) << (units.empty() ? "" : ", in the data's units of " + comment_safe(units.input))
+     << ").\n"
      << "import json\nimport os\nimport struct\n\nimport torch\nfrom torch import nn\n\n\n"
      << "def load_safetensors(path):\n"
      << "    \"\"\"A safetensors file of F64 or F32 tensors (what gradrun writes) as a dict of tensors.\"\"\"\n"

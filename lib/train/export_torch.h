@@ -34,9 +34,11 @@ struct TorchExport {
 };
 
 // `output`: the prediction node (index into program.nodes); `transform`: "softmax" | "sigmoid" |
-// "none". `weights` holds every parameter of the program by its gradrun name.
+// "none"; `units`: a standardized regression target's statistics, applied last (v·std + mean), so
+// forward returns predictions in the data's units as `gradrun predict` writes them. `weights`
+// holds every parameter of the program by its gradrun name.
 TorchExport export_torch(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep,
-                         int output, const std::string& transform, Real real = Real::F64);
+                         int output, const std::string& transform, Real real = Real::F64, const OutputUnits& units = {});
 
 // Writes DIR/model.py and DIR/state_dict.safetensors (creating DIR).
 void write_torch_export(const TorchExport& e, const std::string& dir, const std::string& spec_sha256);

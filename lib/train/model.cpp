@@ -8,11 +8,13 @@
 #include "grad/owned.h"
 #include "io/errors.h"
 #include "spec/init.h"
+#include "train/run_model.h"
 #include "io/limits.h"
 
 namespace gr {
 
-Model::Model(const Spec& spec, Datasets data, Real real) : spec_(spec), data_(std::move(data)), tape_(real) {
+Model::Model(const Spec& spec, Datasets data, Real real)
+    : spec_(spec), identity_(model_identity(spec)), data_(std::move(data)), tape_(real) {
   GR_ASSERT(!spec.values_released);  // release_tensor_values: only after the one Model of a run
   program_ = resolve_program(spec_, data_.train);
   check_class_ids(program_, data_.train, "the training rows");

@@ -26,6 +26,8 @@ class Model {
   Model(const Spec& spec, Datasets data, Real real = Real::F64);
 
   const Spec& spec() const { return spec_; }
+  // The model identity of the spec (train/run_model.h), computed while the consts' values are there.
+  const std::string& identity() const { return identity_; }
   const Program& program() const { return program_; }
   const Datasets& data() const { return data_; }
   Tape& tape() { return tape_; }
@@ -64,6 +66,7 @@ class Model {
 
  private:
   const Spec& spec_;
+  std::string identity_;
   Datasets data_;
   Program program_;
   Tape tape_;

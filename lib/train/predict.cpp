@@ -6,6 +6,8 @@
 #include <filesystem>
 
 #include "io/errors.h"
+#include "tensor/diag.h"
+#include "train/run_model.h"
 #include "train/device_runner.h"
 #include "train/trainer.h"
 
@@ -57,9 +59,22 @@ void apply_transform(Real real, const std::string& transform, const double* x, i
   else transform_row<double>(transform, x, w, out);
 }
 
+// One row of the prediction node's value: its class (classifiers), then the transformed values, in
+// the data's units for a standardized regression target.
+void emit_row(Real real, const PredictTarget& target, const double* x, int64_t w, Predictions& out) {
+  if (target.classifier) out.classes.push_back(predicted_class(x, w));
+  const size_t first = out.values.size();
+  apply_transform(real, target.transform, x, w, out.values);
+  if (target.units.empty()) return;
+  for (int64_t j = 0; j < w; ++j) {
+    double& v = out.values[first + static_cast<size_t>(j)];
+    v = to_data_units(v, target.units.mean[static_cast<size_t>(j)], target.units.std[static_cast<size_t>(j)]);
+  }
+}
+
 }  // namespace
 
-PredictTarget predict_target(const Program& p) {
+PredictTarget predict_target(const Program& p, const Preprocessing& prep) {
   const Spec& spec = *p.spec;
   PredictTarget t;
   if (!spec.predict.output.empty()) {
@@ -69,6 +84,16 @@ PredictTarget predict_target(const Program& p) {
     const NodeSpec& loss = *p.nodes[static_cast<size_t>(p.loss)].spec;
     t.name = loss.inputs.empty() ? "" : loss.inputs[0];
     t.transform = loss.kind == NodeSpec::Kind::Op && (loss.op == Op::SoftmaxCrossEntropy || loss.op == Op::CrossEntropy) ? "softmax" : "none";
+    // mean(bce_with_logits(z, y)) (or sum): the prediction is the probability sigmoid(z), not the per-row loss.
+    const auto reduced = p.names.find(t.name);
+    if (loss.kind == NodeSpec::Kind::Op && (loss.op == Op::Mean || loss.op == Op::Sum) && reduced != p.names.end() &&
+        reduced->second.kind == Ref::Kind::Node) {
+      const NodeSpec& inner = *p.nodes[static_cast<size_t>(reduced->second.index)].spec;
+      if (inner.kind == NodeSpec::Kind::Op && inner.op == Op::BceWithLogits && !inner.inputs.empty()) {
+        t.name = inner.inputs[0];
+        t.transform = "sigmoid";
+      }
+    }
   }
   const auto it = p.names.find(t.name);
   if (it == p.names.end() || it->second.kind != Ref::Kind::Node)
@@ -79,7 +104,17 @@ PredictTarget predict_target(const Program& p) {
   if (shape.rank() < 1 || shape[0] != p.batch)
     throw InputError(spec.path, p.nodes[static_cast<size_t>(t.node)].spec->pointer,
                      "the prediction \"" + t.name + "\" has shape " + shape.str() + ", not one row per data row");
-  t.classifier = t.transform == "softmax" || (spec.metrics.accuracy && spec.metrics.logits == t.name);
+  const int64_t width = shape.numel() / p.batch;
+  t.classifier = t.transform == "softmax" || (spec.metrics.accuracy && spec.metrics.logits == t.name) ||
+                 (t.transform == "sigmoid" && width == 1);
+  // A regression on a standardized target: the prediction in the data's units.
+  const Regression reg = regression_of(p);
+  if (reg.output == t.node && (t.transform == "none" || t.transform.empty())) {
+    const InputPrep* ip = prep.find(p.input_names[static_cast<size_t>(reg.target)]);
+    if (ip && !ip->mean.empty() && static_cast<int64_t>(ip->mean.size()) == width) {
+      t.units = {ip->name, ip->mean, ip->std};
+    }
+  }
   return t;
 }
 
@@ -99,16 +134,27 @@ std::vector<bool> inputs_needed(const Program& p, int node) {
   return needed;
 }
 
-TrainedWeights read_trained(const Spec& spec, const std::string& weights_or_run_dir) {
+TrainedWeights read_trained(const Spec& spec, const std::string& weights_or_run_dir, const std::string& which) {
   TrainedWeights w;
-  w.path = weights_path(weights_or_run_dir);
-  w.prep = read_preprocessing(weights_or_run_dir);
+  std::string note;
+  w.path = choose_weights(weights_or_run_dir, which, &note);
+  if (!note.empty()) diag::info(note);
+  w.prep = read_preprocessing(w.path);
   w.file = read_safetensors(w.path);
   if (const auto it = w.file.metadata.find("dtype"); it != w.file.metadata.end() && it->second == "f32") w.real = Real::F32;
-  if (w.prep.spec_sha256 != spec.sha256)
+  // The same model, not the same bytes: epochs, optimizer, paths and descriptions may differ.
+  if (const auto it = w.file.metadata.find(kModelIdentityKey); it != w.file.metadata.end()) {
+    std::string pointer;
+    const std::string why = model_difference(it->second, model_identity(spec), &pointer);
+    if (!why.empty())
+      throw InputError(spec.path, pointer,
+                       "describes a different model than the one trained in " + w.path + " (" + why +
+                           "); use the run folder alone, or a spec of the same graph, parameters and inputs");
+  } else if (w.prep.spec_sha256 != spec.sha256) {  // weights from before the model identity: the spec's bytes
     throw InputError(w.path, "__metadata__/spec_sha256",
                      "these weights were trained from a different spec (sha256 " + w.prep.spec_sha256.substr(0, 12) +
-                         "…, " + spec.path + " is " + spec.sha256.substr(0, 12) + "…)");
+                         "…, " + spec.path + " is " + spec.sha256.substr(0, 12) + "…) and predate model identities");
+  }
   if (!spec.data) throw InputError(spec.path, "/data", "the spec has no data inputs to predict from");
   for (const InputSpec& in : spec.data->inputs)
     if (!w.prep.find(in.name)) throw InputError(w.path, "__metadata__", "no saved preprocessing for input \"" + in.name + "\"");
@@ -120,6 +166,8 @@ Datasets shape_only_data(const Spec& spec, const Preprocessing& prep) {
   for (const InputSpec& in : spec.data->inputs) {
     d.train.names.push_back(in.name);
     d.train.tensors.push_back(zeros(spec.train.batch_size, prep.find(in.name)->row_shape));
+    d.mean.push_back(prep.find(in.name)->mean);  // evaluate's MAE/RMSE map a standardized target back with them
+    d.std.push_back(prep.find(in.name)->std);
   }
   d.train.rows = spec.train.batch_size;
   return d;
@@ -199,11 +247,7 @@ Predictions predict_rows(Model& model, const PredictTarget& target, const DataTa
     const ConstTensorView v = model.tape().value(nodes[static_cast<size_t>(target.node)]);
     const int64_t n = static_cast<int64_t>(rows.size()), w = v.shape.numel() / n;
     out.width = w;
-    for (int64_t r = 0; r < n; ++r) {
-      const double* x = v.data + r * w;
-      if (target.classifier) out.classes.push_back(argmax_row(x, w));
-      apply_transform(model.real(), target.transform, x, w, out.values);
-    }
+    for (int64_t r = 0; r < n; ++r) emit_row(model.real(), target, v.data + r * w, w, out);
     model.reset();
   }
   return out;
@@ -231,11 +275,7 @@ Predictions predict_rows_device(Model& model, const PredictTarget& target, const
     runner.episode().value(out, buf);
     const int64_t w = static_cast<int64_t>(buf.size()) / batch;
     p.width = w;
-    for (int64_t r = 0; r < n; ++r) {
-      const double* x = buf.data() + r * w;
-      if (target.classifier) p.classes.push_back(argmax_row(x, w));
-      apply_transform(model.real(), target.transform, x, w, p.values);
-    }
+    for (int64_t r = 0; r < n; ++r) emit_row(model.real(), target, buf.data() + r * w, w, p);
   }
   return p;
 }

@@ -22,24 +22,34 @@
 namespace gr {
 
 // What predict outputs: the spec's "predict", else the first input of the loss node (softmax for
-// softmax_cross_entropy). classifier: softmax, or the node the accuracy metric reads.
+// softmax_cross_entropy and cross_entropy; for a loss that reduces bce_with_logits, that node's
+// logits with sigmoid). classifier: softmax, the node the accuracy metric reads, or one column with
+// sigmoid; its class is predicted_class (train/evaluate.h) of the untransformed row — for one
+// logit, 1 ⇔ logit > 0 ⇔ probability > 0.5, as binary accuracy counts it.
+// A regression output whose target was standardized comes back in the data's units: with
+// transform none, each value v of column c becomes to_data_units(v, units.mean[c], units.std[c]),
+// with the training rows' statistics saved in the weights (`prep`).
 struct PredictTarget {
   int node = -1;
   std::string name, transform;  // transform: softmax | sigmoid | none
   bool classifier = false;
+  OutputUnits units;  // a standardized regression target's statistics; empty: no mapping
 };
-PredictTarget predict_target(const Program& program);
+PredictTarget predict_target(const Program& program, const Preprocessing& prep);
 // Per program input: does the node depend on it (inputs that only feed the loss do not).
 std::vector<bool> inputs_needed(const Program& program, int node);
 
-// A run folder or weights file checked against the spec: its spec_sha256 must be the spec's.
+// A run folder or weights file checked against the spec: the weights' model identity
+// (train/run_model.h) must be the spec's (weights from before it: the spec's sha256). A folder
+// gives its weights.best.safetensors when early stopping wrote one and `which` is "best", else its
+// weights.safetensors (choose_weights; the choice is logged at info level).
 struct TrainedWeights {
   std::string path;
   SafetensorsFile file;
   Preprocessing prep;
   Real real = Real::F64;  // what the run computed in (its __metadata__ dtype): predict and evaluate do too
 };
-TrainedWeights read_trained(const Spec& spec, const std::string& weights_or_run_dir);
+TrainedWeights read_trained(const Spec& spec, const std::string& weights_or_run_dir, const std::string& which = "best");
 
 // Zero rows shaped like the training data (batch_size rows, the saved row shapes): Model's
 // constructor resolves the training program from it.

@@ -36,6 +36,15 @@ struct InputPrep {
   std::vector<int64_t> row_shape;            // one row after preprocessing (e.g. [4], or [3] one-hot)
 };
 
+// A prediction in the data's units: a regression output whose target input was standardized maps
+// each value v of column c back with v·std[c] + mean[c] (train/evaluate.h to_data_units), the
+// training rows' statistics of `input`. Empty: the output is used as computed.
+struct OutputUnits {
+  std::string input;
+  std::vector<double> mean, std;
+  bool empty() const { return mean.empty(); }
+};
+
 struct Preprocessing {
   std::string spec_sha256;
   std::vector<InputPrep> inputs;

@@ -9,6 +9,7 @@
 #include "io/errors.h"
 #include "io/safetensors.h"
 #include "tensor/sha256.h"
+#include "train/run_model.h"
 #include "train/run_state.h"
 
 namespace gr {
@@ -132,19 +133,24 @@ Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt,
     throw InputError(path, "__metadata__", "this checkpoint belongs to a different spec or --seed: it was made with seed " + meta("seed") + ", not " +
                                                std::to_string(model.spec().seed));
   const std::string run_dir = std::filesystem::path(dir).parent_path().string();
+  // Hints name only files that exist: an interrupted run has a checkpoint but no weights file yet.
+  std::error_code ec;
+  const std::string weights = run_dir + "/weights.safetensors";
+  const std::string start_from = std::filesystem::exists(weights, ec) ? "train with --init " + shell_quote(weights) + " and another --out"
+                                                                      : "train it into another --out";
   if (f.metadata.count("run_identity")) {
     std::string pointer;
     const std::string why = identity_difference(meta("run_identity"), identity, &pointer);
     if (!why.empty())
       throw InputError(model.spec().path, pointer,
                        "differs from the run in " + run_dir + " (" + why +
-                           "), which changes its finished steps, so it cannot be resumed; to start a new run from its weights, "
-                           "train with --init " + run_dir + "/weights.safetensors and another --out");
+                           "), which changes its finished steps, so it cannot be resumed; to start a new run, " + start_from +
+                           " (or resume with no spec: gradrun train --resume " + shell_quote(run_dir) + ")");
   } else if (meta("spec_sha256") != model.spec().sha256) {  // a checkpoint from before run_identity: the spec text
     throw InputError(path, "__metadata__", "this checkpoint was made by a different spec text (sha256 " + meta("spec_sha256").substr(0, 12) +
                                                "…, this spec " + model.spec().sha256.substr(0, 12) +
                                                "…) and predates field-wise resume checks; resume with the exact spec file it was trained with, "
-                                               "or start from its weights with --init " + run_dir + "/weights.safetensors");
+                                               "or " + start_from);
   }
   if (const auto it = f.metadata.find("dtype"); it != f.metadata.end()) {  // older checkpoints do not say
     const std::string& was = it->second;

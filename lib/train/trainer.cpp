@@ -24,6 +24,7 @@
 #include "train/schedule.h"
 #include "train/preprocess.h"
 #include "train/progress.h"
+#include "train/run_model.h"
 #include "train/run_state.h"
 #include "train/sharded_step.h"
 #include "train/thread_tuner.h"
@@ -51,7 +52,8 @@ void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, c
   run = {
       {"gradrun", 1},
       {"status", r.status},
-      {"spec", model.spec().path},
+      {"spec", model.spec().source},
+      {"spec_dir", std::filesystem::absolute(model.spec().dir.empty() ? "." : model.spec().dir).lexically_normal().string()},
       {"spec_sha256", model.spec().sha256},
       {"run_sha256", run_sha256},
       {"name", model.spec().name},
@@ -112,7 +114,8 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, co
     const std::string prep = to_json(make_preprocessing(model.spec(), model.data()));
     write_safetensors(o.out_dir + "/weights.safetensors", model.param_views(),
                       {{kPreprocessingKey, prep},
-                       {"spec", model.spec().path},
+                       {kModelIdentityKey, model.identity()},
+                       {"spec", model.spec().source},
                        {"spec_sha256", model.spec().sha256},
                        {"steps", steps},
                        {"device", to_string(o.device)},
@@ -126,8 +129,10 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, co
       best.emplace_back(model.program().params[i].name, ConstTensorView{model.program().params[i].shape, r.best.params[i].data()});
     write_safetensors(o.out_dir + "/weights.best.safetensors", best,
                       {{kPreprocessingKey, to_json(make_preprocessing(model.spec(), model.data()))},
-                       {"spec", model.spec().path},
+                       {kModelIdentityKey, model.identity()},
+                       {"spec", model.spec().source},
                        {"spec_sha256", model.spec().sha256},
+                       {"dtype", to_string(o.dtype)},
                        {"best_epoch", std::to_string(r.best.epoch)},
                        {"monitor", model.spec().train.early_stopping->monitor},
                        {"monitor_value", format_double(r.best.value)}},
@@ -165,6 +170,13 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   dist::Comm& comm = o.comm ? *o.comm : *solo;
   const bool writer = comm.rank() == 0;  // rank 0 alone writes the run folder
   const bool sharded = spec.train.shards > 1 || comm.size() > 1;
+  // The engine first: a device that cannot be had (no GPU, no compiler) fails before the output
+  // folder is touched, so nothing is left behind and the next run into it is not refused.
+  if (o.device != DeviceKind::Cpu && !backend) {
+    std::string why;
+    backend = open_backend(o.device, &why);
+    if (!backend) throw Error("device " + std::string(to_string(o.device)) + ": " + why);
+  }
   if (writer) {
     fs::create_directories(o.out_dir, ec);
     if (ec || !fs::is_directory(o.out_dir))
@@ -226,12 +238,14 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
       const std::string init = run_dir + "/init.safetensors";
       if (fs::exists(init)) write_file_atomic(o.out_dir + "/init.safetensors", read_file(init));
     }
+    if (writer) write_run_spec(o.out_dir, spec);  // also in place: a folder from before spec.json gains one
   } else {
     if (!o.init_file.empty()) model.load_params(read_safetensors(o.init_file), o.init_file);  // bad input: the folder stays
     if (writer) {
       claim_run_folder(o.out_dir, run_sha, spec, o.force);
+      write_run_spec(o.out_dir, spec);  // the spec as trained: the run folder alone is the model
       write_safetensors(o.out_dir + "/init.safetensors", model.param_views(),
-                        {{"spec", spec.path}, {"spec_sha256", spec.sha256}, {"steps", "0"}}, StDtype::F64);
+                        {{"spec", spec.source}, {"spec_sha256", spec.sha256}, {"steps", "0"}}, StDtype::F64);
     }
   }
   const int64_t target = r.target_epochs;
@@ -359,7 +373,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     stop("interrupted");
     throw InterruptedError("interrupted at step " + std::to_string(r.steps) + " (epoch " +
                            std::to_string(epoch + (step_in_epoch > 0 ? 1 : 0)) + " of " + std::to_string(target) +
-                           "), checkpoint written; continue with: gradrun train " + spec.path + " --resume " + o.out_dir);
+                           "), checkpoint written; continue with: gradrun train --resume " + shell_quote(o.out_dir));
   };
   // The learning rate of step t (1-based) in epoch e (0-based), handed to the optimizer before it.
   auto set_lr = [&](int64_t t, int64_t e) {
