@@ -7,7 +7,7 @@ usage: test_predict.py GRADRUN   (run from the repository root)
 - predict on the training CSV reproduces the accuracy evaluate reports on the same file;
 - predict gives the same bytes for several batch sizes (with a partial last batch), on the CPU tape
   and on the device replay engine (--device host), and for the same rows as CSV or as a .npy tensor;
-- a CSV missing a column, a tensor of the wrong width, weights of another spec and a bad
+- a CSV missing a column, a tensor of the wrong width, weights of another model and a bad
   "predict" key exit 2 with one located line and write nothing.
 """
 import json
@@ -136,9 +136,13 @@ refused("wrong width", "predict", SPEC, "--weights", run_dir, "--data", wide)
 other = os.path.join(tmp, "other.json")
 spec = json.load(open(SPEC))
 spec["data"]["csv"] = os.path.abspath(CSV)
-spec["seed"] = 7
+spec["seed"] = 7  # not part of the model: these weights serve a spec that differs only there
 json.dump(spec, open(other, "w"))
-refused("another spec's weights", "predict", other, "--weights", run_dir, "--data", CSV)
+run("predict", other, "--weights", run_dir, "--data", CSV, "--out", os.path.join(tmp, "seed7.csv"), "--quiet")
+spec["data"]["inputs"]["x"]["standardize"] = False  # another model: its inputs are read differently
+json.dump(spec, open(other, "w"))
+refused("another model's weights", "predict", other, "--weights", run_dir, "--data", CSV)
+spec["data"]["inputs"]["x"]["standardize"] = True
 spec["predict"] = {"output": "nope"}
 json.dump(spec, open(other, "w"))
 p = run("inspect", other, code=2)
