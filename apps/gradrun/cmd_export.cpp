@@ -1,13 +1,15 @@
 // gradrun export RUN_DIR|SPEC [--weights RUN_DIR|FILE] --format torch --out DIR — the trained model for another
 // runtime: DIR/model.py (an nn.Module in the run's precision — float64, or float32 after `--dtype f32` —
 // preprocessing included) and DIR/state_dict.safetensors.
-// --format onnx --out FILE.onnx: an ONNX model (opset 13, float32, preprocessing included).
+// --format onnx --out FILE.onnx [--dtype f32|f64]: an ONNX model (opset 13, float32 by default or
+// float64, preprocessing included).
 #include <cstdio>
 #include <memory>
 
 #include "cli.h"
 #include "io/safetensors.h"
 #include "spec/program.h"
+#include "tensor/diag.h"
 #include "train/export_onnx.h"
 #include "train/export_torch.h"
 #include "train/predict.h"
@@ -17,7 +19,7 @@ namespace gr::cli {
 namespace {
 
 struct ExportFlags {
-  std::string spec, weights, which = "best", format, out;
+  std::string spec, weights, which = "best", format, out, dtype;
 };
 
 void run_export(const ExportFlags& f) {
@@ -30,15 +32,20 @@ void run_export(const ExportFlags& f) {
   const Program program = resolve_program(spec, shapes.train);
   const PredictTarget target = predict_target(program, w.prep);
   if (f.format == "onnx") {
-    const OnnxExport e = export_onnx(program, w.file, w.prep, target.node, target.transform, target.units);
+    const Real real = f.dtype == "f64" ? Real::F64 : Real::F32;
+    const OnnxExport e = export_onnx(program, w.file, w.prep, target.node, target.transform, real, target.units);
     write_onnx_export(e, f.out);
-    std::printf("wrote %s (ONNX opset 13, float32, %zu nodes, %zu initializers); inputs (", f.out.c_str(), e.nodes,
-                e.initializers);
+    for (const std::string& note : e.warnings) diag::warn("export onnx --dtype f64: " + note);
+    std::printf("wrote %s (ONNX opset 13, %s, %zu nodes, %zu initializers); inputs (", f.out.c_str(),
+                real == Real::F64 ? "float64" : "float32", e.nodes, e.initializers);
     for (size_t i = 0; i < e.input_names.size(); ++i) std::printf("%s%s", i ? ", " : "", e.input_names[i].c_str());
     if (e.symbolic_batch) std::printf(") with a symbolic batch → %s\n", e.output_name.c_str());
     else std::printf(") with a fixed batch of %lld rows → %s\n", static_cast<long long>(e.batch), e.output_name.c_str());
     return;
   }
+  if (!f.dtype.empty())
+    throw UsageError("--dtype applies to --format onnx; --format torch exports in the run's precision (" +
+                     std::string(w.real == Real::F32 ? "float32" : "float64") + ")");
   const TorchExport e = export_torch(program, w.file, w.prep, target.node, target.transform, w.real, target.units);
   write_torch_export(e, f.out, spec.sha256);
   std::printf("wrote %s/model.py and %s/state_dict.safetensors (%zu tensors, %s); forward(", f.out.c_str(), f.out.c_str(),
@@ -58,6 +65,8 @@ void add_export(CLI::App& app) {
                                      "default) | final (weights.safetensors)")
       ->check(CLI::IsMember({"best", "final"}));
   c->add_option("--format", f->format, "torch | onnx")->required()->check(CLI::IsMember({"torch", "onnx"}));
+  c->add_option("--dtype", f->dtype, "onnx: f32 (default) | f64, the model's element type")
+      ->check(CLI::IsMember({"f32", "f64"}));
   c->add_option("--out", f->out, "Output directory (torch: model.py, state_dict.safetensors) or file (onnx)")->required();
   c->callback([f] { run_export(*f); });
 }

@@ -1,6 +1,9 @@
-// gradrun inspect SPEC — the resolved graph: shapes, what backward reaches, parameter counts.
+// gradrun inspect SPEC — the resolved graph: shapes, what backward reaches, parameter counts, each
+// node's tape ids and where the fusion plan puts it, and the plan.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "cli.h"
 #include "io/limits.h"
@@ -15,18 +18,61 @@ namespace gr::cli {
 
 namespace {
 
-const char* fusion_class(const ProgramNode& n) {
-  if (n.spec->kind != NodeSpec::Kind::Op) return "-";
-  switch (op_info(n.spec->op).fusion) {
-    case FusionClass::Opaque:
-    case FusionClass::Reduce:
-    case FusionClass::LaneLoss:
-    case FusionClass::Copy: return "-";
-    case FusionClass::Elementwise: return "row";
-    case FusionClass::Matmul: return "row(matmul)";
-    case FusionClass::Lane: return "row(lane)";
+// Where the fusion plan puts a graph node: its tape nodes (ids lo..hi; a dense layer records 2-4, mse
+// several) are each in a row segment, a serial segment, a row segment's backward head (forward
+// per-node, backward inside the row kernel) or left per-node. The column says which, so it and
+// the row-fusible count are read off the plan that inspect prints, not guessed from op classes.
+struct Placement {
+  int32_t lo = 0, hi = -1;  // its computing tape nodes' ids; lo > hi: it recorded nothing of its own
+  std::string fusion = "-";
+  bool row = false;  // every computing tape node of it is in a row segment
+  bool part = false; // some are
+  bool head = false; // all are row segments' backward heads
+};
+
+std::vector<Placement> place(const Program& p, const Tape& tape, const std::vector<Var>& nodes, const fuse::Plan* plan) {
+  enum Where { PerNode, Row, Head, Serial };
+  std::vector<Where> where(static_cast<size_t>(tape.size()), PerNode);
+  if (plan)
+    for (const fuse::Segment& seg : plan->segments) {
+      for (int32_t k : seg.nodes) where[static_cast<size_t>(k)] = seg.kind == fuse::SegKind::Row ? Row : Serial;
+      if (seg.head >= 0) where[static_cast<size_t>(seg.head)] = Head;
+    }
+  static const char* const kName[] = {"per-node", "row", "head", "serial"};
+  std::vector<Placement> out(p.nodes.size());
+  int32_t prev = -1;  // the program records its nodes in order: node i's tape nodes follow node i-1's
+  for (size_t i = 0; i < p.nodes.size() && i < nodes.size(); ++i) {
+    Placement& pl = out[i];
+    const int32_t from = prev + 1, to = nodes[i].id;
+    prev = std::max(prev, to);
+    int counts[4] = {}, computing = 0;
+    for (int32_t k = from; k <= to; ++k) {
+      const Op op = tape.node(k).op;
+      if (op == Op::Param || op == Op::Const) continue;  // leaves (the parameters, inputs, consts) compute nothing
+      ++counts[where[static_cast<size_t>(k)]];
+      if (computing++ == 0) pl.lo = k;
+      pl.hi = k;
+    }
+    if (computing == 0) continue;
+    pl.row = counts[Row] == computing;
+    pl.part = counts[Row] > 0 && !pl.row;
+    pl.head = counts[Head] == computing;
+    for (int w = 0; w < 4; ++w)
+      if (counts[w] == computing) pl.fusion = w == PerNode ? "-" : kName[w];
+    if (pl.row && p.nodes[i].spec->kind == NodeSpec::Kind::Op) {  // the row class, as the planner reads it
+      const FusionClass c = op_info(p.nodes[i].spec->op).fusion;
+      if (c == FusionClass::Matmul) pl.fusion = "row(matmul)";
+      if (c == FusionClass::Lane) pl.fusion = "row(lane)";
+    }
+    if (pl.fusion == "-" && counts[PerNode] != computing) {  // mixed: "row 3/4, per-node 1/4"
+      pl.fusion.clear();
+      for (int w : {Row, Head, Serial, PerNode})
+        if (counts[w] > 0)
+          pl.fusion += (pl.fusion.empty() ? "" : ", ") + std::string(kName[w]) + " " + std::to_string(counts[w]) + "/" +
+                       std::to_string(computing);
+    }
   }
-  return "-";
+  return out;
 }
 
 // train.shards: the shard layout and what one step moves per process for each process count R
@@ -87,34 +133,49 @@ void run_inspect(const std::string& path) {
       std::printf("  device runs keep %lld const / frozen tensor(s) of %s on the device only, between evaluations\n",
                   static_cast<long long>(leaves), human_bytes(static_cast<double>(bytes)).c_str());
   }
-  std::printf("graph:\n  %-4s %-16s %-22s %-24s %-14s %-9s %s\n", "#", "id", "op", "inputs", "shape", "backward", "fusion");
-  int64_t reached = 0, fusible = 0;
+  // The fusion plan of one recorded episode (tape node ids), captured on the host backend.
+  std::vector<int64_t> rows;
+  if (spec.data)
+    for (int64_t i = 0; i < p.batch; ++i) rows.push_back(i);
+  const std::vector<Var> nodes = model.record(data.train, rows);
+  std::optional<fuse::Plan> plan;
+  if (!nodes.empty()) {
+    const auto backend = device::make_host_backend();
+    plan = fuse::plan_tape(*backend, model.tape(), nodes[static_cast<size_t>(p.loss)]);
+  }
+  const std::vector<Placement> placed = place(p, model.tape(), nodes, plan ? &*plan : nullptr);
+  std::printf("graph:\n  %-4s %-16s %-22s %-24s %-14s %-9s %-9s %s\n", "#", "id", "op", "inputs", "shape", "backward", "tape",
+              "fusion");
+  int64_t reached = 0, fusible = 0, partly = 0, heads = 0;
   for (size_t i = 0; i < p.nodes.size(); ++i) {
     const ProgramNode& n = p.nodes[i];
+    // A dense layer's own dropout (its "dropout" rate) is one of its tape nodes: the op says so.
     std::string op = n.spec->kind == NodeSpec::Kind::Mse     ? "mse"
-                     : n.spec->kind == NodeSpec::Kind::Dense ? "dense(" + n.spec->activation + ")"
+                     : n.spec->kind == NodeSpec::Kind::Dense ? "dense(" + n.spec->activation + ")" +
+                                                                   (n.spec->scalar > 0.0 ? "+dropout" : "")
                                                              : std::string(op_name(n.spec->op));
     std::string inputs;
     for (const std::string& s : n.spec->inputs) inputs += (inputs.empty() ? "" : ",") + s;
     const bool backward = n.reaches_loss && n.requires_grad;
     reached += backward;
-    fusible += std::string(fusion_class(n)) != "-";
-    std::printf("  %-4zu %-16s %-22s %-24s %-14s %-9s %s\n", i, n.spec->id.c_str(), op.c_str(), inputs.c_str(),
-                n.shape.str().c_str(), backward ? "yes" : (n.reaches_loss ? "no(const)" : "no"), fusion_class(n));
+    const Placement& pl = placed[i];
+    fusible += pl.row;
+    partly += pl.part;
+    heads += pl.head;
+    const std::string tape_ids = pl.lo > pl.hi    ? "-"
+                                 : pl.lo == pl.hi ? std::to_string(pl.lo)
+                                                  : std::to_string(pl.lo) + ".." + std::to_string(pl.hi);
+    std::printf("  %-4zu %-16s %-22s %-24s %-14s %-9s %-9s %s\n", i, n.spec->id.c_str(), op.c_str(), inputs.c_str(),
+                n.shape.str().c_str(), backward ? "yes" : (n.reaches_loss ? "no(const)" : "no"), tape_ids.c_str(),
+                pl.fusion.c_str());
   }
   std::printf("loss: %s\n", spec.loss.c_str());
-  std::printf("backward reaches %lld of %zu nodes; %lld are row-fusible\n", static_cast<long long>(reached), p.nodes.size(),
-              static_cast<long long>(fusible));
-  // The fusion plan of one recorded episode (tape node ids), captured on the host backend.
-  std::vector<int64_t> rows;
-  if (spec.data)
-    for (int64_t i = 0; i < p.batch; ++i) rows.push_back(i);
-  const std::vector<Var>& nodes = model.record(data.train, rows);
-  if (!nodes.empty()) {
-    const auto backend = device::make_host_backend();
-    const fuse::Plan plan = fuse::plan_tape(*backend, model.tape(), nodes[static_cast<size_t>(p.loss)]);
-    std::printf("%s", plan.describe().c_str());
-  }
+  std::printf("backward reaches %lld of %zu nodes; %lld are row-fusible (in a row segment of the plan)", static_cast<long long>(reached),
+              p.nodes.size(), static_cast<long long>(fusible));
+  if (partly > 0) std::printf(", %lld partly", static_cast<long long>(partly));
+  if (heads > 0) std::printf(", %lld a row segment's backward head", static_cast<long long>(heads));
+  std::printf("\n");
+  if (plan) std::printf("%s", plan->describe().c_str());
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
-// gradrun train SPEC | --resume RUN_DIR — train a spec on its engine (the CPU tape, or the device
-// replay engine on the host or CUDA backend) and write the run folder (lib/train/trainer.h).
+// gradrun train SPEC | --resume RUN_DIR — train a spec and write the run folder: on the CPU tape or
+// the device replay engine (--device host|cuda, --fuse), in f64 or f32 (--dtype), and under mpirun on
+// several processes (train.shards); --resume continues a run from its checkpoint (its folder's
+// spec.json when no SPEC is given), --expect compares the loss log with a golden one
+// (lib/train/trainer.h; docs/cli.md).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -125,7 +128,7 @@ void run_train(const TrainFlags& f) {
       diag::error("expect: the loss log differs from " + f.expect + " at step " + std::to_string(e.step) + " (line " +
                   std::to_string(e.step + 1) + "):\n  expected " + e.expected + "\n  got      " + e.got);
     throw CheckFailed{};
-  } catch (const InterruptedError& e) {  // exit 130, as a shell reports a SIGINT
+  } catch (const InterruptedError& e) {  // SIGINT or SIGTERM: exit 130, as a shell reports a SIGINT
     std::fflush(stdout);
     if (writer) diag::error(e.what());  // an error level, so that even --quiet says how to resume
     std::exit(130);

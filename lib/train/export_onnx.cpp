@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "io/atomic_file.h"
@@ -27,6 +28,23 @@ const char* onnx_elementwise(Op op) {
     if (o == op) return name;
   return nullptr;
 }
+
+// The ONNX operators the export emits whose opset-13 definitions (onnx/defs) allow tensor(double)
+// for every floating-point input and output — all of them today. A --dtype f64 export refuses an
+// operator missing here (a new mapping) naming its node instead of writing an invalid model;
+// tests/test_export_onnx.py checks each f64 model's operators against onnx.defs.get_schema(op, 13).
+bool onnx_has_double(std::string_view op) {
+  static constexpr std::string_view kOps[] = {
+      "Abs",      "Add",       "Cast",       "Concat",    "Cos",       "Div",  "Equal",   "Exp",
+      "Identity", "Log",       "LogSoftmax", "MatMul",    "Mul",       "Neg",  "Pow",     "ReduceMax",
+      "ReduceMean", "ReduceSum", "Relu",     "Reshape",   "Sigmoid",   "Sin",  "Slice",   "Softmax",
+      "Sqrt",     "Sub",       "Tanh",       "Transpose"};
+  return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
+}
+
+// Valid in float64, but onnxruntime's CPU provider (onnxruntime-node 1.22.0, tools/onnxrt) has no
+// double kernel for it: the model is written, and the export warns that onnxruntime cannot load it.
+bool onnxruntime_lacks_double(std::string_view op) { return op == "Cos"; }
 
 using onnx::attr_int;
 using onnx::attr_ints;
@@ -57,8 +75,36 @@ struct Builder {
   std::vector<bool> needed_node, needed_input, needed_param, needed_const;
   bool symbolic = true;
   int counter = 0;
+  onnx::DataType elem = onnx::DataType::Float;  // every real tensor: Float, or Double (--dtype f64)
+  std::string at_pointer, at_what;               // what is being translated, for a dtype refusal
+  std::vector<std::string> warnings;             // float64 operators some runtime cannot run (OnnxExport)
+  std::set<std::string> transposed, noted;       // outputs of Transpose nodes; operators warned about
 
   onnx::GraphProto& g() { return model.graph; }
+
+  // --dtype f64: what onnxruntime (tools/onnxrt) cannot run as written, said once per operator.
+  void note_runtime(const std::string& op, const std::vector<std::string>& in) {
+    if (elem != onnx::DataType::Double || noted.contains(op)) return;
+    const auto from_transpose = [&](const std::string& v) { return transposed.contains(v); };
+    if (onnxruntime_lacks_double(op))
+      warnings.push_back(at_what + " uses " + op + " in float64, which onnxruntime's CPU provider does not implement: "
+                         "onnxruntime cannot load this model (other runtimes may); --dtype f32 runs everywhere");
+    else if (op == "MatMul" && std::any_of(in.begin(), in.end(), from_transpose))
+      warnings.push_back("a Transpose feeds a MatMul (" + at_what + "): onnxruntime's extended graph optimizations fuse "
+                         "them into a float-only FusedMatMul, so run this float64 model with graph optimization level "
+                         "basic (tools/onnxrt/run.js does)");
+    else
+      return;
+    noted.insert(op);
+  }
+
+  // --dtype f64: the operator must take tensor(double) at opset 13 (onnx_has_double).
+  void check_dtype(const std::string& op) const {
+    if (elem == onnx::DataType::Double && !onnx_has_double(op))
+      throw InputError(p.spec->path, at_pointer,
+                       "export onnx --dtype f64: " + at_what + " needs the ONNX operator " + op +
+                           ", which has no tensor(double) at opset 13; export it as float32 (--dtype f32)");
+  }
 
   [[noreturn]] void refuse(const NodeSpec& n, const std::string& why) const {
     throw InputError(p.spec->path, n.pointer, "export onnx: node \"" + n.id + "\" " + why);
@@ -100,7 +146,8 @@ struct Builder {
 
   std::string initializer_f(const std::string& wanted, std::vector<int64_t> dims, std::span<const double> v) {
     const std::string name = names.take(wanted);
-    g().initializers.push_back(onnx::float_tensor(name, std::move(dims), v));
+    g().initializers.push_back(elem == onnx::DataType::Double ? onnx::double_tensor(name, std::move(dims), v)
+                                                              : onnx::float_tensor(name, std::move(dims), v));
     return name;
   }
   std::string initializer_i(const std::string& wanted, std::vector<int64_t> dims, std::span<const int64_t> v) {
@@ -112,7 +159,10 @@ struct Builder {
   // Appends a node; returns its (single) output's name.
   std::string emit(const std::string& op, std::vector<std::string> in, const std::string& out_wanted,
                    std::vector<onnx::AttributeProto> attrs = {}) {
+    check_dtype(op);
+    note_runtime(op, in);
     const std::string out = names.take(out_wanted);
+    if (op == "Transpose") transposed.insert(out);
     NodeProto n;
     n.op_type = op;
     n.name = op + "_" + std::to_string(counter++);
@@ -197,7 +247,10 @@ struct Builder {
       if (!ip)
         throw InputError(p.spec->path, "/data/inputs/" + name, "the saved preprocessing has no input \"" + name + "\"");
       const Shape& s = p.input_shapes[i];
+      at_pointer = "/data/inputs/" + name;
+      at_what = "input \"" + name + "\"";
       onnx::ValueInfoProto vi;
+      vi.type = elem;
       vi.name = names.take(name);
       const onnx::Dim batch_dim = symbolic ? onnx::Dim{-1, "batch"} : onnx::Dim{s[0], ""};
       vi.dims.push_back(batch_dim);
@@ -209,7 +262,7 @@ struct Builder {
         for (int64_t c = 0; c < k; ++c) classes[static_cast<size_t>(c)] = static_cast<double>(c);
         const std::string cls = initializer_f(name + "_classes", {k}, classes);
         const std::string eq = emit("Equal", {v, cls}, name + "_is_class");  // [batch, 1] vs [k] → [batch, k]
-        v = emit("Cast", {eq}, name + "_one_hot", {attr_int("to", static_cast<int64_t>(onnx::DataType::Float))});
+        v = emit("Cast", {eq}, name + "_one_hot", {attr_int("to", static_cast<int64_t>(elem))});
       } else {
         for (int d = 1; d < s.rank(); ++d) vi.dims.push_back({s[d], ""});
       }
@@ -238,6 +291,8 @@ struct Builder {
   // The node's value; `out` is the wanted name of its result.
   std::string node(const ProgramNode& pn, const std::string& out) {
     const NodeSpec& n = *pn.spec;
+    at_pointer = n.pointer;
+    at_what = "node \"" + n.id + "\"";
     const std::string a = pn.inputs.empty() ? "" : ref(pn.inputs[0]);
     const std::string b = pn.inputs.size() > 1 ? ref(pn.inputs[1]) : "";
     switch (n.kind) {
@@ -317,13 +372,14 @@ struct Builder {
 }  // namespace
 
 OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep, int output,
-                       const std::string& transform, const OutputUnits& units) {
+                       const std::string& transform, Real real, const OutputUnits& units) {
   const Spec& spec = *program.spec;
   if (output < 0 || output >= static_cast<int>(program.nodes.size()))
     throw InputError(spec.path, spec.loss_pointer, "no prediction node to export");
   if (transform != "softmax" && transform != "sigmoid" && transform != "none" && !transform.empty())
     throw InputError(spec.path, "/predict/transform", "unknown transform \"" + transform + "\"");
-  Builder b{program, weights, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, true, 0};
+  Builder b{program, weights, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, true, 0,
+            real == Real::F64 ? onnx::DataType::Double : onnx::DataType::Float, {}, {}, {}, {}, {}};
   b.mark(output);
   const ProgramNode& out_node = program.nodes[static_cast<size_t>(output)];
   for (size_t i = 0; i < program.nodes.size(); ++i)
@@ -343,6 +399,7 @@ OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, c
       b.node_val[i] = b.node(pn, pn.spec->id + "_value");
       NodeProto id;
       id.op_type = "Identity";
+      b.check_dtype(id.op_type);
       id.name = "Identity_" + std::to_string(b.counter++);
       id.inputs = {b.node_val[i]};
       id.outputs = {out_name};
@@ -369,6 +426,9 @@ OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, c
   } else if (transformed) {
     NodeProto t;
     t.op_type = transform == "softmax" ? "Softmax" : "Sigmoid";
+    b.at_pointer = out_node.spec->pointer;
+    b.at_what = "the prediction's transform";
+    b.check_dtype(t.op_type);
     t.name = t.op_type + "_" + std::to_string(b.counter++);
     t.inputs = {b.node_val[static_cast<size_t>(output)]};
     t.outputs = {out_name};
@@ -376,6 +436,7 @@ OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, c
     b.g().nodes.push_back(std::move(t));
   }
   onnx::ValueInfoProto vo;
+  vo.type = b.elem;
   vo.name = out_name;
   for (int d = 0; d < out_node.shape.rank(); ++d)
     vo.dims.push_back(d == 0 && b.symbolic ? onnx::Dim{-1, "batch"} : onnx::Dim{out_node.shape[d], ""});
@@ -393,6 +454,8 @@ OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, c
   for (const onnx::ValueInfoProto& v : b.g().inputs) e.input_names.push_back(v.name);
   e.output_name = out_name;
   e.symbolic_batch = b.symbolic;
+  e.real = real;
+  e.warnings = b.warnings;
   e.batch = program.batch;
   e.nodes = b.g().nodes.size();
   e.initializers = b.g().initializers.size();

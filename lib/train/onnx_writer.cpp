@@ -119,6 +119,13 @@ TensorProto float_tensor(const std::string& name, std::vector<int64_t> dims, std
   return t;
 }
 
+TensorProto double_tensor(const std::string& name, std::vector<int64_t> dims, std::span<const double> values) {
+  TensorProto t{name, DataType::Double, std::move(dims), {}};
+  t.raw.reserve(values.size() * 8);
+  for (double v : values) append_le(t.raw, v);
+  return t;
+}
+
 TensorProto int64_tensor(const std::string& name, std::vector<int64_t> dims, std::span<const int64_t> values) {
   TensorProto t{name, DataType::Int64, std::move(dims), {}};
   t.raw.reserve(values.size() * 8);

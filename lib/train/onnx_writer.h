@@ -22,8 +22,9 @@ struct TensorProto {
   std::vector<int64_t> dims;
   std::string raw;  // little-endian elements (raw_data)
 };
-// Values rounded to float32 / as int64, little-endian.
+// Values rounded to float32 / as float64 (exact) / as int64, little-endian.
 TensorProto float_tensor(const std::string& name, std::vector<int64_t> dims, std::span<const double> values);
+TensorProto double_tensor(const std::string& name, std::vector<int64_t> dims, std::span<const double> values);
 TensorProto int64_tensor(const std::string& name, std::vector<int64_t> dims, std::span<const int64_t> values);
 
 struct AttributeProto {
