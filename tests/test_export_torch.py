@@ -99,6 +99,11 @@ def numpy_forward(spec, weights, prep, cols):
         else:
             env[n["id"]] = ops[n["op"]](*xs)
     y = env[out]
+    if loss.get("op") == "mse":  # a standardized target: the prediction in the data's units (docs/cli.md)
+        target = [i for i in loss["inputs"] if i != out][0]
+        tp = [ip for ip in prep["inputs"] if ip["name"] == target]
+        if tp and tp[0]["mean"]:
+            y = y * np.array(tp[0]["std"]) + np.array(tp[0]["mean"])
     return (softmax(y) if loss.get("op") == "softmax_cross_entropy" else y), out
 
 

@@ -86,8 +86,14 @@ def main():
     straight, half = os.path.join(tmp, "straight"), os.path.join(tmp, "half")
     run("train", iris, "--out", straight, "--epochs", "3", "--dtype", "f32", "-q")
     run("train", iris, "--out", half, "--epochs", "2", "--dtype", "f32", "-q")
-    p = run("train", iris, "--resume", half, "--epochs", "3", "-q", code=2)
+    p = run("train", iris, "--resume", half, "--epochs", "3", "--dtype", "f64", "-q", code=2)
     check("--dtype f32" in p.stderr, "resuming an f32 run in f64: the refusal does not say how:\n" + p.stderr)
+    # without --dtype a resume continues in the precision run.json records
+    half2 = os.path.join(tmp, "half2")
+    run("train", iris, "--out", half2, "--epochs", "2", "--dtype", "f32", "-q")
+    run("train", "--resume", half2, "--epochs", "3", "-q")
+    check(tensors(os.path.join(half2, "weights.safetensors")) == tensors(os.path.join(straight, "weights.safetensors")),
+          "an f32 run resumed without --dtype differs from the straight f32 run")
     run("train", iris, "--resume", half, "--epochs", "3", "--dtype", "f32", "--device", "host", "-q")
     check(read(os.path.join(half, "loss.csv")) == read(os.path.join(straight, "loss.csv"))
           and tensors(os.path.join(half, "weights.safetensors")) == tensors(os.path.join(straight, "weights.safetensors")),

@@ -57,7 +57,7 @@ def main():
             out = os.path.join(tmp, name)
             run("train", spec, "--out", out, "--epochs", epochs, "--quiet")
             exp = os.path.join(tmp, name + "-torch")
-            run("export", spec, "--weights", out, "--format", "torch", "--out", exp)
+            run("export", spec, "--weights", out, "--which", "final", "--format", "torch", "--out", exp)
             init = os.path.join(tmp, name + "-init.safetensors")
             p = run("import-torch", os.path.join(exp, "state_dict.safetensors"), "--spec", spec, "--out", init)
             check("from the spec's init" not in p.stdout or " 0 from the spec's init" in p.stdout,

@@ -68,7 +68,10 @@ void emit_row(Real real, const PredictTarget& target, const double* x, int64_t w
   if (target.units.empty()) return;
   for (int64_t j = 0; j < w; ++j) {
     double& v = out.values[first + static_cast<size_t>(j)];
-    v = to_data_units(v, target.units.mean[static_cast<size_t>(j)], target.units.std[static_cast<size_t>(j)]);
+    const double m = target.units.mean[static_cast<size_t>(j)], s = target.units.std[static_cast<size_t>(j)];
+    // An f32 run maps back in float, as its float32 export does: its predictions stay floats.
+    if (real == Real::F32) v = static_cast<float>(static_cast<float>(v) * static_cast<float>(s)) + static_cast<float>(m);
+    else v = to_data_units(v, m, s);
   }
 }
 

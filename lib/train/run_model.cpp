@@ -141,7 +141,6 @@ std::string choose_weights(const std::string& weights_or_run_dir, const std::str
     if (note) *note = "weights: " + best_path + " (early stopping's best epoch; --which final for the last epoch's)";
     return best_path;
   }
-  if (note && which != "final") *note = "weights: " + final_path;
   return final_path;
 }
 
