@@ -191,7 +191,7 @@ class Gen {
     const std::string o(info.name);
     // bce_with_logits takes targets of the logits' shape or one element (a loss shape the spec
     // checks: docs/spec.md); every other binary row takes every broadcast b-side.
-    const int pattern = static_cast<int>(pick(info.op == Op::BceWithLogits ? 3 : 6));
+    const int pattern = static_cast<int>(pick(info.op == Op::BceWithLogits ? 2 : 6));  // 0 [R,C], 1 [1]
     const Val b = bside(a, pattern, coin(), m.fuzz_b == Dom::Positive);
     const bool swap = m.fuzz_a == Dom::Any && m.fuzz_b == Dom::Any && coin(5);
     return squash(op(o, swap ? std::vector<Val>{b, a} : std::vector<Val>{a, b}, json::object(), a.shape,
@@ -303,7 +303,11 @@ class Gen {
 
   Val loss(const Val& a) {
     const int64_t R = a.shape[0], C = a.shape[1];
-    switch (pick(7)) {
+    int kind = static_cast<int>(pick(7));
+    // softmax / class-id cross-entropy over one column is constant, and the spec refuses it
+    // (docs/spec.md): one column takes the mean instead.
+    if (C == 1 && (kind == 3 || kind == 5)) kind = 0;
+    switch (kind) {
       case 0: return reduce("mean", a, -9, false);
       case 1: return reduce("sum", a, -9, false);
       case 2: {
