@@ -47,8 +47,10 @@ void run_check(const CheckFlags& f) {
     std::printf("%-20s %9lld %13.3e %13.3e  %s\n", r.param.c_str(), static_cast<long long>(r.elements), r.max_abs, r.max_rel,
                 r.pass ? "ok" : "FAIL");
     if (!r.pass)
-      std::printf("  worst at element %lld: analytic %.17g, finite difference %.17g\n", static_cast<long long>(r.worst_index),
-                  r.worst_analytic, r.worst_fd);
+      std::printf("  %lld of %lld elements fail; worst failing element %lld: analytic %.17g, finite difference %.17g (%.3g x its "
+                  "tolerance)\n",
+                  static_cast<long long>(r.failing), static_cast<long long>(r.elements), static_cast<long long>(r.worst_index),
+                  r.worst_analytic, r.worst_fd, r.worst_excess);
     all = all && r.pass;
   }
   std::printf("%s (eps %g, rtol %g, atol %g)\n", all ? "all gradients agree" : "GRADIENT CHECK FAILED", f.fd_options.eps,

@@ -63,9 +63,11 @@ std::vector<FdRow> check_finite_differences(Model& model, const FdOptions& o) {
       const double an = analytic.grads[k][static_cast<size_t>(e)];
       const double err = std::fabs(fd - an), scale = std::max(std::fabs(fd), std::fabs(an));
       const bool ok = err <= o.atol + o.rtol * scale;
-      if (err > row.max_abs || (!ok && row.pass)) {
-        row.worst_index = e, row.worst_analytic = an, row.worst_fd = fd;
-      }
+      const double excess = err / (o.atol + o.rtol * scale);
+      // A failing element outranks every passing one; among failing ones the furthest beyond wins.
+      const bool shown = ok ? row.pass && (row.worst_index < 0 || err > row.max_abs) : row.pass || excess > row.worst_excess;
+      if (shown) row.worst_index = e, row.worst_analytic = an, row.worst_fd = fd, row.worst_excess = excess;
+      if (!ok) ++row.failing;
       row.max_abs = std::max(row.max_abs, err);
       if (scale > 0) row.max_rel = std::max(row.max_rel, err / scale);
       row.pass = row.pass && ok;

@@ -23,8 +23,11 @@ struct FdRow {
   int64_t elements = 0;
   double max_abs = 0.0, max_rel = 0.0;
   bool pass = true;
+  // The element to show: of a failing parameter, the failing element furthest beyond its tolerance
+  // (excess = |analytic − fd| / (atol + rtol · scale)); of a passing one, the largest error.
   int64_t worst_index = -1;
-  double worst_analytic = 0.0, worst_fd = 0.0;
+  double worst_analytic = 0.0, worst_fd = 0.0, worst_excess = 0.0;
+  int64_t failing = 0;  // elements beyond their tolerance
 };
 
 std::vector<int64_t> first_batch_rows(const Model& model);
