@@ -169,6 +169,10 @@ with tempfile.TemporaryDirectory() as tmp:
     p = run("train", base, "--out", e, "--epochs", "8", "--expect", os.path.join(tmp, "golden.csv"), code=1)
     check("at step 2" in p.stderr and "trained" not in p.stdout, f"--expect: {p.stderr!r} {p.stdout!r}")
     check(len(read(os.path.join(e, "loss.csv")).splitlines()) == 3, "--expect did not stop at step 2")
+    # a passing --expect says so, in one line
+    p = run("train", base, "--out", os.path.join(tmp, "expect-ok"), "--epochs", "8", "--expect", os.path.join(r3, "loss.csv"))
+    ok_lines = [l for l in p.stdout.splitlines() if l.strip().startswith("expect:")]
+    check(len(ok_lines) == 1 and "bit for bit" in ok_lines[0], f"a passing --expect: {p.stdout!r}")
     metrics = [l.split(",") for l in read(os.path.join(r3, "metrics.csv")).splitlines()[1:]]
     for row in metrics:
         for x in row[1:4]:

@@ -144,6 +144,8 @@ void run_train(const TrainFlags& f) {
     std::printf("\n  outputs in %s\n", o.out_dir.c_str());
     if (r.stop_reason == "early_stopping")  // the last line says why the run ended before its epochs
       std::printf("  early stopping: %s; best weights in %s/weights.best.safetensors\n", r.stop_detail.c_str(), o.out_dir.c_str());
+    if (!f.expect.empty())  // a CI log should say that the comparison ran and passed, not only stay silent
+      std::printf("  expect: the loss log equals %s, all %zu steps bit for bit\n", f.expect.c_str(), expect.size());
   }
 }
 
