@@ -8,11 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli.h"
 #include "io/atomic_file.h"
 #include "spec/tensor_file.h"
 #include "tensor/diag.h"
+#include "train/receipt.h"
 #include "train/run_model.h"
 #include "train/run_state.h"
 #include "train/trainer.h"
@@ -29,43 +31,32 @@ struct TrainFlags {
   Overrides overrides;
 };
 
-// The non-empty lines of a text (CR LF too).
-std::vector<std::string> lines(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start < s.size()) {
-    size_t end = s.find('\n', start);
-    if (end == std::string::npos) end = s.size();
-    std::string line = s.substr(start, end - start);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!line.empty()) out.push_back(line);
-    start = end + 1;
-  }
-  return out;
-}
-
-// The golden loss.csv's rows after its header (training compares each step as it goes).
-std::vector<std::string> read_expected(const std::string& golden_path) {
-  std::vector<std::string> want = lines(read_file(golden_path));
-  if (want.empty() || want[0] != "step,epoch,loss")
-    throw InputError(golden_path, "line 1", "not a loss log (expected the header step,epoch,loss)");
-  want.erase(want.begin());
-  return want;
-}
-
-// Compares a finished run's loss.csv text with a golden file; prints the first differing step.
-void compare_expected(const std::string& golden_path, const std::string& got_text) {
-  std::vector<std::string> want = lines(read_file(golden_path)), got = lines(got_text);
-  for (size_t i = 1; i < std::min(want.size(), got.size()); ++i)
-    if (want[i] != got[i]) {
-      diag::error("expect: the loss log differs from " + golden_path + " at step " + std::to_string(i) + " (line " +
-                  std::to_string(i + 1) + "):\n  expected " + want[i] + "\n  got      " + got[i]);
+// Compares a finished run's loss log with the golden's rows; prints the first differing step.
+void compare_expected(const std::string& golden_path, const std::vector<std::string>& want, const RunLog& log) {
+  const size_t n = log.step_loss.size();
+  auto row = [&](size_t i) {
+    return std::to_string(i + 1) + "," + std::to_string(log.step_epoch[i]) + "," + format_double(log.step_loss[i]);
+  };
+  for (size_t i = 0; i < std::min(want.size(), n); ++i)
+    if (want[i] != row(i)) {
+      diag::error("expect: the loss log differs from " + golden_path + " " +
+                  describe_loss_difference(static_cast<int64_t>(i + 1), want[i], row(i)));
       throw CheckFailed{};
     }
-  if (want.size() != got.size()) {
-    diag::error("expect: " + golden_path + " has " + std::to_string(want.size() - 1) + " steps, this run has " +
-                std::to_string(got.size() - 1));
+  if (want.size() != n) {
+    diag::error("expect: " + golden_path + " has " + std::to_string(want.size()) + " steps, this run has " + std::to_string(n));
     throw CheckFailed{};
+  }
+}
+
+// run.json records the expectation's outcome beside the run's status (docs/cli.md, --expect).
+void record_expectation(const std::string& out_dir, const std::string& golden, const std::string& outcome, const std::string& detail) {
+  const std::string path = out_dir + "/run.json";
+  try {
+    nlohmann::ordered_json run = nlohmann::ordered_json::parse(read_file(path));
+    run["expect"] = {{"golden", golden}, {"outcome", outcome}, {"detail", detail}};
+    write_file_atomic(path, run.dump(2) + "\n");
+  } catch (const std::exception&) {  // the comparison's verdict is the exit code; run.json is best effort
   }
 }
 
@@ -99,16 +90,23 @@ void run_train(const TrainFlags& f) {
     if (!fuse_flag && f.device.empty()) fuse_flag = was.fused;
   }
   DeviceChoice d = choose_device(spec, device_flag, dtype_flag, fuse_flag);
-  std::vector<std::string> expect;
-  if (!f.expect.empty()) expect = read_expected(f.expect);  // a missing or bad golden file fails now, not after training
+  Golden golden;  // a run folder, a receipt.json or a loss.csv: a missing or bad one fails now, not after training
+  if (!f.expect.empty()) golden = read_golden(f.expect);
   Model model(spec, load_datasets(spec), real_of(d.dtype));
+  if (!f.expect.empty()) {  // data, spec and model against the golden receipt: known before any step
+    const std::string why = expect_inputs_difference(golden, model);
+    if (!why.empty()) {
+      diag::error("expect: " + why + " (golden " + f.expect + ")");
+      throw CheckFailed{};
+    }
+  }
   release_tensor_values(spec);  // the tape holds them now: a frozen base is not kept twice
   TrainOptions o;
   o.out_dir = !f.out.empty() ? f.out : !f.resume.empty() ? resume_run : spec.output_dir;
   // A resume without --epochs continues to the checkpoint's target.
   o.epochs = f.resume.empty() || f.overrides.epochs ? spec.train.epochs : 0;
   o.force = f.force;
-  o.expect = expect;
+  o.expect = golden.loss_rows;
   o.init_file = f.init;
   o.resume_dir = f.resume;
   o.quiet = f.quiet;
@@ -122,18 +120,34 @@ void run_train(const TrainFlags& f) {
   try {
     r = train(model, o, std::move(d.backend));
   } catch (const ExpectMismatch& e) {  // stopped at the first differing step: exit 1, no success line
-    if (e.expected.empty())
-      diag::error("expect: " + f.expect + " has " + std::to_string(expect.size()) + " steps, this run goes on:\n  got      " + e.got);
-    else
-      diag::error("expect: the loss log differs from " + f.expect + " at step " + std::to_string(e.step) + " (line " +
-                  std::to_string(e.step + 1) + "):\n  expected " + e.expected + "\n  got      " + e.got);
+    const std::string detail =
+        e.expected.empty() ? f.expect + " has " + std::to_string(golden.loss_rows.size()) + " steps, this run goes on: got " + e.got
+                           : "the loss log differs from " + f.expect + " " + describe_loss_difference(e.step, e.expected, e.got);
+    if (writer) record_expectation(o.out_dir, f.expect, "failed", detail);
+    diag::error("expect: " + detail);
     throw CheckFailed{};
   } catch (const InterruptedError& e) {  // SIGINT or SIGTERM: exit 130, as a shell reports a SIGINT
     std::fflush(stdout);
     if (writer) diag::error(e.what());  // an error level, so that even --quiet says how to resume
     std::exit(130);
   }
-  if (!f.expect.empty()) compare_expected(f.expect, render_loss_csv(r.log));  // a shorter run: before the success line
+  if (!f.expect.empty()) {  // a shorter run, metrics, weights: before the success line
+    try {
+      if (!golden.loss_rows.empty()) compare_expected(f.expect, golden.loss_rows, r.log);
+    } catch (const CheckFailed&) {
+      if (writer) record_expectation(o.out_dir, f.expect, "failed", "the loss log's length differs");
+      throw;
+    }
+    std::vector<std::string> notes;
+    const std::string why = writer ? expect_outputs_difference(golden, o.out_dir, notes) : std::string();
+    for (const std::string& n : notes) diag::info("expect: " + n);
+    if (!why.empty()) {
+      record_expectation(o.out_dir, f.expect, "failed", why);
+      diag::error("expect: " + why + " (golden " + f.expect + ")");
+      throw CheckFailed{};
+    }
+    if (writer) record_expectation(o.out_dir, f.expect, "passed", "");
+  }
   if (!f.quiet && writer) {
     const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();
     std::printf("trained %s: %lld steps", spec.name.c_str(), static_cast<long long>(r.steps));
@@ -145,7 +159,8 @@ void run_train(const TrainFlags& f) {
     if (r.stop_reason == "early_stopping")  // the last line says why the run ended before its epochs
       std::printf("  early stopping: %s; best weights in %s/weights.best.safetensors\n", r.stop_detail.c_str(), o.out_dir.c_str());
     if (!f.expect.empty())  // a CI log should say that the comparison ran and passed, not only stay silent
-      std::printf("  expect: the loss log equals %s, all %zu steps bit for bit\n", f.expect.c_str(), expect.size());
+      std::printf("  expect: %s equal to %s%s\n", golden.receipt_json.empty() ? "the loss log is" : "the run (data, spec, loss, metrics, weights) is",
+                  f.expect.c_str(), golden.loss_rows.empty() ? "" : (", all " + std::to_string(golden.loss_rows.size()) + " steps bit for bit").c_str());
   }
 }
 

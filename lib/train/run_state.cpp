@@ -30,7 +30,7 @@ extern "C" void on_stop_signal(int sig) {
 
 // The gradrun files of a run folder (docs/cli.md, train).
 constexpr const char* kRunFiles[] = {"run.json", "loss.csv", "metrics.csv", "loss.svg", "weights.safetensors",
-                                     "weights.best.safetensors", "init.safetensors", "spec.json", "checkpoint"};
+                                     "weights.best.safetensors", "init.safetensors", "spec.json", "receipt.json", "checkpoint"};
 
 // Keys sorted at every level, so key order does not count (ordered_json: GCC 12 warns falsely
 // inside nlohmann::ordered_json's sorted-map parser).

@@ -24,6 +24,7 @@
 #include "train/schedule.h"
 #include "train/preprocess.h"
 #include "train/progress.h"
+#include "train/receipt.h"
 #include "train/run_model.h"
 #include "train/run_state.h"
 #include "train/sharded_step.h"
@@ -97,6 +98,10 @@ void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, c
                              {"detail", r.stop_detail.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.stop_detail)}};
   }
   write_file_atomic(o.out_dir + "/run.json", run.dump(2) + "\n");
+  // receipt.json pins the whole run as its files stand now (train/receipt.h)
+  ReceiptInput in{&model, o.out_dir, r.status, run_sha256, to_string(o.device), to_string(o.dtype), r.fused, r.threads,
+                  r.steps, last ? last->epoch : 0};
+  write_file_atomic(o.out_dir + "/receipt.json", render_receipt(in));
 }
 
 // The logs so far and run.json; the weights too when the run finished.
