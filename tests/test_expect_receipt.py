@@ -12,7 +12,9 @@ usage: test_expect_receipt.py GRADRUN   (run from the repository root)
   changed optimizer value names the spec; a weights-only difference names the parameter with its
   max abs/rel difference; a loss difference names the step with abs and rel; run.json records
   "failed" with the detail;
-- --expect LOSS_CSV keeps working.
+- --expect LOSS_CSV keeps working;
+- gradrun diff: equal runs exit 0; a planted one-op change is located by --at 1 at that node (the
+  replay is checked against each run's own loss.csv); an lr change parts the parameters at step 2.
 """
 import hashlib
 import json
@@ -146,6 +148,28 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # a bare loss.csv golden keeps working
     run("train", sp, "--out", os.path.join(tmp, "bare"), "-q", "--expect", os.path.join(golden, "loss.csv"))
+
+    # gradrun diff: the same run is the same (exit 0); a planted one-op change (h3 relu -> gelu) is
+    # located by --at 1 at that node, and without --at at step 1 of the loss log
+    p = run("diff", golden, os.path.join(tmp, "same-folder"))
+    check("the same" in p.stdout, f"diff of equal runs: {p.stdout!r}")
+    planted = json.loads(json.dumps(spec))
+    for n in planted["graph"]:
+        if n["id"] == "h3":
+            n["op"] = "gelu"
+    json.dump(planted, open(os.path.join(tmp, "planted.json"), "w"))
+    pr = os.path.join(tmp, "planted")
+    run("train", os.path.join(tmp, "planted.json"), "--out", pr, "-q")
+    p = run("diff", golden, pr, code=1)
+    check("loss.csv: first differs at step 1" in p.stdout and "W1" in p.stdout, f"diff: {p.stdout!r}")
+    p = run("diff", golden, pr, "--at", "1", code=1)
+    check('first node whose forward value differs is "h3"' in p.stdout, f"diff --at 1: {p.stdout!r}")
+    p = run("diff", golden, os.path.join(tmp, "same-folder"), "--at", "25")
+    check("bit-equal" in p.stdout and "note:" not in p.stdout, f"diff --at 25 of equal runs (the replay must be the run): {p.stdout!r}")
+    # an lr change: equal at step 1 (lr acts in the update), the parameters differ entering step 2
+    p = run("diff", golden, os.path.join(tmp, "lr2"), "--at", "2", code=1)
+    check("already differs entering step 2" in p.stdout, f"diff --at 2 after an lr change: {p.stdout!r}")
+    run("diff", golden, os.path.join(tmp, "nope"), code=2)
 
 for f in fails:
     print("FAIL:", f)

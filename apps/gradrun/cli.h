@@ -75,5 +75,6 @@ void add_emit(CLI::App& app);
 void add_predict(CLI::App& app);
 void add_evaluate(CLI::App& app);
 void add_import(CLI::App& app);
+void add_diff(CLI::App& app);
 
 }  // namespace gr::cli

@@ -189,6 +189,7 @@ int main(int argc, char** argv) {
   cli::add_predict(app);
   cli::add_evaluate(app);
   cli::add_import(app);
+  cli::add_diff(app);
   for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     sub->add_option("--set", cli::g_sets,
                     "Override a spec value before it is read: PATH=VALUE, PATH dotted (optimizer.lr) or a JSON pointer "
