@@ -2,6 +2,7 @@
 // choice, and the exceptions that map to exit codes (0 ok, 1 check failed, 2 bad input, 3 runtime).
 #pragma once
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,8 +14,16 @@
 
 namespace gr::cli {
 
-// A check or --expect comparison failed: exit 1 (the message is already printed).
-struct CheckFailed {};
+// A check or --expect comparison failed: exit 1 (the message is already printed; `what` repeats it
+// for --junit).
+struct CheckFailed {
+  std::string what;
+};
+
+// Runs a command's body and, when `junit_file` is not empty, writes a JUnit file with one test case
+// (classname gradrun.COMMAND, name NAME): passed, a failure (CheckFailed, its what) or an error (any
+// other exception, its message); the outcome is rethrown unchanged (lib/train/junit.h).
+void with_junit(const std::string& junit_file, const std::string& command, const std::string& name, const std::function<void()>& body);
 
 // A bad command line that CLI11 could not catch (conflicting flags ...): exit 2.
 class UsageError : public Error {
@@ -76,5 +85,6 @@ void add_predict(CLI::App& app);
 void add_evaluate(CLI::App& app);
 void add_import(CLI::App& app);
 void add_diff(CLI::App& app);
+void add_regress(CLI::App& app);
 
 }  // namespace gr::cli

@@ -12,6 +12,7 @@ namespace gr::cli {
 namespace {
 
 struct CheckFlags {
+  std::string junit;
   int threads = 1;
   std::string spec, device;
   bool fd = false, replay = false, fuse = false;
@@ -33,7 +34,7 @@ void run_check(const CheckFlags& f) {
     std::printf("device: %s\n", r.device.c_str());
     if (!r.equal) {
       std::printf("REPLAY DIFFERS: %s\n", r.first_difference.c_str());
-      throw CheckFailed{};
+      throw CheckFailed{"REPLAY DIFFERS: " + r.first_difference};
     }
     std::printf("%lld episodes: every node value and gradient, every loss and the final parameters are bit-equal to the CPU tape\n",
                 static_cast<long long>(r.episodes));
@@ -55,7 +56,12 @@ void run_check(const CheckFlags& f) {
   }
   std::printf("%s (eps %g, rtol %g, atol %g)\n", all ? "all gradients agree" : "GRADIENT CHECK FAILED", f.fd_options.eps,
               f.fd_options.rtol, f.fd_options.atol);
-  if (!all) throw CheckFailed{};
+  if (!all) {
+    std::string which;
+    for (const FdRow& r : rows)
+      if (!r.pass) which += (which.empty() ? "" : ", ") + r.param + " (element " + std::to_string(r.worst_index) + ")";
+    throw CheckFailed{"GRADIENT CHECK FAILED: " + which};
+  }
 }
 
 }  // namespace
@@ -75,7 +81,8 @@ void add_check(CLI::App& app) {
   c->add_flag("--fuse", f->fuse, "Replay with fused kernels (for --replay)");
   c->add_option("--episodes", f->episodes, "Episodes for --replay (default 40)")->check(CLI::PositiveNumber);
   add_threads_option(c, f->threads);
-  c->callback([f] { run_check(*f); });
+  c->add_option("--junit", f->junit, "Also write the verdict as JUnit XML (one test case) to this file");
+  c->callback([f] { with_junit(f->junit, "check", (f->replay ? "replay " : "fd ") + f->spec, [&] { run_check(*f); }); });
 }
 
 }  // namespace gr::cli

@@ -26,7 +26,7 @@ namespace {
 struct TrainFlags {
   int threads = 1;
   bool threads_auto = true;  // --threads auto (the default)
-  std::string spec, out, device, dtype, init, resume, expect;
+  std::string spec, out, device, dtype, init, resume, expect, junit;
   bool fuse = false, quiet = false, force = false;
   Overrides overrides;
 };
@@ -39,13 +39,15 @@ void compare_expected(const std::string& golden_path, const std::vector<std::str
   };
   for (size_t i = 0; i < std::min(want.size(), n); ++i)
     if (want[i] != row(i)) {
-      diag::error("expect: the loss log differs from " + golden_path + " " +
-                  describe_loss_difference(static_cast<int64_t>(i + 1), want[i], row(i)));
-      throw CheckFailed{};
+      const std::string why = "the loss log differs from " + golden_path + " " +
+                              describe_loss_difference(static_cast<int64_t>(i + 1), want[i], row(i));
+      diag::error("expect: " + why);
+      throw CheckFailed{why};
     }
   if (want.size() != n) {
-    diag::error("expect: " + golden_path + " has " + std::to_string(want.size()) + " steps, this run has " + std::to_string(n));
-    throw CheckFailed{};
+    const std::string why = golden_path + " has " + std::to_string(want.size()) + " steps, this run has " + std::to_string(n);
+    diag::error("expect: " + why);
+    throw CheckFailed{why};
   }
 }
 
@@ -97,7 +99,7 @@ void run_train(const TrainFlags& f) {
     const std::string why = expect_inputs_difference(golden, model);
     if (!why.empty()) {
       diag::error("expect: " + why + " (golden " + f.expect + ")");
-      throw CheckFailed{};
+      throw CheckFailed{why};
     }
   }
   release_tensor_values(spec);  // the tape holds them now: a frozen base is not kept twice
@@ -125,7 +127,7 @@ void run_train(const TrainFlags& f) {
                            : "the loss log differs from " + f.expect + " " + describe_loss_difference(e.step, e.expected, e.got);
     if (writer) record_expectation(o.out_dir, f.expect, "failed", detail);
     diag::error("expect: " + detail);
-    throw CheckFailed{};
+    throw CheckFailed{detail};
   } catch (const InterruptedError& e) {  // SIGINT or SIGTERM: exit 130, as a shell reports a SIGINT
     std::fflush(stdout);
     if (writer) diag::error(e.what());  // an error level, so that even --quiet says how to resume
@@ -144,7 +146,7 @@ void run_train(const TrainFlags& f) {
     if (!why.empty()) {
       record_expectation(o.out_dir, f.expect, "failed", why);
       diag::error("expect: " + why + " (golden " + f.expect + ")");
-      throw CheckFailed{};
+      throw CheckFailed{why};
     }
     if (writer) record_expectation(o.out_dir, f.expect, "passed", "");
   }
@@ -184,7 +186,8 @@ void add_train(CLI::App& app) {
   c->add_option("--expect", f->expect, "Compare the loss log with this golden loss.csv; exit 1 at the first difference");
   c->add_flag("--quiet,-q", f->quiet, "Print only errors");
   add_threads_option(c, f->threads, &f->threads_auto);
-  c->callback([f] { run_train(*f); });
+  c->add_option("--junit", f->junit, "Also write the run's verdict (with --expect: the comparison's) as JUnit XML to this file");
+  c->callback([f] { with_junit(f->junit, "train", f->spec.empty() ? f->resume : f->spec, [&] { run_train(*f); }); });
 }
 
 }  // namespace gr::cli

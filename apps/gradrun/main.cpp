@@ -1,4 +1,5 @@
 // gradrun — train, check and inspect models described by JSON specs (docs/cli.md).
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -11,7 +12,9 @@
 #include "tensor/fpenv.h"
 #include "tensor/parallel.h"
 #include "train/device_runner.h"
+#include "train/junit.h"
 #include "train/run_model.h"
+#include "io/atomic_file.h"
 #include "train/trainer.h"
 
 namespace gr::cli {
@@ -40,6 +43,29 @@ Spec load_with_overrides(const std::string& path, const Overrides& o) {
   if (o.seed) s.seed = *o.seed;
   if (o.epochs) s.train.epochs = *o.epochs;
   return s;
+}
+
+void with_junit(const std::string& junit_file, const std::string& command, const std::string& name, const std::function<void()>& body) {
+  if (junit_file.empty()) return body();
+  const auto t0 = std::chrono::steady_clock::now();
+  JunitCase c;
+  c.classname = "gradrun." + command, c.name = name;
+  auto write = [&] {
+    c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    write_file_atomic(junit_file, render_junit({JunitSuite{"gradrun " + command, {c}}}));
+  };
+  try {
+    body();
+  } catch (const CheckFailed& e) {
+    c.failed = true, c.message = e.what.empty() ? "check failed" : e.what, c.detail = e.what;
+    write();
+    throw;
+  } catch (const std::exception& e) {
+    c.error = true, c.message = e.what(), c.detail = e.what();
+    write();
+    throw;
+  }
+  write();
 }
 
 Spec load_spec_or_run(const std::string& spec_or_run_dir, const Overrides& o) {
@@ -190,6 +216,7 @@ int main(int argc, char** argv) {
   cli::add_evaluate(app);
   cli::add_import(app);
   cli::add_diff(app);
+  cli::add_regress(app);
   for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     sub->add_option("--set", cli::g_sets,
                     "Override a spec value before it is read: PATH=VALUE, PATH dotted (optimizer.lr) or a JSON pointer "
