@@ -12,6 +12,8 @@ usage: test_expect_receipt.py GRADRUN   (run from the repository root)
   changed optimizer value names the spec; a weights-only difference names the parameter with its
   max abs/rel difference; a loss difference names the step with abs and rel; run.json records
   "failed" with the detail;
+- --rtol/--atol: an f32 run against the f64 golden passes within rtol 1e-4 (said in stdout and
+  run.json) and fails bitwise or too tight;
 - --expect LOSS_CSV keeps working;
 - gradrun diff: equal runs exit 0; a planted one-op change is located by --at 1 at that node (the
   replay is checked against each run's own loss.csv); an lr change parts the parameters at step 2.
@@ -145,6 +147,16 @@ with tempfile.TemporaryDirectory() as tmp:
     check("weights.safetensors differs in 1 parameter" in p.stderr and "W2" in p.stderr and "0.001" in p.stderr,
           f"weights-only: {p.stderr!r}")
     check(expect_of(out).get("outcome") == "failed" and "W2" in expect_of(out).get("detail", ""), f"weights-only run.json {expect_of(out)}")
+
+    # tolerances where bits cannot hold: an f32 run against the f64 golden fails bitwise, passes
+    # within rtol 1e-4 (and says so, in stdout and run.json), fails within a too tight rtol
+    run("train", sp, "--out", os.path.join(tmp, "f32a"), "-q", "--dtype", "f32", "--expect", golden, code=1)
+    p = run("train", sp, "--out", os.path.join(tmp, "f32b"), "--dtype", "f32", "--expect", golden, "--rtol", "1e-4", "--atol", "1e-6")
+    check("within rtol 0.0001" in p.stdout and "not bitwise" in p.stdout, f"tolerance pass line: {p.stdout!r}")
+    check(expect_of(os.path.join(tmp, "f32b")).get("comparison", "").startswith("within rtol"), "run.json: no tolerance recorded")
+    p = run("train", sp, "--out", os.path.join(tmp, "f32c"), "-q", "--dtype", "f32", "--expect", golden, "--rtol", "1e-10", code=1)
+    check("at step 1" in p.stderr, f"too tight a tolerance: {p.stderr!r}")
+    run("train", sp, "--out", os.path.join(tmp, "f32d"), "-q", "--rtol", "1e-4", code=2)  # a tolerance without --expect
 
     # a bare loss.csv golden keeps working
     run("train", sp, "--out", os.path.join(tmp, "bare"), "-q", "--expect", os.path.join(golden, "loss.csv"))

@@ -27,18 +27,19 @@ struct TrainFlags {
   int threads = 1;
   bool threads_auto = true;  // --threads auto (the default)
   std::string spec, out, device, dtype, init, resume, expect, junit;
+  double rtol = -1.0, atol = -1.0;  // --expect's tolerance; negative: bitwise
   bool fuse = false, quiet = false, force = false;
   Overrides overrides;
 };
 
 // Compares a finished run's loss log with the golden's rows; prints the first differing step.
-void compare_expected(const std::string& golden_path, const std::vector<std::string>& want, const RunLog& log) {
+void compare_expected(const std::string& golden_path, const std::vector<std::string>& want, const RunLog& log, const Tolerance& tol) {
   const size_t n = log.step_loss.size();
   auto row = [&](size_t i) {
     return std::to_string(i + 1) + "," + std::to_string(log.step_epoch[i]) + "," + format_double(log.step_loss[i]);
   };
   for (size_t i = 0; i < std::min(want.size(), n); ++i)
-    if (want[i] != row(i)) {
+    if (!tol.same_row(want[i], row(i))) {
       const std::string why = "the loss log differs from " + golden_path + " " +
                               describe_loss_difference(static_cast<int64_t>(i + 1), want[i], row(i));
       diag::error("expect: " + why);
@@ -52,11 +53,12 @@ void compare_expected(const std::string& golden_path, const std::vector<std::str
 }
 
 // run.json records the expectation's outcome beside the run's status (docs/cli.md, --expect).
-void record_expectation(const std::string& out_dir, const std::string& golden, const std::string& outcome, const std::string& detail) {
+void record_expectation(const std::string& out_dir, const std::string& golden, const std::string& outcome, const std::string& detail,
+                        const std::string& comparison) {
   const std::string path = out_dir + "/run.json";
   try {
     nlohmann::ordered_json run = nlohmann::ordered_json::parse(read_file(path));
-    run["expect"] = {{"golden", golden}, {"outcome", outcome}, {"detail", detail}};
+    run["expect"] = {{"golden", golden}, {"outcome", outcome}, {"detail", detail}, {"comparison", comparison}};
     write_file_atomic(path, run.dump(2) + "\n");
   } catch (const std::exception&) {  // the comparison's verdict is the exit code; run.json is best effort
   }
@@ -109,6 +111,10 @@ void run_train(const TrainFlags& f) {
   o.epochs = f.resume.empty() || f.overrides.epochs ? spec.train.epochs : 0;
   o.force = f.force;
   o.expect = golden.loss_rows;
+  if (f.rtol >= 0 || f.atol >= 0) {
+    if (f.expect.empty()) throw UsageError("--rtol and --atol set --expect's tolerance; give --expect too");
+    o.expect_tolerance = Tolerance{std::max(f.rtol, 0.0), std::max(f.atol, 0.0)};
+  }
   o.init_file = f.init;
   o.resume_dir = f.resume;
   o.quiet = f.quiet;
@@ -125,7 +131,7 @@ void run_train(const TrainFlags& f) {
     const std::string detail =
         e.expected.empty() ? f.expect + " has " + std::to_string(golden.loss_rows.size()) + " steps, this run goes on: got " + e.got
                            : "the loss log differs from " + f.expect + " " + describe_loss_difference(e.step, e.expected, e.got);
-    if (writer) record_expectation(o.out_dir, f.expect, "failed", detail);
+    if (writer) record_expectation(o.out_dir, f.expect, "failed", detail, o.expect_tolerance.describe());
     diag::error("expect: " + detail);
     throw CheckFailed{detail};
   } catch (const InterruptedError& e) {  // SIGINT or SIGTERM: exit 130, as a shell reports a SIGINT
@@ -135,20 +141,20 @@ void run_train(const TrainFlags& f) {
   }
   if (!f.expect.empty()) {  // a shorter run, metrics, weights: before the success line
     try {
-      if (!golden.loss_rows.empty()) compare_expected(f.expect, golden.loss_rows, r.log);
+      if (!golden.loss_rows.empty()) compare_expected(f.expect, golden.loss_rows, r.log, o.expect_tolerance);
     } catch (const CheckFailed&) {
-      if (writer) record_expectation(o.out_dir, f.expect, "failed", "the loss log's length differs");
+      if (writer) record_expectation(o.out_dir, f.expect, "failed", "the loss log's length differs", o.expect_tolerance.describe());
       throw;
     }
     std::vector<std::string> notes;
-    const std::string why = writer ? expect_outputs_difference(golden, o.out_dir, notes) : std::string();
+    const std::string why = writer ? expect_outputs_difference(golden, o.out_dir, notes, o.expect_tolerance) : std::string();
     for (const std::string& n : notes) diag::info("expect: " + n);
     if (!why.empty()) {
-      record_expectation(o.out_dir, f.expect, "failed", why);
+      record_expectation(o.out_dir, f.expect, "failed", why, o.expect_tolerance.describe());
       diag::error("expect: " + why + " (golden " + f.expect + ")");
       throw CheckFailed{why};
     }
-    if (writer) record_expectation(o.out_dir, f.expect, "passed", "");
+    if (writer) record_expectation(o.out_dir, f.expect, "passed", "", o.expect_tolerance.describe());
   }
   if (!f.quiet && writer) {
     const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();
@@ -162,7 +168,9 @@ void run_train(const TrainFlags& f) {
       std::printf("  early stopping: %s; best weights in %s/weights.best.safetensors\n", r.stop_detail.c_str(), o.out_dir.c_str());
     if (!f.expect.empty())  // a CI log should say that the comparison ran and passed, not only stay silent
       std::printf("  expect: %s equal to %s%s\n", golden.receipt_json.empty() ? "the loss log is" : "the run (data, spec, loss, metrics, weights) is",
-                  f.expect.c_str(), golden.loss_rows.empty() ? "" : (", all " + std::to_string(golden.loss_rows.size()) + " steps bit for bit").c_str());
+                  f.expect.c_str(),
+                  o.expect_tolerance.bitwise() ? (golden.loss_rows.empty() ? "" : (", all " + std::to_string(golden.loss_rows.size()) + " steps bit for bit").c_str())
+                                               : (", " + o.expect_tolerance.describe() + " (not bitwise)").c_str());
   }
 }
 
@@ -186,6 +194,10 @@ void add_train(CLI::App& app) {
   c->add_option("--expect", f->expect, "Compare the loss log with this golden loss.csv; exit 1 at the first difference");
   c->add_flag("--quiet,-q", f->quiet, "Print only errors");
   add_threads_option(c, f->threads, &f->threads_auto);
+  c->add_option("--rtol", f->rtol, "With --expect: compare numbers (loss, metrics, weights) within |got - want| <= atol + rtol*|want| "
+                                   "instead of bitwise (for comparisons that cannot be bitwise by design, f32 against f64)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--atol", f->atol, "With --expect: the absolute part of the tolerance (see --rtol)")->check(CLI::NonNegativeNumber);
   c->add_option("--junit", f->junit, "Also write the run's verdict (with --expect: the comparison's) as JUnit XML to this file");
   c->callback([f] { with_junit(f->junit, "train", f->spec.empty() ? f->resume : f->spec, [&] { run_train(*f); }); });
 }

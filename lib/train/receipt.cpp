@@ -120,7 +120,40 @@ Json parse_receipt(const Golden& g) {
   }
 }
 
+bool parse_number(const std::string& s, double& v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  v = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size();
+}
+
 }  // namespace
+
+bool Tolerance::close(double want, double got) const {
+  if (bitwise()) return std::memcmp(&want, &got, sizeof want) == 0;
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  return std::fabs(got - want) <= std::max(atol, 0.0) + std::max(rtol, 0.0) * std::fabs(want);
+}
+
+bool Tolerance::same_row(const std::string& want, const std::string& got) const {
+  if (want == got) return true;
+  if (bitwise()) return false;
+  const std::vector<std::string> w = split_commas(want), g = split_commas(got);
+  if (w.size() != g.size()) return false;
+  for (size_t i = 0; i < w.size(); ++i) {
+    double a = 0, b = 0;
+    if (w[i] == g[i]) continue;
+    if (!parse_number(w[i], a) || !parse_number(g[i], b) || !close(a, b)) return false;
+  }
+  return true;
+}
+
+std::string Tolerance::describe() const {
+  if (bitwise()) return "bitwise";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "within rtol %g, atol %g", std::max(rtol, 0.0), std::max(atol, 0.0));
+  return buf;
+}
 
 DataDigests data_digests(const Model& model) {
   DataDigests d;
@@ -247,7 +280,8 @@ std::string describe_loss_difference(int64_t step, const std::string& expected_r
   return s;
 }
 
-std::string expect_outputs_difference(const Golden& g, const std::string& out_dir, std::vector<std::string>& notes) {
+std::string expect_outputs_difference(const Golden& g, const std::string& out_dir, std::vector<std::string>& notes,
+                                      const Tolerance& tol) {
   if (g.receipt_json.empty()) return "";
   const Json r = parse_receipt(g);
   const Json want_files = r.value("files", Json::object());
@@ -262,20 +296,23 @@ std::string expect_outputs_difference(const Golden& g, const std::string& out_di
     return want_files.contains(f) && (!got_files.contains(f) || got_files[f] != want_files[f]);
   };
   // loss.csv: compared step by step while training when the golden has one; else by digest here.
-  if (g.loss_rows.empty() && digest_differs("loss.csv")) return "loss.csv differs (its sha256 is not the golden receipt's)";
+  if (g.loss_rows.empty() && digest_differs("loss.csv"))
+    return "loss.csv differs (its sha256 is not the golden receipt's)" + std::string(tol.bitwise() ? "" : "; a tolerance needs the golden's loss.csv");
   // metrics.csv by epoch and column (the golden folder's file), else by digest.
   if (digest_differs("metrics.csv")) {
     const std::string want_metrics = g.folder + "/metrics.csv", got_metrics = out_dir + "/metrics.csv";
     if (g.folder.empty() || !exists(want_metrics) || !exists(got_metrics))
-      return "metrics.csv differs (its sha256, seconds aside, is not the golden receipt's)";
+      return "metrics.csv differs (its sha256, seconds aside, is not the golden receipt's)" +
+             std::string(tol.bitwise() ? "" : "; a tolerance needs the golden's metrics.csv");
     const std::vector<std::string> a = split_lines(metrics_without_seconds(read_file(want_metrics)));
     const std::vector<std::string> b = split_lines(metrics_without_seconds(read_file(got_metrics)));
     const std::vector<std::string> header = a.empty() ? std::vector<std::string>{} : split_commas(a[0]);
     for (size_t i = 1; i < std::min(a.size(), b.size()); ++i) {
-      if (a[i] == b[i]) continue;
+      if (tol.same_row(a[i], b[i])) continue;
       const std::vector<std::string> x = split_commas(a[i]), y = split_commas(b[i]);
       for (size_t c = 0; c < std::min(x.size(), y.size()); ++c) {
-        if (x[c] == y[c]) continue;
+        double xa = 0, yb = 0;
+        if (x[c] == y[c] || (parse_number(x[c], xa) && parse_number(y[c], yb) && tol.close(xa, yb))) continue;
         std::string how;
         try {
           how = " (" + by_how_much(std::stod(x[c]), std::stod(y[c])) + ")";
@@ -285,7 +322,8 @@ std::string expect_outputs_difference(const Golden& g, const std::string& out_di
                " expected " + x[c] + ", got " + y[c] + how;
       }
     }
-    return "metrics.csv has " + std::to_string(b.size() - 1) + " epochs, the golden's " + std::to_string(a.size() - 1);
+    if (a.size() != b.size())
+      return "metrics.csv has " + std::to_string(b.size() - 1) + " epochs, the golden's " + std::to_string(a.size() - 1);
   }
   // The weights: per parameter, max abs and rel difference (the golden folder's file), else by digest.
   for (const char* w : kWeightFiles) {
@@ -301,14 +339,19 @@ std::string expect_outputs_difference(const Golden& g, const std::string& out_di
       if (!o || o->numel() != t.numel()) return std::string(w) + ": parameter " + name + " is missing or of another shape";
       if (std::memcmp(t.data(), o->data(), static_cast<size_t>(t.numel()) * sizeof(double)) == 0) continue;
       double max_abs = 0, max_rel = 0;
+      bool within = true;
       for (int64_t i = 0; i < t.numel(); ++i) {
         const double d = std::fabs(t[i] - (*o)[i]);
         max_abs = std::max(max_abs, d);
         max_rel = std::max(max_rel, d / std::max(std::fabs(t[i]), 1e-300));
+        within = within && tol.close(t[i], (*o)[i]);
       }
+      if (within) continue;
       if (++differing <= 4) diffs += (diffs.empty() ? "" : "; ") + name + " max abs " + number_text(max_abs) + ", rel " + number_text(max_rel);
     }
-    return std::string(w) + " differs in " + std::to_string(differing) + " parameter(s): " + diffs + (differing > 4 ? "; ..." : "");
+    if (differing > 0)
+      return std::string(w) + " differs in " + std::to_string(differing) + " parameter(s)" + (tol.bitwise() ? "" : " beyond " + tol.describe()) +
+             ": " + diffs + (differing > 4 ? "; ..." : "");
   }
   // Provenance: reported, never a failure (the bits do not depend on it).
   const Json p = r.value("provenance", Json::object()), q = mine.value("provenance", Json::object());

@@ -21,6 +21,18 @@
 
 namespace gr {
 
+// --expect's comparison of numbers: bitwise (the default: rtol and atol negative), or within
+// |got − want| ≤ atol + rtol·|want| (--rtol/--atol; for comparisons that cannot be bitwise by
+// design, such as an f32 run against an f64 golden). Text that is not a number compares exactly.
+struct Tolerance {
+  double rtol = -1.0, atol = -1.0;
+  bool bitwise() const { return rtol < 0.0 && atol < 0.0; }
+  bool close(double want, double got) const;
+  // The same for two loss.csv rows "step,epoch,loss" (step and epoch exactly).
+  bool same_row(const std::string& want, const std::string& got) const;
+  std::string describe() const;  // "bitwise" or "within rtol R, atol A"
+};
+
 struct DataDigests {
   int64_t train_rows = 0, validation_rows = 0;
   std::string train_sha256, validation_sha256;
@@ -58,7 +70,8 @@ std::string expect_inputs_difference(const Golden& golden, const Model& model);
 // After training: metrics.csv (by epoch and column) and the weights (per parameter, max abs and rel
 // difference) against the golden folder's files, else the receipt's digests. Empty when they
 // agree. `notes` receives provenance differences (not failures).
-std::string expect_outputs_difference(const Golden& golden, const std::string& out_dir, std::vector<std::string>& notes);
+std::string expect_outputs_difference(const Golden& golden, const std::string& out_dir, std::vector<std::string>& notes,
+                                      const Tolerance& tol = {});
 
 // The first differing loss row, described: "at step k (epoch e): expected X, got Y (abs d, rel r)".
 std::string describe_loss_difference(int64_t step, const std::string& expected_row, const std::string& got_row);

@@ -356,7 +356,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     if (!o.expect.empty()) {
       const size_t k = r.log.step_loss.size();
       const std::string row = std::to_string(k) + "," + std::to_string(epoch + 1) + "," + format_double(value);
-      if (k > o.expect.size() || o.expect[k - 1] != row) {
+      if (k > o.expect.size() || !o.expect_tolerance.same_row(o.expect[k - 1], row)) {
         stop("failed");
         throw ExpectMismatch(static_cast<int64_t>(k), k > o.expect.size() ? std::string() : o.expect[k - 1], row);
       }

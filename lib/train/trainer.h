@@ -20,6 +20,7 @@
 
 #include "train/evaluate.h"
 #include "train/model.h"
+#include "train/receipt.h"
 #include "train/run_files.h"
 
 namespace gr {
@@ -34,6 +35,7 @@ struct TrainOptions {
   // --expect: the golden loss.csv's rows after its header; the run stops (ExpectMismatch, status
   // failed, the logs written) at the first step whose row differs or that the golden log lacks.
   std::vector<std::string> expect;
+  Tolerance expect_tolerance;  // bitwise by default; --rtol/--atol
   DeviceKind device = DeviceKind::Cpu;  // Cpu (the tape) | Host | Cuda (Auto is resolved by the caller)
   DType dtype = DType::F64;
   FuseMode fuse = FuseMode::Off;  // device runs only
