@@ -69,4 +69,19 @@ nlohmann::ordered_json parse_json(const std::string& text, const std::string& fi
   }
 }
 
+nlohmann::ordered_json sorted_keys(const nlohmann::ordered_json& j) {
+  if (j.is_array()) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& v : j) out.push_back(sorted_keys(v));
+    return out;
+  }
+  if (!j.is_object()) return j;
+  std::vector<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  std::sort(keys.begin(), keys.end());
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const std::string& k : keys) out[k] = sorted_keys(j.at(k));
+  return out;
+}
+
 }  // namespace gr

@@ -125,4 +125,8 @@ class JsonAt {
 // Parses JSON text; a syntax error becomes InputError(file, "line L, column C", "malformed JSON: ...").
 nlohmann::ordered_json parse_json(const std::string& text, const std::string& file);
 
+// `j` with its object keys sorted at every level: a canonical form whose dump() does not depend on
+// key order (run identities, model identities).
+nlohmann::ordered_json sorted_keys(const nlohmann::ordered_json& j);
+
 }  // namespace gr

@@ -9,6 +9,7 @@
 
 #include "io/atomic_file.h"
 #include "io/errors.h"
+#include "spec/json_reader.h"
 #include "spec/overrides.h"
 #include "tensor/shape.h"
 #include "tensor/sha256.h"
@@ -18,22 +19,6 @@ namespace gr {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-// Keys sorted at every level, so that key order in the file does not count.
-Json sorted(const Json& j) {
-  if (j.is_array()) {
-    Json out = Json::array();
-    for (const auto& v : j) out.push_back(sorted(v));
-    return out;
-  }
-  if (!j.is_object()) return j;
-  std::vector<std::string> keys;
-  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  std::sort(keys.begin(), keys.end());
-  Json out = Json::object();
-  for (const std::string& k : keys) out[k] = sorted(j.at(k));
-  return out;
-}
 
 // The entries of an array of objects without the keys that do not change a prediction.
 Json without(const Json& list, std::initializer_list<const char*> keys) {
@@ -67,7 +52,7 @@ std::string model_identity(const Spec& spec) {
     consts.push_back({{"name", c.name}, {"shape", c.shape},
                       {"values_sha256", sha256_hex(std::string(reinterpret_cast<const char*>(c.values.data()), c.values.size() * sizeof(double)))}});
   id["consts"] = consts;
-  return sorted(id).dump();
+  return sorted_keys(id).dump();
 }
 
 std::string model_difference(const std::string& trained, const std::string& now, std::string* pointer) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
+#include "spec/json_reader.h"
 #include "tensor/sha256.h"
 
 namespace gr {
@@ -32,23 +33,6 @@ extern "C" void on_stop_signal(int sig) {
 constexpr const char* kRunFiles[] = {"run.json", "loss.csv", "metrics.csv", "loss.svg", "weights.safetensors",
                                      "weights.best.safetensors", "init.safetensors", "spec.json", "receipt.json", "checkpoint"};
 
-// Keys sorted at every level, so key order does not count (ordered_json: GCC 12 warns falsely
-// inside nlohmann::ordered_json's sorted-map parser).
-nlohmann::ordered_json sorted(const nlohmann::ordered_json& j) {
-  if (j.is_array()) {
-    nlohmann::ordered_json out = nlohmann::ordered_json::array();
-    for (const auto& v : j) out.push_back(sorted(v));
-    return out;
-  }
-  if (!j.is_object()) return j;
-  std::vector<std::string> keys;
-  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  std::sort(keys.begin(), keys.end());
-  nlohmann::ordered_json out = nlohmann::ordered_json::object();
-  for (const std::string& k : keys) out[k] = sorted(j.at(k));
-  return out;
-}
-
 }  // namespace
 
 InterruptGuard::InterruptGuard() {
@@ -70,7 +54,7 @@ bool InterruptGuard::requested() { return g_signals != 0; }
 
 std::string run_identity(const Model& model) {
   const Spec& spec = model.spec();
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(spec.text);  // whitespace does not count; sorted() below: key order neither
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(spec.text);  // whitespace does not count; sorted_keys() below: key order neither
   for (const char* k : {"name", "output", "device", "metrics", "predict", "description"}) j.erase(k);
   if (j.contains("data") && j["data"].is_object())  // where the files lie does not count, their rows do (data_sha256)
     for (const char* k : {"csv", "safetensors", "npy", "npz"})
@@ -107,7 +91,7 @@ std::string run_identity(const Model& model) {
   // are any, so identities of runs without them stay what they were).
   if (!spec.tensor_files.empty())
     for (const TensorFileRecord& f : spec.tensor_files) j["init_files_sha256"].push_back(f.sha256);
-  return sorted(j).dump();
+  return sorted_keys(j).dump();
 }
 
 std::string identity_difference(const std::string& before, const std::string& now, std::string* pointer) {
