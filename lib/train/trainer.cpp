@@ -25,6 +25,7 @@
 #include "train/preprocess.h"
 #include "train/progress.h"
 #include "train/run_model.h"
+#include "train/run_outputs.h"
 #include "train/run_state.h"
 #include "train/sharded_step.h"
 #include "train/thread_tuner.h"
@@ -37,109 +38,13 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 using Clock = std::chrono::steady_clock;
 constexpr double kCheckpointSeconds = 2.0;
+constexpr int64_t kFirstCheckpointSteps = 100;  // the first checkpoint: after epoch 1 or this many steps, whichever is sooner
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
 
 namespace {
-
-void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, const std::string& run_sha256) {
-  const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();
-  auto number = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
-  const std::string prep = to_json(make_preprocessing(model.spec(), model.data()));
-  nlohmann::ordered_json run = nlohmann::ordered_json::object();
-  run = {
-      {"gradrun", 1},
-      {"status", r.status},
-      {"spec", model.spec().source},
-      {"spec_dir", std::filesystem::absolute(model.spec().dir.empty() ? "." : model.spec().dir).lexically_normal().string()},
-      {"spec_sha256", model.spec().sha256},
-      {"run_sha256", run_sha256},
-      {"name", model.spec().name},
-      {"seed", model.spec().seed},
-      {"overrides", model.spec().overrides},  // --set PATH=VALUE items, applied to the spec's text
-      {"device", to_string(o.device)},
-      {"dtype", to_string(o.dtype)},
-      {"fused", r.fused},
-      {"threads", r.threads},
-      {"threads_auto", r.threads_auto},
-      {"steps_on_one_thread", r.threads_auto ? nlohmann::ordered_json(r.steps_on_one_thread) : nlohmann::ordered_json(nullptr)},
-      {"shards", model.spec().train.shards},
-      {"processes", o.comm ? o.comm->size() : 1},
-      {"mpi", o.comm && o.comm->size() > 1 ? nlohmann::ordered_json(o.comm->library()) : nlohmann::ordered_json(nullptr)},
-      {"stop_reason", r.stop_reason.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.stop_reason)},
-      {"epochs", last ? last->epoch : 0},
-      {"target_epochs", r.target_epochs},
-      {"episodes", r.steps},
-      {"resumed_from", o.resume_dir.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.resume_dir)},
-      {"wall_seconds", r.seconds},
-      {"seconds_per_episode", r.steps_run ? r.seconds / static_cast<double>(r.steps_run) : 0.0},
-      {"final_loss", number(last ? last->train_loss : kNaN)},
-      {"final_val_loss", number(last ? last->val_loss : kNaN)},
-      {"final_val_accuracy", number(last ? last->val_accuracy : kNaN)},
-      {"final_train_accuracy", number(last ? last->train_accuracy : kNaN)},
-      {"final_grad_norm", number(last ? last->grad_norm : kNaN)},
-      {"final_val_mae", number(last ? last->val_mae : kNaN)},
-      {"final_val_rmse", number(last ? last->val_rmse : kNaN)},
-      {"final_val_r2", number(last ? last->val_r2 : kNaN)},
-      {"weights_sha256", r.weights_sha256},
-      {"preprocessing", nlohmann::ordered_json::parse(prep)},
-  };
-  run["init_files"] = nlohmann::ordered_json::array();  // the tensor files of inits and consts (docs/spec.md)
-  for (const TensorFileRecord& f : model.spec().tensor_files) run["init_files"].push_back({{"path", f.path}, {"sha256", f.sha256}});
-  if (const auto& es = model.spec().train.early_stopping) {
-    run["early_stopping"] = {{"monitor", es->monitor},
-                             {"patience", es->patience},
-                             {"min_delta", es->min_delta},
-                             {"best_epoch", r.best.epoch > 0 ? nlohmann::ordered_json(r.best.epoch) : nlohmann::ordered_json(nullptr)},
-                             {"best_value", r.best.epoch > 0 ? number(r.best.value) : nlohmann::ordered_json(nullptr)},
-                             {"detail", r.stop_detail.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.stop_detail)}};
-  }
-  write_file_atomic(o.out_dir + "/run.json", run.dump(2) + "\n");
-}
-
-// The logs so far and run.json; the weights too when the run finished.
-void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, const std::string& run_sha256) {
-  write_file_atomic(o.out_dir + "/loss.csv", render_loss_csv(r.log));
-  write_file_atomic(o.out_dir + "/metrics.csv", render_metrics_csv(r.log));
-  LossPlot plot{model.spec().name, r.log.step_loss, {}, {}};
-  for (const EpochRecord& e : r.log.epochs) {
-    if (!std::isnan(e.val_loss)) plot.validation.emplace_back(static_cast<double>(e.last_step), e.val_loss);
-    plot.epoch_train.emplace_back(static_cast<double>(e.last_step), e.train_loss);
-  }
-  write_file_atomic(o.out_dir + "/loss.svg", render_loss_svg(plot));
-  if (r.status == "complete") {
-    const std::string steps = std::to_string(r.steps);
-    const std::string prep = to_json(make_preprocessing(model.spec(), model.data()));
-    write_safetensors(o.out_dir + "/weights.safetensors", model.param_views(),
-                      {{kPreprocessingKey, prep},
-                       {kModelIdentityKey, model.identity()},
-                       {"spec", model.spec().source},
-                       {"spec_sha256", model.spec().sha256},
-                       {"steps", steps},
-                       {"device", to_string(o.device)},
-                       {"dtype", to_string(o.dtype)}},
-                      StDtype::F64);
-  }
-  // weights.best.safetensors: the best epoch under train.early_stopping (also of a stopped run).
-  if (model.spec().train.early_stopping && r.best.epoch > 0) {
-    std::vector<std::pair<std::string, ConstTensorView>> best;
-    for (size_t i = 0; i < r.best.params.size(); ++i)
-      best.emplace_back(model.program().params[i].name, ConstTensorView{model.program().params[i].shape, r.best.params[i].data()});
-    write_safetensors(o.out_dir + "/weights.best.safetensors", best,
-                      {{kPreprocessingKey, to_json(make_preprocessing(model.spec(), model.data()))},
-                       {kModelIdentityKey, model.identity()},
-                       {"spec", model.spec().source},
-                       {"spec_sha256", model.spec().sha256},
-                       {"dtype", to_string(o.dtype)},
-                       {"best_epoch", std::to_string(r.best.epoch)},
-                       {"monitor", model.spec().train.early_stopping->monitor},
-                       {"monitor_value", format_double(r.best.value)}},
-                      StDtype::F64);
-  }
-  write_run_json(model, o, r, run_sha256);
-}
 
 // The mean of the epoch's per-step values from `begin` (its first step), summed in step order.
 double epoch_mean(const std::vector<double>& steps, size_t begin, int64_t count) {
@@ -199,7 +104,9 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   TrainResult r;
   r.target_epochs = o.epochs > 0 ? o.epochs : spec.train.epochs;
   int64_t first_epoch = 0, first_step = 0;
-  std::string resumed_from;
+  std::string resumed_from;  // the checkpoint file resumed from
+  bool resume_fell_back = false;
+  int64_t resumed_in_epoch = 0;
   std::optional<EarlyStopping> early;
   if (const auto& es = spec.train.early_stopping) {
     early.emplace(*es);
@@ -210,10 +117,13 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   regression_of(model);  // a declared metrics.regression that does not fit the graph: refused before training
   if (!o.resume_dir.empty()) {
     std::string dir = o.resume_dir;
-    if (fs::exists(dir + "/checkpoint/state.safetensors")) dir += "/checkpoint";
-    resumed_from = dir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    if (fs::path(dir).filename() != "checkpoint") dir += "/checkpoint";  // a run folder (or its checkpoint/)
     const std::string run_dir = fs::path(dir).parent_path().string();
     const Checkpoint c = read_checkpoint(dir, model, opt, identity);
+    resumed_from = c.path;
+    resume_fell_back = c.fell_back;
+    resumed_in_epoch = c.step_in_epoch;
     first_epoch = c.epoch;
     first_step = c.step_in_epoch;
     if (o.epochs <= 0) r.target_epochs = c.target_epochs > 0 ? c.target_epochs : spec.train.epochs;
@@ -287,6 +197,13 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
                        "the last batch of " + std::to_string(rows.size()) + " rows does not fit the graph; set drop_last to true");
     model.reset();
   }
+  // The counters of a resumed checkpoint against this run's epochs (its seal and its own counters
+  // were checked when it was read).
+  if (!resumed_from.empty() && r.steps != first_epoch * steps_per_epoch + resumed_in_epoch)
+    throw DamagedCheckpoint(resumed_from, "__metadata__",
+                            "step " + std::to_string(r.steps) + " but epoch " + std::to_string(first_epoch) + " x " +
+                                std::to_string(steps_per_epoch) + " steps per epoch + step_in_epoch " + std::to_string(resumed_in_epoch) +
+                                ": the checkpoint is damaged");
   // Every validation row counts: a last partial validation batch the graph's fixed shapes cannot
   // take is refused now, rather than silently left out of val_loss and val_accuracy.
   if (spec.data && unfit_last_batch(model, model.data().validation) > 0)
@@ -325,7 +242,8 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   const std::string ckpt_dir = o.out_dir + "/checkpoint";
   auto last_checkpoint = Clock::now();
   int64_t checkpoint_epoch = first_epoch;  // the last good checkpoint: the resumed one until we write ours
-  std::string checkpoint_where = first_epoch > 0 || first_step > 0 ? resumed_from : ckpt_dir;
+  std::string checkpoint_where = first_epoch > 0 || first_step > 0 ? fs::path(resumed_from).parent_path().string() : ckpt_dir;
+  bool wrote_checkpoint = first_epoch > 0 || first_step > 0;  // a resumed run has its checkpoint on disk already
   auto stop = [&](const std::string& status) {
     restore_host_copies();  // the weight files need every parameter
     r.seconds = seconds_since(t0);
@@ -338,7 +256,14 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   auto checkpoint = [&](int64_t epoch, int64_t step_in_epoch) {
     restore_host_copies();  // released again at the next epoch's start
     if (shards) shards->gather_optimizer_state();
-    if (writer) write_checkpoint(ckpt_dir, model, opt, r.log, epoch, step_in_epoch, target, identity, early ? early->best() : BestWeights{});
+    // After a fallback the damaged newest is overwritten, so the intact previous one stays.
+    if (writer)
+      write_checkpoint(ckpt_dir, model, opt, r.log, epoch, step_in_epoch, target, identity, early ? early->best() : BestWeights{},
+                       !std::exchange(resume_fell_back, false));
+    checkpoint_epoch = epoch;
+    checkpoint_where = ckpt_dir;
+    wrote_checkpoint = true;
+    last_checkpoint = Clock::now();
   };
   // Logs a step's loss; false when it is not finite (the run stops there).
   auto record_step = [&](double value, int64_t epoch) {
@@ -433,6 +358,10 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
         epoch_sum = epoch_sum + value;
         progress.step(epoch + 1, s + 1, value);
         if (InterruptGuard::requested() && s + 1 < steps_per_epoch) interrupted(epoch, s + 1);
+        if (!wrote_checkpoint && r.steps_run == kFirstCheckpointSteps && s + 1 < steps_per_epoch) {  // a long first epoch
+          checkpoint(epoch, s + 1);
+          diag::debug("checkpoint at step " + std::to_string(r.steps) + " (epoch " + std::to_string(epoch + 1) + ") written to " + ckpt_dir);
+        }
       }
       if (device) {  // one download per epoch (two: the gradient norms too)
         const std::vector<double> norms = device->epoch_grad_norms(steps_per_epoch);
@@ -467,21 +396,18 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
       r.log.epochs.push_back(e);
       if (early) early->observe(e, model);
       const bool stop_early = early && early->should_stop(epoch + 1) && epoch + 1 < target;
-      // A checkpoint after the last epoch, and on the way at most every kCheckpointSeconds (tiny
-      // epochs would otherwise spend their time writing checkpoints).
+      // A checkpoint after the first and the last epoch, and on the way at most every
+      // kCheckpointSeconds (tiny epochs would otherwise spend their time writing checkpoints).
       if (diag::enabled(diag::Level::Debug))
         diag::debug("epoch " + std::to_string(epoch + 1) + ": mean train loss " + format_double(mean) + ", val loss " +
                     format_double(val_loss) + ", " + std::to_string(static_cast<int64_t>(1e3 * e.seconds)) + " ms since the run began");
-      double due = epoch + 1 == target || stop_early || seconds_since(last_checkpoint) >= kCheckpointSeconds ? 1.0 : 0.0;
+      double due = epoch + 1 == target || stop_early || !wrote_checkpoint || seconds_since(last_checkpoint) >= kCheckpointSeconds ? 1.0 : 0.0;
       if (comm.size() > 1) comm.broadcast(&due, 1, 0);  // rank 0's clock decides for every rank
       if (due != 0.0) {
         const auto c0 = Clock::now();
         checkpoint(epoch + 1, 0);
         diag::debug("checkpoint of epoch " + std::to_string(epoch + 1) + " written to " + ckpt_dir + " in " +
                     std::to_string(static_cast<int64_t>(1e3 * seconds_since(c0))) + " ms");
-        last_checkpoint = Clock::now();
-        checkpoint_epoch = epoch + 1;
-        checkpoint_where = ckpt_dir;
       }
       progress.epoch(e);
       if (stop_early) {

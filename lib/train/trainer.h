@@ -5,7 +5,8 @@
 // partial batch dropped unless drop_last is false); per batch: fill the input slots, record,
 // backward, optimizer step (logging the step's loss and gradient norm), reset_to(mark). After each
 // epoch: the metrics.csv row (train accuracy, validation loss, accuracy and regression metrics);
-// a checkpoint after the last epoch and at most every 2 s on the way. At the end: loss.csv, metrics.csv, weights.safetensors, loss.svg, run.json.
+// a checkpoint after the first epoch (or its first 100 steps), after the last, and at most every 2 s
+// on the way (the two newest kept). At the end: loss.csv, metrics.csv, weights.safetensors, loss.svg, run.json.
 #pragma once
 #include <cstdint>
 #include <memory>
