@@ -82,10 +82,14 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     backend = open_backend(o.device, &why);
     if (!backend) throw Error("device " + std::string(to_string(o.device)) + ": " + why);
   }
+  std::optional<RunFolderLock> folder_lock;  // one writer per folder, from the first check to the last write
   if (writer) {
     fs::create_directories(o.out_dir, ec);
     if (ec || !fs::is_directory(o.out_dir))
       throw IoError(o.out_dir, "cannot create the output folder: " + (ec ? ec.message() : std::string("not a folder")));
+    folder_lock.emplace(o.out_dir);
+    if (const int stale = remove_stale_temporaries(o.out_dir))
+      diag::info(std::to_string(stale) + " temporary file(s) of an earlier, killed run removed from " + o.out_dir);
     const std::string probe = o.out_dir + "/.gradrun-write-test";
     write_file_atomic(probe, "");  // fail now, not after training, when the folder is not writable
     fs::remove(probe, ec);

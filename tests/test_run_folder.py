@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""The run folder's durability contract (issue 36, docs/cli.md "Durability").
+
+usage: test_run_folder.py GRADRUN   (run from the repository root; standard library only)
+
+- one writer per folder: two identical trains into one --out at once: exactly one exits 0, the other
+  exits 2 at once naming the holder's PID and command; `--resume` and a different run (`--force`)
+  while a train runs: exit 2; the folder afterwards is the winner's run, complete;
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+GR = os.path.abspath(sys.argv[1])
+ROOT = os.getcwd()
+ENV = dict(os.environ, GRADRUN_NO_FSYNC="1")
+fails = []
+
+
+def check(cond, what):
+    if not cond:
+        fails.append(what)
+
+
+def run(*args, env=ENV):
+    return subprocess.run([GR, *args], capture_output=True, text=True, env=env)
+
+
+def start(*args, env=ENV):
+    return subprocess.Popen([GR, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def spec_file(tmp, name="iris.json", **train):
+    s = json.load(open(os.path.join(ROOT, "specs/iris.json")))
+    s["data"]["csv"] = os.path.join(ROOT, "datasets/iris.csv")
+    s["train"].update(train)
+    p = os.path.join(tmp, name)
+    json.dump(s, open(p, "w"))
+    return p
+
+
+def run_json(d):
+    return json.load(open(os.path.join(d, "run.json")))
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    spec = spec_file(tmp, batch_size=2)  # 60 steps an epoch
+    long_epochs = "10000"  # a few seconds
+
+    # 1. Two writers into one folder.
+    out = os.path.join(tmp, "two")
+    a = start("train", spec, "--out", out, "--epochs", long_epochs, "--quiet")
+    b = start("train", spec, "--out", out, "--epochs", long_epochs, "--quiet")
+    deadline = time.time() + 60
+    while a.poll() is None and b.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    loser, winner = (a, b) if a.poll() is not None else (b, a)
+    l_err = loser.communicate()[1]
+    check(loser.returncode == 2 and f"PID {winner.pid}" in l_err and "train" in l_err and len(l_err.strip().splitlines()) == 1,
+          f"the second writer: exit {loser.returncode}, wanted 2 naming PID {winner.pid}: {l_err}")
+    # While the winner runs: a resume and a different run with --force are refused too.
+    p = run("train", "--resume", out, "--quiet")
+    check(p.returncode == 2 and f"PID {winner.pid}" in p.stderr, f"--resume while a train runs: exit {p.returncode}: {p.stderr}")
+    p = run("train", spec, "--out", out, "--epochs", "5", "--seed", "7", "--force", "--quiet")
+    check(p.returncode == 2 and f"PID {winner.pid}" in p.stderr, f"--force while a train runs: exit {p.returncode}: {p.stderr}")
+    w_err = winner.communicate(timeout=120)[1]
+    check(winner.returncode == 0, f"the first writer: exit {winner.returncode}: {w_err}")
+    r = run_json(out)
+    check(r["status"] == "complete" and r["epochs"] == int(long_epochs), f"after two writers: {r['status']} {r['epochs']}")
+    # Once the holder has ended, the folder is free again.
+    p = run("train", "--resume", out, "--epochs", str(int(long_epochs) + 1), "--quiet")
+    check(p.returncode == 0, f"a resume after the holder ended: exit {p.returncode}: {p.stderr}")
+
+if fails:
+    print(f"{len(fails)} failures:")
+    for f in fails:
+        print(" -", f)
+    sys.exit(1)
+print("run folder: ok")
