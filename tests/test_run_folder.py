@@ -6,9 +6,13 @@ usage: test_run_folder.py GRADRUN   (run from the repository root; standard libr
 - one writer per folder: two identical trains into one --out at once: exactly one exits 0, the other
   exits 2 at once naming the holder's PID and command; `--resume` and a different run (`--force`)
   while a train runs: exit 2; the folder afterwards is the winner's run, complete;
+- durable writes: with strace installed, each write fsyncs file and folder, and GRADRUN_NO_FSYNC=1
+  none; NAME.tmp.PID files of dead PIDs are removed by the next train into the folder, a live
+  PID's stay;
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -74,6 +78,33 @@ with tempfile.TemporaryDirectory() as tmp:
     # Once the holder has ended, the folder is free again.
     p = run("train", "--resume", out, "--epochs", str(int(long_epochs) + 1), "--quiet")
     check(p.returncode == 0, f"a resume after the holder ended: exit {p.returncode}: {p.stderr}")
+
+    # 2. Durable writes: fsync before each rename and on the folder after (strace counts them, where
+    # installed); GRADRUN_NO_FSYNC=1 skips them. Temporary files of dead PIDs are removed at the
+    # next start, those of live ones stay.
+    if shutil.which("strace"):
+        for env, want in ((dict(os.environ), True), (ENV, False)):
+            d = os.path.join(tmp, "fsync")
+            shutil.rmtree(d, ignore_errors=True)
+            p = subprocess.run(["strace", "-f", "-e", "trace=fsync,fdatasync", GR, "train", spec, "--out", d, "--epochs", "2",
+                                "--quiet"], capture_output=True, text=True, env=env)
+            n = p.stderr.count("fsync(")
+            check(p.returncode == 0 and (n >= 2 * 8 if want else n == 0),
+                  f"fsync calls with GRADRUN_NO_FSYNC={'1' if not want else 'unset'}: {n} (exit {p.returncode})")
+    stale = os.path.join(tmp, "stale")
+    p = run("train", spec, "--out", stale, "--epochs", "2", "--quiet")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    os.makedirs(os.path.join(stale, "checkpoint"), exist_ok=True)
+    leftovers = [f"loss.csv.tmp.{dead.pid}", f"checkpoint/state.safetensors.tmp.{dead.pid}"]
+    alive = f"metrics.csv.tmp.{os.getpid()}"
+    for f in leftovers + [alive]:
+        open(os.path.join(stale, f), "w").write("torn")
+    p = run("train", "--resume", stale, "--epochs", "3", "--quiet")
+    check(p.returncode == 0, f"resume over stale temporaries: exit {p.returncode}: {p.stderr}")
+    for f in leftovers:
+        check(not os.path.exists(os.path.join(stale, f)), f"a dead PID's temporary file {f} was not removed")
+    check(os.path.exists(os.path.join(stale, alive)), "a live PID's temporary file was removed")
 
 if fails:
     print(f"{len(fails)} failures:")
