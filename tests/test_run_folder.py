@@ -6,6 +6,8 @@ usage: test_run_folder.py GRADRUN   (run from the repository root; standard libr
 - one writer per folder: two identical trains into one --out at once: exactly one exits 0, the other
   exits 2 at once naming the holder's PID and command; `--resume` and a different run (`--force`)
   while a train runs: exit 2; the folder afterwards is the winner's run, complete;
+- signals: two SIGINT/SIGTERM in a row end with exit 130 and a checkpoint that resumes to an
+  uninterrupted run's bytes; a third may end the process at once, leaving only whole files;
 - durable writes: with strace installed, each write fsyncs file and folder, and GRADRUN_NO_FSYNC=1
   none; NAME.tmp.PID files of dead PIDs are removed by the next train into the folder, a live
   PID's stay;
@@ -105,6 +107,35 @@ with tempfile.TemporaryDirectory() as tmp:
     for f in leftovers:
         check(not os.path.exists(os.path.join(stale, f)), f"a dead PID's temporary file {f} was not removed")
     check(os.path.exists(os.path.join(stale, alive)), "a live PID's temporary file was removed")
+
+    # 3. Signals: a second SIGINT/SIGTERM during the stop is noted and ignored until the checkpoint
+    # is on disk (exit 130, a resumable folder that resumes to an uninterrupted run's bytes); a
+    # third ends the process at once, leaving no temporary file.
+    ref = os.path.join(tmp, "ref")
+    p = run("train", spec, "--out", ref, "--epochs", "300", "--quiet")
+
+    def interrupt(out, sigs):
+        proc = start("train", spec, "--out", out, "--epochs", "300", env=dict(os.environ))  # fsync on: a longer stop
+        proc.stdout.readline()  # the first epoch line: training is under way
+        for sig in sigs:
+            proc.send_signal(sig)
+            time.sleep(0.001)
+        err = proc.communicate(timeout=120)[1]
+        return proc.returncode, err
+
+    for i, sigs in enumerate([(signal.SIGINT, signal.SIGINT), (signal.SIGTERM, signal.SIGINT), (signal.SIGINT, signal.SIGTERM)]):
+        out = os.path.join(tmp, f"sig{i}")
+        code, err = interrupt(out, sigs)
+        check(code == 130 and "--resume" in err, f"two signals {sigs}: exit {code}, wanted 130 naming --resume: {err}")
+        check(run_json(out)["status"] == "interrupted", f"two signals: run.json status {run_json(out)['status']}")
+        p = run("train", "--resume", out, "--quiet")
+        check(p.returncode == 0 and open(os.path.join(out, "loss.csv")).read() == open(os.path.join(ref, "loss.csv")).read(),
+              f"two signals {sigs}: the resume differs from an uninterrupted run: {p.returncode} {p.stderr}")
+    out = os.path.join(tmp, "sig3")
+    code, err = interrupt(out, (signal.SIGINT, signal.SIGINT, signal.SIGINT))
+    check(code in (130, -signal.SIGINT), f"three SIGINTs: exit {code}")
+    leftovers = [n for _, _, names in os.walk(out) for n in names if ".tmp." in n]
+    check(not leftovers, f"three SIGINTs: temporary files left: {leftovers}")
 
 if fails:
     print(f"{len(fails)} failures:")

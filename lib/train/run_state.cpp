@@ -24,15 +24,21 @@ volatile std::sig_atomic_t g_signals = 0;
 struct sigaction g_old_int, g_old_term;
 
 extern "C" void on_stop_signal(int sig) {
-  if (g_signals != 0) {  // the second one: stop now (the default action), files are renamed whole
+  const std::sig_atomic_t n = static_cast<std::sig_atomic_t>(g_signals + 1);
+  g_signals = n;
+  if (n == 2) {  // the stop is under way: say so, and let the checkpoint reach the disk
+    static const char note[] = "\ngradrun: stopping: writing the checkpoint; a third signal ends the process at once\n";
+    const ssize_t w = ::write(STDERR_FILENO, note, sizeof note - 1);
+    (void)w;
+    return;
+  }
+  if (n >= 3) {  // the third one: stop now (the default action); files are renamed whole
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     sigaction(sig, &dfl, nullptr);
     raise(sig);  // delivered when the handler returns (the signal is blocked inside it)
-    return;
   }
-  g_signals = 1;
 }
 
 // The gradrun files of a run folder (docs/cli.md, train).

@@ -10,9 +10,10 @@
 namespace gr {
 
 // While alive, the first SIGINT/SIGTERM only sets a flag (the loop finishes its step, writes a
-// checkpoint and the logs, and stops); a second one restores the default action and re-raises, so
-// the process ends at once (every file is written under a temporary name and renamed, so only
-// complete files remain). The previous handlers come back on destruction.
+// checkpoint and the logs, and stops); a second one is noted on stderr and otherwise ignored, so the
+// checkpoint reaches the disk; a third restores the default action and re-raises, so the process
+// ends at once (every file is written under a temporary name and renamed, so only complete files
+// remain). The previous handlers come back on destruction.
 class InterruptGuard {
  public:
   InterruptGuard();
