@@ -7,7 +7,8 @@ usage: test_run_folder.py GRADRUN   (run from the repository root; standard libr
   exits 2 at once naming the holder's PID and command; `--resume` and a different run (`--force`)
   while a train runs: exit 2; the folder afterwards is the winner's run, complete;
 - signals: two SIGINT/SIGTERM in a row end with exit 130 and a checkpoint that resumes to an
-  uninterrupted run's bytes; a third may end the process at once, leaving only whole files;
+  uninterrupted run's bytes; a third may end the process at once, leaving only whole files (and
+  temporary ones that the next resume removes, landing on the same bytes);
 - durable writes: with strace installed, each write fsyncs file and folder, and GRADRUN_NO_FSYNC=1
   none; NAME.tmp.PID files of dead PIDs are removed by the next train into the folder, a live
   PID's stay;
@@ -134,8 +135,12 @@ with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "sig3")
     code, err = interrupt(out, (signal.SIGINT, signal.SIGINT, signal.SIGINT))
     check(code in (130, -signal.SIGINT), f"three SIGINTs: exit {code}")
+    # A kill inside a write may leave NAME.tmp.PID (never a torn NAME); the next train removes it.
+    p = run("train", "--resume", out, "--quiet")
     leftovers = [n for _, _, names in os.walk(out) for n in names if ".tmp." in n]
-    check(not leftovers, f"three SIGINTs: temporary files left: {leftovers}")
+    check(p.returncode == 0 and not leftovers, f"three SIGINTs, then a resume: exit {p.returncode}, temporary files {leftovers}: {p.stderr}")
+    check(open(os.path.join(out, "loss.csv")).read() == open(os.path.join(ref, "loss.csv")).read(),
+          "three SIGINTs, then a resume: loss.csv differs from an uninterrupted run")
 
 if fails:
     print(f"{len(fails)} failures:")

