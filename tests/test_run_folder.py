@@ -9,12 +9,17 @@ usage: test_run_folder.py GRADRUN   (run from the repository root; standard libr
 - signals: two SIGINT/SIGTERM in a row end with exit 130 and a checkpoint that resumes to an
   uninterrupted run's bytes; a third may end the process at once, leaving only whole files (and
   temporary ones that the next resume removes, landing on the same bytes);
+- a truthful run.json: SIGKILL at each rename (strace) leaves `running`, read as killed-or-unknown
+  by a refused run, and a folder that resumes to the uninterrupted bytes; disk full at each write
+  (a 1 MiB tmpfs, where mounting is permitted) ends with exit 3 and status failed reporting the
+  checkpoint's epoch and step (or exit 0 and complete), and the folder resumes to the same bytes;
 - durable writes: with strace installed, each write fsyncs file and folder, and GRADRUN_NO_FSYNC=1
   none; NAME.tmp.PID files of dead PIDs are removed by the next train into the folder, a live
   PID's stay;
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -141,6 +146,90 @@ with tempfile.TemporaryDirectory() as tmp:
     check(p.returncode == 0 and not leftovers, f"three SIGINTs, then a resume: exit {p.returncode}, temporary files {leftovers}: {p.stderr}")
     check(open(os.path.join(out, "loss.csv")).read() == open(os.path.join(ref, "loss.csv")).read(),
           "three SIGINTs, then a resume: loss.csv differs from an uninterrupted run")
+
+    # 4. A truthful run.json. (a) SIGKILL at each rename (strace fault injection, where installed):
+    # run.json says running, which another run's refusal reads as killed-or-unknown; the folder
+    # resumes (or, before the first checkpoint, trains again) to the uninterrupted bytes.
+    spec30 = spec_file(tmp, "iris30.json")  # 4 steps an epoch
+    ref30 = os.path.join(tmp, "ref30")
+    run("train", spec30, "--out", ref30, "--epochs", "200", "--quiet")
+    ref_files = {f: open(os.path.join(ref30, f), "rb").read() for f in ("loss.csv", "weights.safetensors")}
+    ref_weights_sha = run_json(ref30)["weights_sha256"]
+
+    def lands_on_reference(d, what):
+        if any(os.path.exists(os.path.join(d, "checkpoint", f)) for f in ("state.safetensors", "previous.safetensors")):
+            p = run("train", "--resume", d, "--quiet")
+        else:
+            p = run("train", spec30, "--out", d, "--epochs", "200", "--quiet")
+        r = run_json(d) if os.path.exists(os.path.join(d, "run.json")) else {}
+        check(p.returncode == 0 and r.get("status") == "complete" and r.get("weights_sha256") == ref_weights_sha and
+              open(os.path.join(d, "loss.csv"), "rb").read() == ref_files["loss.csv"],
+              f"{what}: the folder does not resume to the uninterrupted run: exit {p.returncode} {p.stderr}")
+
+    if shutil.which("strace"):
+        renames = 0
+        for n in range(1, 40):
+            d = os.path.join(tmp, f"kill{n}")
+            p = subprocess.run(["strace", "-f", "-o", "/dev/null", "-e", "trace=rename", "-e", f"inject=rename:signal=SIGKILL:when={n}",
+                                GR, "train", spec30, "--out", d, "--epochs", "200", "--quiet"], capture_output=True, text=True, env=ENV)
+            if p.returncode == 0:  # fewer renames than n: the run completed
+                break
+            renames = n
+            r = run_json(d) if os.path.exists(os.path.join(d, "run.json")) else {"status": "running"}
+            check(r["status"] == "running", f"SIGKILL at rename {n}: run.json says {r['status']}")
+            if n == 3:
+                q = run("train", spec30, "--out", d, "--epochs", "200", "--seed", "9", "--quiet")
+                check(q.returncode == 2 and "killed-or-unknown" in q.stderr, f"another run over a killed one: {q.returncode} {q.stderr}")
+            lands_on_reference(d, f"SIGKILL at rename {n}")
+        check(renames >= 10, f"only {renames} renames were killed")
+
+    # (b) Disk full at each write (a small tmpfs, where this process may mount one): exit 3 with
+    # status failed and the checkpoint's counters (what a resume continues from), or exit 0 with
+    # status complete; after room is made, the folder resumes to the uninterrupted bytes.
+    mnt = os.path.join(tmp, "mnt")
+    os.makedirs(mnt)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt], capture_output=True).returncode != 0:
+        print("run folder: disk-full cases skipped (cannot mount a tmpfs here)")
+    else:
+        try:
+            seen = set()
+            for free_kb in range(0, 200, 4):
+                subprocess.run(["sh", "-c", f"rm -rf '{mnt}'/*"])
+                st = os.statvfs(mnt)
+                with open(os.path.join(mnt, "filler"), "wb") as f:
+                    f.write(b"\0" * (st.f_bavail * st.f_frsize - free_kb * 1024))
+                d = os.path.join(mnt, "run")
+                p = run("train", spec30, "--out", d, "--epochs", "200", "--quiet")
+                what = f"disk full with {free_kb} KiB free"
+                r = run_json(d) if os.path.exists(os.path.join(d, "run.json")) else None
+                if p.returncode == 0:
+                    check(r["status"] == "complete", f"{what}: exit 0, status {r['status']}")
+                    seen.add("complete")
+                    break
+                check(p.returncode == 3 and "No space left" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+                      f"{what}: exit {p.returncode}: {p.stderr}")
+                m = re.search(r"/run/([^:]+): ", p.stderr)
+                seen.add(m.group(1).rsplit("/", 1)[-1] if m else "?")
+                if r is None:
+                    continue  # stopped before its first run.json
+                check(r["status"] == "failed", f"{what}: status {r['status']}, wanted failed: {p.stderr}")
+                res = r.get("resumable")
+                check(r["epochs"] == (res["epoch"] if res else 0) and r["episodes"] == (res["step"] if res else 0),
+                      f"{what}: run.json reports epochs {r['epochs']}, episodes {r['episodes']}, resumable {res}")
+                if res:
+                    ck = os.path.join(d, "checkpoint")
+                    f = os.path.join(ck, "state.safetensors")
+                    f = f if os.path.exists(f) else os.path.join(ck, "previous.safetensors")
+                    raw = open(f, "rb").read()
+                    meta = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])["__metadata__"]
+                    check(meta["step"] == str(res["step"]) and meta["epoch"] == str(res["epoch"]),
+                          f"{what}: run.json's resumable step {res['step']} is not the checkpoint's {meta['step']}")
+                os.remove(os.path.join(mnt, "filler"))
+                lands_on_reference(d, what)
+            for f in ("state.safetensors", "loss.csv", "metrics.csv", "loss.svg", "weights.safetensors", "complete"):
+                check(f in seen, f"disk full: no case failed at {f}: {sorted(seen)}")
+        finally:
+            subprocess.run(["umount", mnt])
 
 if fails:
     print(f"{len(fails)} failures:")

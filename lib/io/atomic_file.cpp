@@ -78,6 +78,25 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   if (fsync_wanted()) sync_folder_of(path);
 }
 
+void overwrite_file_in_place(const std::string& path, std::string_view bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) throw IoError(path, std::string("cannot write: ") + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      throw IoError(path, std::string("cannot write: ") + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  const bool synced = !fsync_wanted() || ::fsync(fd) == 0;
+  const int err = errno;
+  if (::close(fd) != 0 || !synced) throw IoError(path, std::string("cannot write: ") + std::strerror(synced ? errno : err));
+}
+
 std::string read_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw IoError(path, "is a directory, not a file");

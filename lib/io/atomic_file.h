@@ -13,6 +13,11 @@ namespace gr {
 // disk is full, etc.
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
+// The last resort of a failing run (disk full): truncates `path` and writes `bytes` into it in
+// place, then fsyncs, needing no more room than the file had (rounded up to a block). Not atomic: a
+// crash inside it can leave the file torn. Throws IoError.
+void overwrite_file_in_place(const std::string& path, std::string_view bytes);
+
 // Reads a whole file; throws IoError when it cannot be opened or read.
 std::string read_file(const std::string& path);
 

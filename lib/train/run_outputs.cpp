@@ -1,5 +1,7 @@
 #include "train/run_outputs.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -18,8 +20,12 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 }  // namespace
 
-void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, const std::string& run_sha256) {
-  const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();
+std::string render_run_json(Model& model, const TrainOptions& o, const TrainResult& r, const std::string& run_sha256) {
+  // A failed run reports what is on disk: the newest checkpoint's epochs and steps, not the memory's.
+  const bool failed = r.status == "failed";
+  const size_t epochs_done = failed ? static_cast<size_t>(r.resumable ? r.resumable_epoch : 0) : r.log.epochs.size();
+  const EpochRecord* last = epochs_done == 0 || epochs_done > r.log.epochs.size() ? nullptr : &r.log.epochs[epochs_done - 1];
+  const int64_t episodes = failed ? (r.resumable ? r.resumable_step : 0) : r.steps;
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
   const std::string prep = to_json(make_preprocessing(model.spec(), model.data()));
   nlohmann::ordered_json run = nlohmann::ordered_json::object();
@@ -45,7 +51,14 @@ void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, c
       {"stop_reason", r.stop_reason.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.stop_reason)},
       {"epochs", last ? last->epoch : 0},
       {"target_epochs", r.target_epochs},
-      {"episodes", r.steps},
+      {"episodes", episodes},
+      {"failed_at_step", failed ? nlohmann::ordered_json(r.steps) : nlohmann::ordered_json(nullptr)},  // in memory when it failed
+      {"resumable", r.resumable ? nlohmann::ordered_json({{"epoch", r.resumable_epoch},
+                                                          {"step", r.resumable_step},
+                                                          {"step_in_epoch", r.resumable_in_epoch},
+                                                          {"checkpoint", r.resumable_dir}})
+                                : nlohmann::ordered_json(nullptr)},
+      {"pid", static_cast<int64_t>(::getpid())},
       {"resumed_from", o.resume_dir.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.resume_dir)},
       {"wall_seconds", r.seconds},
       {"seconds_per_episode", r.steps_run ? r.seconds / static_cast<double>(r.steps_run) : 0.0},
@@ -70,7 +83,11 @@ void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, c
                              {"best_value", r.best.epoch > 0 ? number(r.best.value) : nlohmann::ordered_json(nullptr)},
                              {"detail", r.stop_detail.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.stop_detail)}};
   }
-  write_file_atomic(o.out_dir + "/run.json", run.dump(2) + "\n");
+  return run.dump(2) + "\n";
+}
+
+void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, const std::string& run_sha256) {
+  write_file_atomic(o.out_dir + "/run.json", render_run_json(model, o, r, run_sha256));
 }
 
 void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, const std::string& run_sha256) {

@@ -235,9 +235,12 @@ void claim_run_folder(const std::string& dir, const std::string& run_sha256, con
       const nlohmann::ordered_json run = nlohmann::ordered_json::parse(read_file(dir + "/run.json"));
       if (run.contains("run_sha256")) same = run["run_sha256"] == run_sha256;
       else same = run.value("spec_sha256", "") == spec.sha256;  // a run.json from before run_sha256
+      // Under this process's lock no other writer is alive: a "running" is a run that was killed
+      // (or whose last run.json write failed).
+      std::string status = run.value("status", std::string("complete"));
+      if (status == "running") status = "killed-or-unknown";
       who = "the run of " + run.value("spec", std::string("?")) + " (seed " +
-            (run.contains("seed") ? run["seed"].dump() : std::string("?")) + ", status " +
-            run.value("status", std::string("complete")) + ")";
+            (run.contains("seed") ? run["seed"].dump() : std::string("?")) + ", status " + status + ")";
     } catch (const std::exception&) {
       who = "an unreadable run.json";
     }

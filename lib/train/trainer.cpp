@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <exception>
+#include <functional>
 #include <optional>
 #include <nlohmann/json.hpp>
 
@@ -106,6 +108,37 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
 
   Optimizer opt = model.make_optimizer();
   TrainResult r;
+  // Once this process has written "running", run.json says how the run ended on every exit path it
+  // survives: an exception before the outcome's files are written (a setup error, a full disk while
+  // writing the logs, weights or a checkpoint) leaves status failed with the counters of the
+  // checkpoint on disk (render_run_json); on a full disk written in place. When even that fails it
+  // keeps "running", which a reader takes for killed-or-unknown.
+  bool said_running = false, outcome_written = false;
+  auto say_running = [&] {
+    if (!writer) return;
+    write_run_json(model, o, r, run_sha);
+    said_running = true;
+  };
+  struct FailedOnUnwind {
+    std::function<void()> mark;
+    int pending = std::uncaught_exceptions();
+    ~FailedOnUnwind() {
+      if (std::uncaught_exceptions() > pending) mark();
+    }
+  } failed_on_unwind{[&] {
+    if (!writer || !said_running || outcome_written) return;
+    r.status = "failed";
+    r.stop_reason = "failed";
+    try {
+      const std::string text = render_run_json(model, o, r, run_sha);
+      try {
+        write_file_atomic(o.out_dir + "/run.json", text);
+      } catch (const IoError&) {  // no room for a second copy (disk full): the old one's room, in place
+        overwrite_file_in_place(o.out_dir + "/run.json", text);
+      }
+    } catch (...) {  // the original error is the one to report
+    }
+  }};
   r.target_epochs = o.epochs > 0 ? o.epochs : spec.train.epochs;
   int64_t first_epoch = 0, first_step = 0;
   std::string resumed_from;  // the checkpoint file resumed from
@@ -146,6 +179,9 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     r.log.step_grad_norm = c.grad_norm_history;
     r.log.epochs = c.epochs;
     r.steps = c.step;
+    r.resumable = true;  // the checkpoint on disk, until this run writes its own
+    r.resumable_epoch = c.epoch, r.resumable_step = c.step, r.resumable_in_epoch = c.step_in_epoch;
+    r.resumable_dir = fs::path(c.path).parent_path().string();
     if (early) early->restore(r.log, c.best, model, dir);
     if (writer && !fs::equivalent(run_dir, o.out_dir, ec)) {  // in place, the folder is this run's (its weights stay until replaced)
       claim_run_folder(o.out_dir, run_sha, spec, o.force);
@@ -157,6 +193,9 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     if (!o.init_file.empty()) model.load_params(read_safetensors(o.init_file), o.init_file);  // bad input: the folder stays
     if (writer) {
       claim_run_folder(o.out_dir, run_sha, spec, o.force);
+      // run.json first: a run killed before its first checkpoint leaves a folder that says whose it
+      // is (status running: killed-or-unknown), so the same run may start there again.
+      say_running();
       write_run_spec(o.out_dir, spec);  // the spec as trained: the run folder alone is the model
       write_safetensors(o.out_dir + "/init.safetensors", model.param_views(),
                         {{"spec", spec.source}, {"spec_sha256", spec.sha256}, {"steps", "0"}}, StDtype::F64);
@@ -238,7 +277,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     ~RestoreThreads() { set_num_threads(n); }
   } restore_threads{r.threads};
   InterruptGuard interrupts;
-  if (writer) write_run_json(model, o, r, run_sha);  // status running
+  say_running();  // status running (again: the threads and engine are known now)
   Progress progress(o.quiet || !writer, target, steps_per_epoch);
   const auto t0 = Clock::now();
   const double resumed_seconds = r.log.epochs.empty() ? 0.0 : r.log.epochs.back().seconds;
@@ -255,6 +294,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     r.stop_reason = status;
     if (early) r.best = early->best();
     if (writer) write_outputs(model, o, r, run_sha);
+    outcome_written = true;  // interrupted, diverged, or failed (--expect) with the logs
   };
   // A checkpoint: the owners' optimizer moments to rank 0 first (every rank calls this), which writes.
   auto checkpoint = [&](int64_t epoch, int64_t step_in_epoch) {
@@ -266,6 +306,9 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
                        !std::exchange(resume_fell_back, false));
     checkpoint_epoch = epoch;
     checkpoint_where = ckpt_dir;
+    r.resumable = true;
+    r.resumable_epoch = epoch, r.resumable_step = r.steps, r.resumable_in_epoch = step_in_epoch;
+    r.resumable_dir = ckpt_dir;
     wrote_checkpoint = true;
     last_checkpoint = Clock::now();
   };
@@ -315,135 +358,120 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   if (spec.optimizer.schedule)
     for (size_t i = 0; i < r.log.step_loss.size(); ++i)
       r.log.step_lr.push_back(scheduled_lr(spec.optimizer, static_cast<int64_t>(i + 1), r.log.step_epoch[i] - 1, steps_per_epoch));
-  try {
-    for (int64_t epoch = first_epoch; epoch < target; ++epoch) {
-      order = epoch_order(spec, n, epoch);
-      double epoch_sum = 0.0;
-      const int64_t s0 = epoch == first_epoch ? first_step : 0;
-      for (size_t i = 0; s0 > 0 && i < r.log.step_loss.size(); ++i)  // the interrupted epoch's steps so far, in order
-        if (r.log.step_epoch[i] == epoch + 1) epoch_sum = epoch_sum + r.log.step_loss[i];
-      const size_t epoch_begin = r.log.step_loss.size() - static_cast<size_t>(s0);
-      release_host_copies();  // restored before the epoch's evaluation
-      for (int64_t s = s0; s < steps_per_epoch; ++s) {
-        rows.clear();
-        for (int64_t i = s * batch; i < std::min(n, (s + 1) * batch); ++i) rows.push_back(order[static_cast<size_t>(i)]);
-        set_lr(static_cast<int64_t>(epoch_begin) + s + 1, epoch);
-        if (shards) {  // the shards' gradients summed in shard order, the optimizer sharded over the ranks
-          const ShardedStep::Outcome so = shards->step(train_rows, rows, static_cast<int64_t>(epoch_begin) + s + 1, InterruptGuard::requested());
-          if (!record_step(so.loss, epoch)) diverged(epoch);
-          r.log.step_grad_norm.push_back(so.grad_norm);
-          epoch_sum = epoch_sum + so.loss;
-          progress.step(epoch + 1, s + 1, so.loss);
-          if (so.interrupt && s + 1 < steps_per_epoch) interrupted(epoch, s + 1);
-          continue;
-        }
-        if (device) {  // forward, backward and the optimizer step replayed as one episode; the loss stays there
-          device->step(rows, s, static_cast<int64_t>(epoch_begin) + s + 1);
-          progress.step(epoch + 1, s + 1, kNaN);
-          continue;
-        }
-        const Clock::time_point step_start = tuner ? Clock::now() : Clock::time_point{};  // only auto times steps
-        if (tuner && tuner->next() != num_threads()) set_num_threads(tuner->next());
-        const std::vector<Var>& nodes = model.record(train_rows, rows, model.dropout_key(static_cast<int64_t>(epoch_begin) + s + 1));
-        const Var loss = nodes[static_cast<size_t>(p.loss)];
-        const double value = model.tape().scalar(loss);
-        if (!model.tape().backward(loss)) throw Error("backward failed: " + model.tape().error());
-        if (!record_step(value, epoch)) {
-          model.reset();
-          diverged(epoch);
-        }
-        opt.step(model.tape());
-        r.log.step_grad_norm.push_back(opt.last_grad_norm());
+  for (int64_t epoch = first_epoch; epoch < target; ++epoch) {
+    order = epoch_order(spec, n, epoch);
+    double epoch_sum = 0.0;
+    const int64_t s0 = epoch == first_epoch ? first_step : 0;
+    for (size_t i = 0; s0 > 0 && i < r.log.step_loss.size(); ++i)  // the interrupted epoch's steps so far, in order
+      if (r.log.step_epoch[i] == epoch + 1) epoch_sum = epoch_sum + r.log.step_loss[i];
+    const size_t epoch_begin = r.log.step_loss.size() - static_cast<size_t>(s0);
+    release_host_copies();  // restored before the epoch's evaluation
+    for (int64_t s = s0; s < steps_per_epoch; ++s) {
+      rows.clear();
+      for (int64_t i = s * batch; i < std::min(n, (s + 1) * batch); ++i) rows.push_back(order[static_cast<size_t>(i)]);
+      set_lr(static_cast<int64_t>(epoch_begin) + s + 1, epoch);
+      if (shards) {  // the shards' gradients summed in shard order, the optimizer sharded over the ranks
+        const ShardedStep::Outcome so = shards->step(train_rows, rows, static_cast<int64_t>(epoch_begin) + s + 1, InterruptGuard::requested());
+        if (!record_step(so.loss, epoch)) diverged(epoch);
+        r.log.step_grad_norm.push_back(so.grad_norm);
+        epoch_sum = epoch_sum + so.loss;
+        progress.step(epoch + 1, s + 1, so.loss);
+        if (so.interrupt && s + 1 < steps_per_epoch) interrupted(epoch, s + 1);
+        continue;
+      }
+      if (device) {  // forward, backward and the optimizer step replayed as one episode; the loss stays there
+        device->step(rows, s, static_cast<int64_t>(epoch_begin) + s + 1);
+        progress.step(epoch + 1, s + 1, kNaN);
+        continue;
+      }
+      const Clock::time_point step_start = tuner ? Clock::now() : Clock::time_point{};  // only auto times steps
+      if (tuner && tuner->next() != num_threads()) set_num_threads(tuner->next());
+      const std::vector<Var>& nodes = model.record(train_rows, rows, model.dropout_key(static_cast<int64_t>(epoch_begin) + s + 1));
+      const Var loss = nodes[static_cast<size_t>(p.loss)];
+      const double value = model.tape().scalar(loss);
+      if (!model.tape().backward(loss)) throw Error("backward failed: " + model.tape().error());
+      if (!record_step(value, epoch)) {
         model.reset();
-        if (tuner) {
-          if (tuner->record(seconds_since(step_start))) diag::debug(tuner->describe());
-          r.steps_on_one_thread = tuner->steps_on(1);
-        }
+        diverged(epoch);
+      }
+      opt.step(model.tape());
+      r.log.step_grad_norm.push_back(opt.last_grad_norm());
+      model.reset();
+      if (tuner) {
+        if (tuner->record(seconds_since(step_start))) diag::debug(tuner->describe());
+        r.steps_on_one_thread = tuner->steps_on(1);
+      }
+      epoch_sum = epoch_sum + value;
+      progress.step(epoch + 1, s + 1, value);
+      if (InterruptGuard::requested() && s + 1 < steps_per_epoch) interrupted(epoch, s + 1);
+      if (!wrote_checkpoint && r.steps_run == kFirstCheckpointSteps && s + 1 < steps_per_epoch) {  // a long first epoch
+        checkpoint(epoch, s + 1);
+        diag::debug("checkpoint at step " + std::to_string(r.steps) + " (epoch " + std::to_string(epoch + 1) + ") written to " + ckpt_dir);
+      }
+    }
+    if (device) {  // one download per epoch (two: the gradient norms too)
+      const std::vector<double> norms = device->epoch_grad_norms(steps_per_epoch);
+      r.log.step_grad_norm.insert(r.log.step_grad_norm.end(), norms.begin(), norms.end());
+      for (double value : device->epoch_losses(steps_per_epoch)) {
+        if (!record_step(value, epoch)) diverged(epoch);
         epoch_sum = epoch_sum + value;
-        progress.step(epoch + 1, s + 1, value);
-        if (InterruptGuard::requested() && s + 1 < steps_per_epoch) interrupted(epoch, s + 1);
-        if (!wrote_checkpoint && r.steps_run == kFirstCheckpointSteps && s + 1 < steps_per_epoch) {  // a long first epoch
-          checkpoint(epoch, s + 1);
-          diag::debug("checkpoint at step " + std::to_string(r.steps) + " (epoch " + std::to_string(epoch + 1) + ") written to " + ckpt_dir);
-        }
-      }
-      if (device) {  // one download per epoch (two: the gradient norms too)
-        const std::vector<double> norms = device->epoch_grad_norms(steps_per_epoch);
-        r.log.step_grad_norm.insert(r.log.step_grad_norm.end(), norms.begin(), norms.end());
-        for (double value : device->epoch_losses(steps_per_epoch)) {
-          if (!record_step(value, epoch)) diverged(epoch);
-          epoch_sum = epoch_sum + value;
-        }
-      }
-      const double mean = epoch_sum / static_cast<double>(steps_per_epoch);
-      // Divergence: the epoch's mean train loss against the first epoch's (in epoch 1, the first step's).
-      const double ref = r.log.epochs.empty() ? (r.log.step_loss.empty() ? kNaN : r.log.step_loss.front()) : r.log.epochs.front().train_loss;
-      if (!r.log.step_loss.empty() && std::isfinite(ref) && ref > 0 && mean > spec.train.diverge_factor * ref) {
-        size_t worst = epoch_begin;
-        while (worst + 1 < r.log.step_loss.size() && !(r.log.step_loss[worst] > spec.train.diverge_factor * ref)) ++worst;
-        if (device) device->sync(opt);
-        stop("diverged");
-        throw DivergedError(spec.path + ": training diverged: epoch " + std::to_string(epoch + 1) + "'s mean train loss " +
-                            format_double(mean) + " is above train.diverge_factor " + format_double(spec.train.diverge_factor) +
-                            " x " + (r.log.epochs.empty() ? "the first step's loss " : "epoch 1's ") + format_double(ref) +
-                            " (first at step " + std::to_string(worst + 1) + ", loss " + format_double(r.log.step_loss[worst]) +
-                            "); " + divergence_advice(spec) + "; " + kept());
-      }
-      if (device) device->sync(opt);  // parameters to the tape (validation, files), optimizer state to opt
-      if (shards) shards->restore_host_copies();  // a device's sync restored its own
-      const Evaluation val = evaluate_metrics(model, model.data().validation);
-      const double val_loss = val.loss;
-      EpochRecord e{epoch + 1, mean, val.loss, val.accuracy, resumed_seconds + seconds_since(t0), r.steps};
-      e.train_accuracy = train_accuracy(model);
-      e.grad_norm = epoch_mean(r.log.step_grad_norm, epoch_begin, steps_per_epoch);
-      e.val_mae = val.mae, e.val_rmse = val.rmse, e.val_r2 = val.r2;
-      r.log.epochs.push_back(e);
-      if (early) early->observe(e, model);
-      const bool stop_early = early && early->should_stop(epoch + 1) && epoch + 1 < target;
-      // A checkpoint after the first and the last epoch, and on the way at most every
-      // kCheckpointSeconds (tiny epochs would otherwise spend their time writing checkpoints).
-      if (diag::enabled(diag::Level::Debug))
-        diag::debug("epoch " + std::to_string(epoch + 1) + ": mean train loss " + format_double(mean) + ", val loss " +
-                    format_double(val_loss) + ", " + std::to_string(static_cast<int64_t>(1e3 * e.seconds)) + " ms since the run began");
-      double due = epoch + 1 == target || stop_early || !wrote_checkpoint || seconds_since(last_checkpoint) >= kCheckpointSeconds ? 1.0 : 0.0;
-      if (comm.size() > 1) comm.broadcast(&due, 1, 0);  // rank 0's clock decides for every rank
-      if (due != 0.0) {
-        const auto c0 = Clock::now();
-        checkpoint(epoch + 1, 0);
-        diag::debug("checkpoint of epoch " + std::to_string(epoch + 1) + " written to " + ckpt_dir + " in " +
-                    std::to_string(static_cast<int64_t>(1e3 * seconds_since(c0))) + " ms");
-      }
-      progress.epoch(e);
-      if (stop_early) {
-        r.stop_reason = "early_stopping";
-        r.stop_detail = "stopped after epoch " + std::to_string(epoch + 1) + ": " + early->describe_stop(epoch + 1);
-        break;
-      }
-      double stop_now = InterruptGuard::requested() ? 1.0 : 0.0;
-      if (comm.size() > 1) comm.broadcast(&stop_now, 1, 0);  // mpirun signals every rank; rank 0's view decides
-      if (stop_now != 0.0 && epoch + 1 < target) interrupted(epoch + 1, 0);
-    }
-    r.seconds = seconds_since(t0);
-    r.weights_sha256 = weights_digest(model);
-    r.status = "complete";
-    if (r.stop_reason.empty()) r.stop_reason = "epochs";
-    if (early) r.best = early->best();
-    if (writer) write_outputs(model, o, r, run_sha);
-  } catch (const InterruptedError&) {
-    throw;
-  } catch (const DivergedError&) {
-    throw;
-  } catch (...) {
-    if (r.status == "running") {
-      r.status = "failed";
-      r.stop_reason = "failed";
-      try {
-        if (writer) write_run_json(model, o, r, run_sha);
-      } catch (...) {  // the original error is the one to report
       }
     }
-    throw;
+    const double mean = epoch_sum / static_cast<double>(steps_per_epoch);
+    // Divergence: the epoch's mean train loss against the first epoch's (in epoch 1, the first step's).
+    const double ref = r.log.epochs.empty() ? (r.log.step_loss.empty() ? kNaN : r.log.step_loss.front()) : r.log.epochs.front().train_loss;
+    if (!r.log.step_loss.empty() && std::isfinite(ref) && ref > 0 && mean > spec.train.diverge_factor * ref) {
+      size_t worst = epoch_begin;
+      while (worst + 1 < r.log.step_loss.size() && !(r.log.step_loss[worst] > spec.train.diverge_factor * ref)) ++worst;
+      if (device) device->sync(opt);
+      stop("diverged");
+      throw DivergedError(spec.path + ": training diverged: epoch " + std::to_string(epoch + 1) + "'s mean train loss " +
+                          format_double(mean) + " is above train.diverge_factor " + format_double(spec.train.diverge_factor) +
+                          " x " + (r.log.epochs.empty() ? "the first step's loss " : "epoch 1's ") + format_double(ref) +
+                          " (first at step " + std::to_string(worst + 1) + ", loss " + format_double(r.log.step_loss[worst]) +
+                          "); " + divergence_advice(spec) + "; " + kept());
+    }
+    if (device) device->sync(opt);  // parameters to the tape (validation, files), optimizer state to opt
+    if (shards) shards->restore_host_copies();  // a device's sync restored its own
+    const Evaluation val = evaluate_metrics(model, model.data().validation);
+    const double val_loss = val.loss;
+    EpochRecord e{epoch + 1, mean, val.loss, val.accuracy, resumed_seconds + seconds_since(t0), r.steps};
+    e.train_accuracy = train_accuracy(model);
+    e.grad_norm = epoch_mean(r.log.step_grad_norm, epoch_begin, steps_per_epoch);
+    e.val_mae = val.mae, e.val_rmse = val.rmse, e.val_r2 = val.r2;
+    r.log.epochs.push_back(e);
+    if (early) early->observe(e, model);
+    const bool stop_early = early && early->should_stop(epoch + 1) && epoch + 1 < target;
+    // A checkpoint after the first and the last epoch, and on the way at most every
+    // kCheckpointSeconds (tiny epochs would otherwise spend their time writing checkpoints).
+    if (diag::enabled(diag::Level::Debug))
+      diag::debug("epoch " + std::to_string(epoch + 1) + ": mean train loss " + format_double(mean) + ", val loss " +
+                  format_double(val_loss) + ", " + std::to_string(static_cast<int64_t>(1e3 * e.seconds)) + " ms since the run began");
+    double due = epoch + 1 == target || stop_early || !wrote_checkpoint || seconds_since(last_checkpoint) >= kCheckpointSeconds ? 1.0 : 0.0;
+    if (comm.size() > 1) comm.broadcast(&due, 1, 0);  // rank 0's clock decides for every rank
+    if (due != 0.0) {
+      const auto c0 = Clock::now();
+      checkpoint(epoch + 1, 0);
+      diag::debug("checkpoint of epoch " + std::to_string(epoch + 1) + " written to " + ckpt_dir + " in " +
+                  std::to_string(static_cast<int64_t>(1e3 * seconds_since(c0))) + " ms");
+    }
+    progress.epoch(e);
+    if (stop_early) {
+      r.stop_reason = "early_stopping";
+      r.stop_detail = "stopped after epoch " + std::to_string(epoch + 1) + ": " + early->describe_stop(epoch + 1);
+      break;
+    }
+    double stop_now = InterruptGuard::requested() ? 1.0 : 0.0;
+    if (comm.size() > 1) comm.broadcast(&stop_now, 1, 0);  // mpirun signals every rank; rank 0's view decides
+    if (stop_now != 0.0 && epoch + 1 < target) interrupted(epoch + 1, 0);
   }
+  r.seconds = seconds_since(t0);
+  r.weights_sha256 = weights_digest(model);
+  r.status = "complete";
+  if (r.stop_reason.empty()) r.stop_reason = "epochs";
+  if (early) r.best = early->best();
+  if (writer) write_outputs(model, o, r, run_sha);
+  outcome_written = true;
   return r;
 }
 
