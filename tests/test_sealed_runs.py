@@ -11,6 +11,8 @@ usage: test_sealed_runs.py GRADRUN   (run from the repository root; standard lib
 - counters rewritten consistently but wrong and resealed would need the seal: an unsealed
   (gradrun-checkpoint-1) file with a wrong epoch is refused by the cross-checks;
 - the first checkpoint comes after 100 steps when epoch 1 is longer (iris, batch 1);
+- under early stopping, each region of weights.best.safetensors (predict --which best) and the
+  checkpoint's best/ tensors and best_epoch;
 - one bit flipped in each region of weights.safetensors: predict, evaluate and export exit 2 with
   one line naming the file; the intact file predicts (exit 0).
 """
@@ -145,6 +147,36 @@ with tempfile.TemporaryDirectory() as tmp:
             p = run(*c)
             check(p.returncode == 2 and one_line(p) and "weights.safetensors" in p.stderr,
                   f"weights {name}: {c[0]} on a flipped bit: exit {p.returncode}: {p.stderr}")
+
+    # Early stopping: weights.best.safetensors is sealed too (predict --which best), and the
+    # checkpoint's best/ tensors and best_epoch are inside its seal.
+    moons = os.path.join(tmp, "moons")
+    p = run("train", os.path.join(ROOT, "specs/moons.json"), "--out", moons, "--quiet")
+    best = os.path.join(moons, "weights.best.safetensors")
+    moons_csv = os.path.join(ROOT, json.load(open(os.path.join(ROOT, "specs/moons.json")))["data"]["csv"].replace("../", ""))
+    p = run("predict", moons, "--which", "best", "--data", moons_csv, "--out", os.path.join(tmp, "b.csv"))
+    check(p.returncode == 0, f"predict --which best on intact weights: exit {p.returncode}: {p.stderr}")
+    for name, offset in regions(best):
+        d = os.path.join(tmp, "bflip")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(moons, d)
+        flipped(best, os.path.join(d, "weights.best.safetensors"), offset)
+        p = run("predict", d, "--which", "best", "--data", moons_csv, "--out", os.path.join(tmp, "b.csv"), "--quiet")
+        check(p.returncode == 2 and one_line(p) and "weights.best.safetensors" in p.stderr,
+              f"weights.best {name}: predict on a flipped bit: exit {p.returncode}: {p.stderr}")
+    mstate = os.path.join(moons, "checkpoint/state.safetensors")
+    mplaces = [(n, o) for n, o in regions(mstate) if n.startswith("tensor best/") or "best_epoch" in n]
+    check(len(mplaces) >= 3, f"the moons checkpoint holds no best weights: {[n for n, _ in regions(mstate)]}")
+    for name, offset in mplaces:
+        d = os.path.join(tmp, "mflip")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(moons, d)
+        if os.path.exists(os.path.join(d, "checkpoint/previous.safetensors")):
+            os.remove(os.path.join(d, "checkpoint/previous.safetensors"))
+        flipped(mstate, os.path.join(d, "checkpoint/state.safetensors"), offset)
+        p = run("train", "--resume", d, "--epochs", "400", "--quiet")
+        check(p.returncode == 2 and one_line(p) and "state.safetensors" in p.stderr,
+              f"moons checkpoint {name}: a flipped bit: exit {p.returncode}: {p.stderr}")
 
     # A checkpoint from before seals (format 1) whose counters disagree: the cross-checks refuse it.
     legacy = os.path.join(tmp, "legacy")
