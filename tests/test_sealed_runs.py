@@ -11,6 +11,7 @@ usage: test_sealed_runs.py GRADRUN   (run from the repository root; standard lib
 - counters rewritten consistently but wrong and resealed would need the seal: an unsealed
   (gradrun-checkpoint-1) file with a wrong epoch is refused by the cross-checks;
 - the first checkpoint comes after 100 steps when epoch 1 is longer (iris, batch 1);
+- each region of init.safetensors: train --init and grad --init exit 2;
 - under early stopping, each region of weights.best.safetensors (predict --which best) and the
   checkpoint's best/ tensors and best_epoch;
 - one bit flipped in each region of weights.safetensors: predict, evaluate and export exit 2 with
@@ -147,6 +148,19 @@ with tempfile.TemporaryDirectory() as tmp:
             p = run(*c)
             check(p.returncode == 2 and one_line(p) and "weights.safetensors" in p.stderr,
                   f"weights {name}: {c[0]} on a flipped bit: exit {p.returncode}: {p.stderr}")
+
+    # init.safetensors is sealed too, and --init (train, grad) checks a gradrun weights file's seal.
+    init = os.path.join(base, "init.safetensors")
+    p = run("train", spec, "--init", init, "--out", os.path.join(tmp, "init_ok"), "--epochs", "1", "--quiet")
+    check(p.returncode == 0, f"--init from an intact init.safetensors: exit {p.returncode}: {p.stderr}")
+    for name, offset in regions(init):
+        f = os.path.join(tmp, "init_flipped.safetensors")
+        flipped(init, f, offset)
+        for c in (["train", spec, "--init", f, "--out", os.path.join(tmp, "init_new"), "--epochs", "1", "--quiet"],
+                  ["grad", spec, "--init", f, "--out", os.path.join(tmp, "g.safetensors")]):
+            p = run(*c)
+            check(p.returncode == 2 and one_line(p) and "init_flipped.safetensors" in p.stderr,
+                  f"init {name}: {c[0]} --init on a flipped bit: exit {p.returncode}: {p.stderr}")
 
     # Early stopping: weights.best.safetensors is sealed too (predict --which best), and the
     # checkpoint's best/ tensors and best_epoch are inside its seal.

@@ -69,4 +69,11 @@ bool check_seal(const SafetensorsFile& f, const std::string& path, bool required
   return true;
 }
 
+SafetensorsFile read_sealed_weights(const std::string& path) {
+  SafetensorsFile f = read_safetensors(path);
+  const auto format = f.metadata.find("format");
+  check_seal(f, path, format != f.metadata.end() && format->second.rfind("gradrun-weights", 0) == 0);
+  return f;
+}
+
 }  // namespace gr

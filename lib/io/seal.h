@@ -27,4 +27,8 @@ void write_sealed_safetensors(const std::string& path, const StTensorList& tenso
 // and `required`. Returns whether the file was sealed.
 bool check_seal(const SafetensorsFile& f, const std::string& path, bool required);
 
+// read_safetensors + check_seal: a seal is required when the metadata's format names a sealed
+// gradrun weights file (gradrun-weights-*): weights, best weights, init.safetensors.
+SafetensorsFile read_sealed_weights(const std::string& path);
+
 }  // namespace gr

@@ -143,10 +143,7 @@ TrainedWeights read_trained(const Spec& spec, const std::string& weights_or_run_
   std::string note;
   w.path = choose_weights(weights_or_run_dir, which, &note);
   if (!note.empty()) diag::info(note);
-  w.file = read_safetensors(w.path);
-  // A gradrun weights file is sealed (io/seal.h): one changed bit is refused before it is used.
-  const auto format = w.file.metadata.find("format");
-  check_seal(w.file, w.path, format != w.file.metadata.end() && format->second.rfind("gradrun-weights", 0) == 0);
+  w.file = read_sealed_weights(w.path);  // a gradrun weights file: one changed bit is refused before it is used
   w.prep = read_preprocessing(w.path);
   if (const auto it = w.file.metadata.find("dtype"); it != w.file.metadata.end() && it->second == "f32") w.real = Real::F32;
   // The same model, not the same bytes: epochs, optimizer, paths and descriptions may differ.

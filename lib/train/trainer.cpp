@@ -17,6 +17,7 @@
 #include "train/plot_svg.h"
 #include "spec/random.h"
 #include "io/safetensors.h"
+#include "io/seal.h"
 #include "tensor/diag.h"
 #include "tensor/parallel.h"
 #include "io/limits.h"
@@ -190,15 +191,15 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     }
     if (writer) write_run_spec(o.out_dir, spec);  // also in place: a folder from before spec.json gains one
   } else {
-    if (!o.init_file.empty()) model.load_params(read_safetensors(o.init_file), o.init_file);  // bad input: the folder stays
+    if (!o.init_file.empty()) model.load_params(read_sealed_weights(o.init_file), o.init_file);  // bad input: the folder stays
     if (writer) {
       claim_run_folder(o.out_dir, run_sha, spec, o.force);
       // run.json first: a run killed before its first checkpoint leaves a folder that says whose it
       // is (status running: killed-or-unknown), so the same run may start there again.
       say_running();
       write_run_spec(o.out_dir, spec);  // the spec as trained: the run folder alone is the model
-      write_safetensors(o.out_dir + "/init.safetensors", model.param_views(),
-                        {{"spec", spec.source}, {"spec_sha256", spec.sha256}, {"steps", "0"}}, StDtype::F64);
+      write_sealed_safetensors(o.out_dir + "/init.safetensors", model.param_views(),
+                               {{"spec", spec.source}, {"spec_sha256", spec.sha256}, {"steps", "0"}, {"format", kWeightsFormat}});
     }
   }
   const int64_t target = r.target_epochs;
