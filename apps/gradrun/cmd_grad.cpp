@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "io/safetensors.h"
+#include "io/seal.h"
 #include "train/checks.h"
 #include "train/device_runner.h"
 
@@ -22,7 +23,7 @@ void run_grad(const GradFlags& f) {
   const Spec spec = load_with_overrides(f.spec, {});
   const DeviceChoice d = choose_device(spec, f.device.empty() ? "cpu" : f.device, "f64", false);
   Model model(spec, load_datasets(spec));
-  if (!f.init.empty()) model.load_params(read_safetensors(f.init), f.init);
+  if (!f.init.empty()) model.load_params(read_sealed_weights(f.init), f.init);
   GradResult r;
   if (d.kind == DeviceKind::Cpu) {
     r = evaluate_gradients(model);

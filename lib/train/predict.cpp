@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "io/errors.h"
+#include "io/seal.h"
 #include "tensor/diag.h"
 #include "train/run_model.h"
 #include "train/device_runner.h"
@@ -142,8 +143,8 @@ TrainedWeights read_trained(const Spec& spec, const std::string& weights_or_run_
   std::string note;
   w.path = choose_weights(weights_or_run_dir, which, &note);
   if (!note.empty()) diag::info(note);
+  w.file = read_sealed_weights(w.path);  // a gradrun weights file: one changed bit is refused before it is used
   w.prep = read_preprocessing(w.path);
-  w.file = read_safetensors(w.path);
   if (const auto it = w.file.metadata.find("dtype"); it != w.file.metadata.end() && it->second == "f32") w.real = Real::F32;
   // The same model, not the same bytes: epochs, optimizer, paths and descriptions may differ.
   if (const auto it = w.file.metadata.find(kModelIdentityKey); it != w.file.metadata.end()) {

@@ -2,12 +2,15 @@
 
 #include <charconv>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "io/atomic_file.h"
 #include "io/errors.h"
 #include "io/safetensors.h"
+#include "io/seal.h"
 #include "tensor/sha256.h"
 #include "train/run_model.h"
 #include "train/run_state.h"
@@ -16,6 +19,7 @@ namespace gr {
 
 namespace {
 constexpr int64_t kEpochColumns = 11;  // epoch_metrics: the EpochRecord fields in declaration order
+constexpr const char* kFormat = "gradrun-checkpoint-2";  // sealed (io/seal.h); -1: unsealed, from before
 }  // namespace
 
 std::string format_double(double v) {
@@ -70,7 +74,8 @@ std::string weights_digest(const Model& model) {
 }
 
 void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt, const RunLog& log, int64_t epoch,
-                      int64_t step_in_epoch, int64_t target_epochs, const std::string& identity, const BestWeights& best) {
+                      int64_t step_in_epoch, int64_t target_epochs, const std::string& identity, const BestWeights& best,
+                      bool rotate) {
   std::filesystem::create_directories(dir);
   std::vector<std::pair<std::string, ConstTensorView>> tensors;
   for (const auto& [name, view] : model.param_views()) tensors.emplace_back("param/" + name, view);
@@ -98,7 +103,7 @@ void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt
                              static_cast<double>(e.last_step), e.train_accuracy, e.grad_norm, e.val_mae, e.val_rmse, e.val_r2});
   if (!log.epochs.empty())
     tensors.emplace_back("epoch_metrics", ConstTensorView{Shape{static_cast<int64_t>(log.epochs.size()), kEpochColumns}, rows.data()});
-  std::map<std::string, std::string> meta = {{"format", "gradrun-checkpoint-1"},
+  std::map<std::string, std::string> meta = {{"format", kFormat},
                                                    {"spec_sha256", model.spec().sha256},
                                                    {"seed", std::to_string(model.spec().seed)},
                                                    {"epoch", std::to_string(epoch)},
@@ -109,110 +114,13 @@ void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt
                                                    {"adam_t", std::to_string(opt.t())}};
   if (best.epoch > 0) meta["best_epoch"] = std::to_string(best.epoch);
   meta["dtype"] = model.real() == Real::F32 ? "f32" : "f64";  // what the run computes in (a resume must match)
-  write_safetensors(dir + "/state.safetensors", tensors, meta, StDtype::F64);
-}
-
-Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const std::string& identity) {
-  const std::string path = dir + "/state.safetensors";
-  if (!std::filesystem::exists(path)) throw IoError(path, "no checkpoint here (expected a run folder with checkpoint/)");
-  const SafetensorsFile f = read_safetensors(path);
-  auto meta = [&](const char* key) {
-    auto it = f.metadata.find(key);
-    if (it == f.metadata.end()) throw InputError(path, "__metadata__", std::string("missing \"") + key + "\"");
-    return it->second;
-  };
-  auto integer = [&](const char* key) {
-    try {
-      return static_cast<int64_t>(std::stoll(meta(key)));
-    } catch (const std::logic_error&) {
-      throw InputError(path, "__metadata__", std::string("\"") + key + "\" is not an integer");
-    }
-  };
-  if (meta("format") != "gradrun-checkpoint-1") throw InputError(path, "__metadata__", "not a gradrun checkpoint");
-  if (meta("seed") != std::to_string(model.spec().seed))
-    throw InputError(path, "__metadata__", "this checkpoint belongs to a different spec or --seed: it was made with seed " + meta("seed") + ", not " +
-                                               std::to_string(model.spec().seed));
-  const std::string run_dir = std::filesystem::path(dir).parent_path().string();
-  // Hints name only files that exist: an interrupted run has a checkpoint but no weights file yet.
+  // The newest becomes the previous (one rename), then the new one is written whole: at every
+  // moment at least one complete checkpoint is on disk.
+  const std::string newest = dir + "/" + kNewest, previous = dir + "/" + kPrevious;
   std::error_code ec;
-  const std::string weights = run_dir + "/weights.safetensors";
-  const std::string start_from = std::filesystem::exists(weights, ec) ? "train with --init " + shell_quote(weights) + " and another --out"
-                                                                      : "train it into another --out";
-  if (f.metadata.count("run_identity")) {
-    std::string pointer;
-    const std::string why = identity_difference(meta("run_identity"), identity, &pointer);
-    if (!why.empty())
-      throw InputError(model.spec().path, pointer,
-                       "differs from the run in " + run_dir + " (" + why +
-                           "), which changes its finished steps, so it cannot be resumed; to start a new run, " + start_from +
-                           " (or resume with no spec: gradrun train --resume " + shell_quote(run_dir) + ")");
-  } else if (meta("spec_sha256") != model.spec().sha256) {  // a checkpoint from before run_identity: the spec text
-    throw InputError(path, "__metadata__", "this checkpoint was made by a different spec text (sha256 " + meta("spec_sha256").substr(0, 12) +
-                                               "…, this spec " + model.spec().sha256.substr(0, 12) +
-                                               "…) and predates field-wise resume checks; resume with the exact spec file it was trained with, "
-                                               "or " + start_from);
-  }
-  if (const auto it = f.metadata.find("dtype"); it != f.metadata.end()) {  // older checkpoints do not say
-    const std::string& was = it->second;
-    const std::string now = model.real() == Real::F32 ? "f32" : "f64";
-    if (was != now)
-      throw InputError(path, "__metadata__", "the run in " + run_dir + " computes in " + was + "; resume it with --dtype " + was +
-                                                 " (this resume asked for " + now + ")");
-  }
-  Checkpoint c;
-  c.epoch = integer("epoch");
-  c.step = integer("step");
-  c.adam_t = integer("adam_t");
-  if (f.metadata.count("step_in_epoch")) c.step_in_epoch = integer("step_in_epoch");
-  if (f.metadata.count("target_epochs")) c.target_epochs = integer("target_epochs");
-  model.load_params(f, path, "param/");
-  if (opt.has_moments()) {
-    const std::vector<std::string> kinds = opt.kind() == OptimizerKind::Adam ? std::vector<std::string>{"adam_m/", "adam_v/"}
-                                                                             : std::vector<std::string>{"momentum/"};
-    for (size_t i = 0; i < opt.count(); ++i) {
-      const std::string& name = model.program().params[model.param_index(opt.param(i))].name;
-      for (const std::string& kind : kinds) {
-        const Tensor* t = f.find(kind + name);
-        if (!t || t->numel() != static_cast<int64_t>(opt.m(i).size()))
-          throw InputError(path, kind + name, "missing or of the wrong size");
-        std::span<double> dst = kind == "adam_v/" ? opt.v(i) : opt.m(i);
-        std::copy(t->values().begin(), t->values().end(), dst.begin());
-      }
-    }
-    opt.set_t(c.adam_t);
-  }
-  if (c.step > 0) {
-    const Tensor* h = f.find("loss_history");
-    const Tensor* e = f.find("loss_epochs");
-    if (!h || !e || h->numel() != c.step || e->numel() != c.step)
-      throw InputError(path, "loss_history", "missing or not " + std::to_string(c.step) + " steps long");
-    c.loss_history.assign(h->values().begin(), h->values().end());
-    for (double v : e->values()) c.loss_epochs.push_back(static_cast<int64_t>(v));
-    const Tensor* g = f.find("grad_norm_history");
-    if (g && g->numel() != c.step) throw InputError(path, "grad_norm_history", "not " + std::to_string(c.step) + " steps long");
-    if (g) c.grad_norm_history.assign(g->values().begin(), g->values().end());
-    else c.grad_norm_history.assign(static_cast<size_t>(c.step), kNaNMetric);  // a checkpoint from before grad_norm
-  }
-  if (f.metadata.count("best_epoch")) {
-    c.best.epoch = integer("best_epoch");
-    for (const ProgramParam& pp : model.program().params) {
-      const Tensor* t = f.find("best/" + pp.name);
-      if (!t || t->numel() != pp.shape.numel()) throw InputError(path, "best/" + pp.name, "missing or of the wrong size");
-      c.best.params.emplace_back(t->values().begin(), t->values().end());
-    }
-  }
-  if (const Tensor* m = f.find("epoch_metrics")) {
-    const int64_t cols = m->shape().rank() == 2 ? m->shape()[1] : 0;
-    if (cols != 6 && cols != kEpochColumns)  // 6: a checkpoint from before the newer metrics (they read as NaN)
-      throw InputError(path, "epoch_metrics", "expected shape [epochs, " + std::to_string(kEpochColumns) + "] or [epochs, 6]");
-    for (int64_t r = 0; r < m->shape()[0]; ++r) {
-      const double* v = m->data() + r * cols;
-      EpochRecord e{static_cast<int64_t>(v[0]), v[1], v[2], v[3], v[4], static_cast<int64_t>(v[5])};
-      if (cols == kEpochColumns) e.train_accuracy = v[6], e.grad_norm = v[7], e.val_mae = v[8], e.val_rmse = v[9], e.val_r2 = v[10];
-      c.epochs.push_back(e);
-    }
-  }
-  return c;
+  if (rotate && std::filesystem::exists(newest, ec) && std::rename(newest.c_str(), previous.c_str()) != 0)
+    throw IoError(previous, std::string("cannot keep the previous checkpoint: ") + std::strerror(errno));
+  write_sealed_safetensors(newest, tensors, meta);
 }
 
 }  // namespace gr

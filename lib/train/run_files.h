@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "grad/optimizer.h"
+#include "io/errors.h"
 #include "train/model.h"
 
 namespace gr {
@@ -59,19 +60,38 @@ struct Checkpoint {
   std::vector<double> grad_norm_history;  // NaN where the checkpoint predates it
   std::vector<EpochRecord> epochs;
   BestWeights best;  // epoch 0 when the checkpoint holds none
+  std::string path;  // the file read (checkpoint/state.safetensors, or previous.safetensors after a fallback)
+  bool fell_back = false;  // the newest was damaged
 };
 
-// checkpoint/state.safetensors: param/<name>, adam_m/<name>, adam_v/<name>, loss_history,
-// loss_epochs, grad_norm_history, epoch_metrics ([epochs, 11]: the EpochRecord fields in
-// declaration order; [epochs, 6] from older checkpoints is read with the new ones NaN); metadata: format, spec_sha256 (the spec file's text), run_identity
-// (train/run_state.h), seed, epoch (complete epochs), step_in_epoch, target_epochs, step, adam_t;
-// with best weights (epoch > 0) also best/<name> and best_epoch. One file, one rename.
+// checkpoint/: the two newest checkpoints, state.safetensors (the newest) and previous.safetensors
+// (the one before; each write renames the newest to it first). Each holds param/<name>,
+// adam_m/<name>, adam_v/<name>, loss_history, loss_epochs, grad_norm_history, epoch_metrics
+// ([epochs, 11]: the EpochRecord fields in declaration order; [epochs, 6] from older checkpoints is
+// read with the new ones NaN); metadata: format (gradrun-checkpoint-2), spec_sha256 (the spec
+// file's text), run_identity (train/run_state.h), seed, epoch (complete epochs), step_in_epoch,
+// target_epochs, step, adam_t, dtype, the seal (io/seal.h); with best weights (epoch > 0) also
+// best/<name> and best_epoch. One file, one rename. rotate false: the newest is overwritten (a
+// resume that fell back to the previous one keeps it rather than a damaged newest).
+inline constexpr const char* kNewest = "state.safetensors";
+inline constexpr const char* kPrevious = "previous.safetensors";
 void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt, const RunLog& log, int64_t epoch,
                       int64_t step_in_epoch, int64_t target_epochs, const std::string& identity,
-                      const BestWeights& best = BestWeights{});
-// Restores parameters, Adam state and the loss log; checks the checkpoint belongs to this run: the
-// same identity (a changed field is named, InputError at its pointer in the spec), or for a checkpoint
-// without one the same spec text, and the same seed.
+                      const BestWeights& best = BestWeights{}, bool rotate = true);
+
+// A checkpoint file that cannot be trusted: unreadable, its seal disagrees with its content, or its
+// counters disagree with each other (step, epoch, adam_t, target_epochs, the loss history's length,
+// the epoch_metrics rows). Exit 2.
+class DamagedCheckpoint : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+// Restores parameters, optimizer state and the loss log from the newest checkpoint in `dir` that
+// is intact (a damaged newest falls back to the previous one, with a warning naming both; both
+// damaged: DamagedCheckpoint naming both). Checks first the checkpoint belongs to this run: the
+// same identity (a changed field is named, InputError at its pointer in the spec), or for a
+// checkpoint without one the same spec text, and the same seed. `path` in the result: the file used.
 Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const std::string& identity);
 
 }  // namespace gr

@@ -10,9 +10,10 @@
 namespace gr {
 
 // While alive, the first SIGINT/SIGTERM only sets a flag (the loop finishes its step, writes a
-// checkpoint and the logs, and stops); a second one restores the default action and re-raises, so
-// the process ends at once (every file is written under a temporary name and renamed, so only
-// complete files remain). The previous handlers come back on destruction.
+// checkpoint and the logs, and stops); a second one is noted on stderr and otherwise ignored, so the
+// checkpoint reaches the disk; a third restores the default action and re-raises, so the process
+// ends at once (every file is written under a temporary name and renamed, so only complete files
+// remain). The previous handlers come back on destruction.
 class InterruptGuard {
  public:
   InterruptGuard();
@@ -36,6 +37,25 @@ std::string run_identity(const Model& model);
 // The first field that differs between two identities, as "<JSON pointer>: was X, now Y" pieces;
 // empty when equal. `pointer` receives the JSON pointer (into the spec where there is one).
 std::string identity_difference(const std::string& before, const std::string& now, std::string* pointer);
+
+// One writer per run folder: an exclusive flock() on DIR/.gradrun.lock, taken before the folder is
+// checked or written and held while this object lives (the kernel releases it when the process
+// ends, however it ends). The file holds the holder's PID and command line. A folder another
+// process holds: InputError (exit 2) naming that PID and command, at once (no waiting).
+class RunFolderLock {
+ public:
+  explicit RunFolderLock(const std::string& dir);
+  ~RunFolderLock();
+  RunFolderLock(const RunFolderLock&) = delete;
+  RunFolderLock& operator=(const RunFolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// Removes the temporary files (NAME.tmp.PID, io/atomic_file.h) that processes no longer alive left
+// in `dir` and dir/checkpoint (a kill between a write and its rename); returns how many.
+int remove_stale_temporaries(const std::string& dir);
 
 // Makes `dir` this run's folder. A folder whose run.json belongs to another run (another identity,
 // or gradrun files without a run.json) is refused (InputError, exit 2) unless `force`; the old

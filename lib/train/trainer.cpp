@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <exception>
+#include <functional>
 #include <optional>
 #include <nlohmann/json.hpp>
 
@@ -15,6 +17,7 @@
 #include "train/plot_svg.h"
 #include "spec/random.h"
 #include "io/safetensors.h"
+#include "io/seal.h"
 #include "tensor/diag.h"
 #include "tensor/parallel.h"
 #include "io/limits.h"
@@ -26,6 +29,7 @@
 #include "train/progress.h"
 #include "train/receipt.h"
 #include "train/run_model.h"
+#include "train/run_outputs.h"
 #include "train/run_state.h"
 #include "train/sharded_step.h"
 #include "train/thread_tuner.h"
@@ -38,113 +42,13 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 using Clock = std::chrono::steady_clock;
 constexpr double kCheckpointSeconds = 2.0;
+constexpr int64_t kFirstCheckpointSteps = 100;  // the first checkpoint: after epoch 1 or this many steps, whichever is sooner
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
 
 namespace {
-
-void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, const std::string& run_sha256) {
-  const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();
-  auto number = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
-  const std::string prep = to_json(make_preprocessing(model.spec(), model.data()));
-  nlohmann::ordered_json run = nlohmann::ordered_json::object();
-  run = {
-      {"gradrun", 1},
-      {"status", r.status},
-      {"spec", model.spec().source},
-      {"spec_dir", std::filesystem::absolute(model.spec().dir.empty() ? "." : model.spec().dir).lexically_normal().string()},
-      {"spec_sha256", model.spec().sha256},
-      {"run_sha256", run_sha256},
-      {"name", model.spec().name},
-      {"seed", model.spec().seed},
-      {"overrides", model.spec().overrides},  // --set PATH=VALUE items, applied to the spec's text
-      {"device", to_string(o.device)},
-      {"dtype", to_string(o.dtype)},
-      {"fused", r.fused},
-      {"threads", r.threads},
-      {"threads_auto", r.threads_auto},
-      {"steps_on_one_thread", r.threads_auto ? nlohmann::ordered_json(r.steps_on_one_thread) : nlohmann::ordered_json(nullptr)},
-      {"shards", model.spec().train.shards},
-      {"processes", o.comm ? o.comm->size() : 1},
-      {"mpi", o.comm && o.comm->size() > 1 ? nlohmann::ordered_json(o.comm->library()) : nlohmann::ordered_json(nullptr)},
-      {"stop_reason", r.stop_reason.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.stop_reason)},
-      {"epochs", last ? last->epoch : 0},
-      {"target_epochs", r.target_epochs},
-      {"episodes", r.steps},
-      {"resumed_from", o.resume_dir.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.resume_dir)},
-      {"wall_seconds", r.seconds},
-      {"seconds_per_episode", r.steps_run ? r.seconds / static_cast<double>(r.steps_run) : 0.0},
-      {"final_loss", number(last ? last->train_loss : kNaN)},
-      {"final_val_loss", number(last ? last->val_loss : kNaN)},
-      {"final_val_accuracy", number(last ? last->val_accuracy : kNaN)},
-      {"final_train_accuracy", number(last ? last->train_accuracy : kNaN)},
-      {"final_grad_norm", number(last ? last->grad_norm : kNaN)},
-      {"final_val_mae", number(last ? last->val_mae : kNaN)},
-      {"final_val_rmse", number(last ? last->val_rmse : kNaN)},
-      {"final_val_r2", number(last ? last->val_r2 : kNaN)},
-      {"weights_sha256", r.weights_sha256},
-      {"preprocessing", nlohmann::ordered_json::parse(prep)},
-  };
-  run["init_files"] = nlohmann::ordered_json::array();  // the tensor files of inits and consts (docs/spec.md)
-  for (const TensorFileRecord& f : model.spec().tensor_files) run["init_files"].push_back({{"path", f.path}, {"sha256", f.sha256}});
-  if (const auto& es = model.spec().train.early_stopping) {
-    run["early_stopping"] = {{"monitor", es->monitor},
-                             {"patience", es->patience},
-                             {"min_delta", es->min_delta},
-                             {"best_epoch", r.best.epoch > 0 ? nlohmann::ordered_json(r.best.epoch) : nlohmann::ordered_json(nullptr)},
-                             {"best_value", r.best.epoch > 0 ? number(r.best.value) : nlohmann::ordered_json(nullptr)},
-                             {"detail", r.stop_detail.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.stop_detail)}};
-  }
-  write_file_atomic(o.out_dir + "/run.json", run.dump(2) + "\n");
-  // receipt.json pins the whole run as its files stand now (train/receipt.h)
-  ReceiptInput in{&model, o.out_dir, r.status, run_sha256, to_string(o.device), to_string(o.dtype), r.fused, r.threads,
-                  r.steps, last ? last->epoch : 0};
-  write_file_atomic(o.out_dir + "/receipt.json", render_receipt(in));
-}
-
-// The logs so far and run.json; the weights too when the run finished.
-void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, const std::string& run_sha256) {
-  write_file_atomic(o.out_dir + "/loss.csv", render_loss_csv(r.log));
-  write_file_atomic(o.out_dir + "/metrics.csv", render_metrics_csv(r.log));
-  LossPlot plot{model.spec().name, r.log.step_loss, {}, {}};
-  for (const EpochRecord& e : r.log.epochs) {
-    if (!std::isnan(e.val_loss)) plot.validation.emplace_back(static_cast<double>(e.last_step), e.val_loss);
-    plot.epoch_train.emplace_back(static_cast<double>(e.last_step), e.train_loss);
-  }
-  write_file_atomic(o.out_dir + "/loss.svg", render_loss_svg(plot));
-  if (r.status == "complete") {
-    const std::string steps = std::to_string(r.steps);
-    const std::string prep = to_json(make_preprocessing(model.spec(), model.data()));
-    write_safetensors(o.out_dir + "/weights.safetensors", model.param_views(),
-                      {{kPreprocessingKey, prep},
-                       {kModelIdentityKey, model.identity()},
-                       {"spec", model.spec().source},
-                       {"spec_sha256", model.spec().sha256},
-                       {"steps", steps},
-                       {"device", to_string(o.device)},
-                       {"dtype", to_string(o.dtype)}},
-                      StDtype::F64);
-  }
-  // weights.best.safetensors: the best epoch under train.early_stopping (also of a stopped run).
-  if (model.spec().train.early_stopping && r.best.epoch > 0) {
-    std::vector<std::pair<std::string, ConstTensorView>> best;
-    for (size_t i = 0; i < r.best.params.size(); ++i)
-      best.emplace_back(model.program().params[i].name, ConstTensorView{model.program().params[i].shape, r.best.params[i].data()});
-    write_safetensors(o.out_dir + "/weights.best.safetensors", best,
-                      {{kPreprocessingKey, to_json(make_preprocessing(model.spec(), model.data()))},
-                       {kModelIdentityKey, model.identity()},
-                       {"spec", model.spec().source},
-                       {"spec_sha256", model.spec().sha256},
-                       {"dtype", to_string(o.dtype)},
-                       {"best_epoch", std::to_string(r.best.epoch)},
-                       {"monitor", model.spec().train.early_stopping->monitor},
-                       {"monitor_value", format_double(r.best.value)}},
-                      StDtype::F64);
-  }
-  write_run_json(model, o, r, run_sha256);
-}
 
 // The mean of the epoch's per-step values from `begin` (its first step), summed in step order.
 double epoch_mean(const std::vector<double>& steps, size_t begin, int64_t count) {
@@ -182,10 +86,14 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     backend = open_backend(o.device, &why);
     if (!backend) throw Error("device " + std::string(to_string(o.device)) + ": " + why);
   }
+  std::optional<RunFolderLock> folder_lock;  // one writer per folder, from the first check to the last write
   if (writer) {
     fs::create_directories(o.out_dir, ec);
     if (ec || !fs::is_directory(o.out_dir))
       throw IoError(o.out_dir, "cannot create the output folder: " + (ec ? ec.message() : std::string("not a folder")));
+    folder_lock.emplace(o.out_dir);
+    if (const int stale = remove_stale_temporaries(o.out_dir))
+      diag::info(std::to_string(stale) + " temporary file(s) of an earlier, killed run removed from " + o.out_dir);
     const std::string probe = o.out_dir + "/.gradrun-write-test";
     write_file_atomic(probe, "");  // fail now, not after training, when the folder is not writable
     fs::remove(probe, ec);
@@ -202,9 +110,42 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
 
   Optimizer opt = model.make_optimizer();
   TrainResult r;
+  // Once this process has written "running", run.json says how the run ended on every exit path it
+  // survives: an exception before the outcome's files are written (a setup error, a full disk while
+  // writing the logs, weights or a checkpoint) leaves status failed with the counters of the
+  // checkpoint on disk (render_run_json); on a full disk written in place. When even that fails it
+  // keeps "running", which a reader takes for killed-or-unknown.
+  bool said_running = false, outcome_written = false;
+  auto say_running = [&] {
+    if (!writer) return;
+    write_run_json(model, o, r, run_sha);
+    said_running = true;
+  };
+  struct FailedOnUnwind {
+    std::function<void()> mark;
+    int pending = std::uncaught_exceptions();
+    ~FailedOnUnwind() {
+      if (std::uncaught_exceptions() > pending) mark();
+    }
+  } failed_on_unwind{[&] {
+    if (!writer || !said_running || outcome_written) return;
+    r.status = "failed";
+    r.stop_reason = "failed";
+    try {
+      const std::string text = render_run_json(model, o, r, run_sha);
+      try {
+        write_file_atomic(o.out_dir + "/run.json", text);
+      } catch (const IoError&) {  // no room for a second copy (disk full): the old one's room, in place
+        overwrite_file_in_place(o.out_dir + "/run.json", text);
+      }
+    } catch (...) {  // the original error is the one to report
+    }
+  }};
   r.target_epochs = o.epochs > 0 ? o.epochs : spec.train.epochs;
   int64_t first_epoch = 0, first_step = 0;
-  std::string resumed_from;
+  std::string resumed_from;  // the checkpoint file resumed from
+  bool resume_fell_back = false;
+  int64_t resumed_in_epoch = 0;
   std::optional<EarlyStopping> early;
   if (const auto& es = spec.train.early_stopping) {
     early.emplace(*es);
@@ -215,10 +156,13 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   regression_of(model);  // a declared metrics.regression that does not fit the graph: refused before training
   if (!o.resume_dir.empty()) {
     std::string dir = o.resume_dir;
-    if (fs::exists(dir + "/checkpoint/state.safetensors")) dir += "/checkpoint";
-    resumed_from = dir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    if (fs::path(dir).filename() != "checkpoint") dir += "/checkpoint";  // a run folder (or its checkpoint/)
     const std::string run_dir = fs::path(dir).parent_path().string();
     const Checkpoint c = read_checkpoint(dir, model, opt, identity);
+    resumed_from = c.path;
+    resume_fell_back = c.fell_back;
+    resumed_in_epoch = c.step_in_epoch;
     first_epoch = c.epoch;
     first_step = c.step_in_epoch;
     if (o.epochs <= 0) r.target_epochs = c.target_epochs > 0 ? c.target_epochs : spec.train.epochs;
@@ -237,6 +181,9 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     r.log.step_grad_norm = c.grad_norm_history;
     r.log.epochs = c.epochs;
     r.steps = c.step;
+    r.resumable = true;  // the checkpoint on disk, until this run writes its own
+    r.resumable_epoch = c.epoch, r.resumable_step = c.step, r.resumable_in_epoch = c.step_in_epoch;
+    r.resumable_dir = fs::path(c.path).parent_path().string();
     if (early) early->restore(r.log, c.best, model, dir);
     if (writer && !fs::equivalent(run_dir, o.out_dir, ec)) {  // in place, the folder is this run's (its weights stay until replaced)
       claim_run_folder(o.out_dir, run_sha, spec, o.force);
@@ -245,12 +192,15 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     }
     if (writer) write_run_spec(o.out_dir, spec);  // also in place: a folder from before spec.json gains one
   } else {
-    if (!o.init_file.empty()) model.load_params(read_safetensors(o.init_file), o.init_file);  // bad input: the folder stays
+    if (!o.init_file.empty()) model.load_params(read_sealed_weights(o.init_file), o.init_file);  // bad input: the folder stays
     if (writer) {
       claim_run_folder(o.out_dir, run_sha, spec, o.force);
+      // run.json first: a run killed before its first checkpoint leaves a folder that says whose it
+      // is (status running: killed-or-unknown), so the same run may start there again.
+      say_running();
       write_run_spec(o.out_dir, spec);  // the spec as trained: the run folder alone is the model
-      write_safetensors(o.out_dir + "/init.safetensors", model.param_views(),
-                        {{"spec", spec.source}, {"spec_sha256", spec.sha256}, {"steps", "0"}}, StDtype::F64);
+      write_sealed_safetensors(o.out_dir + "/init.safetensors", model.param_views(),
+                               {{"spec", spec.source}, {"spec_sha256", spec.sha256}, {"steps", "0"}, {"format", kWeightsFormat}});
     }
   }
   const int64_t target = r.target_epochs;
@@ -292,6 +242,13 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
                        "the last batch of " + std::to_string(rows.size()) + " rows does not fit the graph; set drop_last to true");
     model.reset();
   }
+  // The counters of a resumed checkpoint against this run's epochs (its seal and its own counters
+  // were checked when it was read).
+  if (!resumed_from.empty() && r.steps != first_epoch * steps_per_epoch + resumed_in_epoch)
+    throw DamagedCheckpoint(resumed_from, "__metadata__",
+                            "step " + std::to_string(r.steps) + " but epoch " + std::to_string(first_epoch) + " x " +
+                                std::to_string(steps_per_epoch) + " steps per epoch + step_in_epoch " + std::to_string(resumed_in_epoch) +
+                                ": the checkpoint is damaged");
   // Every validation row counts: a last partial validation batch the graph's fixed shapes cannot
   // take is refused now, rather than silently left out of val_loss and val_accuracy.
   if (spec.data && unfit_last_batch(model, model.data().validation) > 0)
@@ -322,7 +279,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     ~RestoreThreads() { set_num_threads(n); }
   } restore_threads{r.threads};
   InterruptGuard interrupts;
-  if (writer) write_run_json(model, o, r, run_sha);  // status running
+  say_running();  // status running (again: the threads and engine are known now)
   Progress progress(o.quiet || !writer, target, steps_per_epoch);
   const auto t0 = Clock::now();
   const double resumed_seconds = r.log.epochs.empty() ? 0.0 : r.log.epochs.back().seconds;
@@ -330,7 +287,8 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   const std::string ckpt_dir = o.out_dir + "/checkpoint";
   auto last_checkpoint = Clock::now();
   int64_t checkpoint_epoch = first_epoch;  // the last good checkpoint: the resumed one until we write ours
-  std::string checkpoint_where = first_epoch > 0 || first_step > 0 ? resumed_from : ckpt_dir;
+  std::string checkpoint_where = first_epoch > 0 || first_step > 0 ? fs::path(resumed_from).parent_path().string() : ckpt_dir;
+  bool wrote_checkpoint = first_epoch > 0 || first_step > 0;  // a resumed run has its checkpoint on disk already
   auto stop = [&](const std::string& status) {
     restore_host_copies();  // the weight files need every parameter
     r.seconds = seconds_since(t0);
@@ -338,12 +296,23 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     r.stop_reason = status;
     if (early) r.best = early->best();
     if (writer) write_outputs(model, o, r, run_sha);
+    outcome_written = true;  // interrupted, diverged, or failed (--expect) with the logs
   };
   // A checkpoint: the owners' optimizer moments to rank 0 first (every rank calls this), which writes.
   auto checkpoint = [&](int64_t epoch, int64_t step_in_epoch) {
     restore_host_copies();  // released again at the next epoch's start
     if (shards) shards->gather_optimizer_state();
-    if (writer) write_checkpoint(ckpt_dir, model, opt, r.log, epoch, step_in_epoch, target, identity, early ? early->best() : BestWeights{});
+    // After a fallback the damaged newest is overwritten, so the intact previous one stays.
+    if (writer)
+      write_checkpoint(ckpt_dir, model, opt, r.log, epoch, step_in_epoch, target, identity, early ? early->best() : BestWeights{},
+                       !std::exchange(resume_fell_back, false));
+    checkpoint_epoch = epoch;
+    checkpoint_where = ckpt_dir;
+    r.resumable = true;
+    r.resumable_epoch = epoch, r.resumable_step = r.steps, r.resumable_in_epoch = step_in_epoch;
+    r.resumable_dir = ckpt_dir;
+    wrote_checkpoint = true;
+    last_checkpoint = Clock::now();
   };
   // Logs a step's loss; false when it is not finite (the run stops there).
   auto record_step = [&](double value, int64_t epoch) {
@@ -391,134 +360,120 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   if (spec.optimizer.schedule)
     for (size_t i = 0; i < r.log.step_loss.size(); ++i)
       r.log.step_lr.push_back(scheduled_lr(spec.optimizer, static_cast<int64_t>(i + 1), r.log.step_epoch[i] - 1, steps_per_epoch));
-  try {
-    for (int64_t epoch = first_epoch; epoch < target; ++epoch) {
-      order = epoch_order(spec, n, epoch);
-      double epoch_sum = 0.0;
-      const int64_t s0 = epoch == first_epoch ? first_step : 0;
-      for (size_t i = 0; s0 > 0 && i < r.log.step_loss.size(); ++i)  // the interrupted epoch's steps so far, in order
-        if (r.log.step_epoch[i] == epoch + 1) epoch_sum = epoch_sum + r.log.step_loss[i];
-      const size_t epoch_begin = r.log.step_loss.size() - static_cast<size_t>(s0);
-      release_host_copies();  // restored before the epoch's evaluation
-      for (int64_t s = s0; s < steps_per_epoch; ++s) {
-        rows.clear();
-        for (int64_t i = s * batch; i < std::min(n, (s + 1) * batch); ++i) rows.push_back(order[static_cast<size_t>(i)]);
-        set_lr(static_cast<int64_t>(epoch_begin) + s + 1, epoch);
-        if (shards) {  // the shards' gradients summed in shard order, the optimizer sharded over the ranks
-          const ShardedStep::Outcome so = shards->step(train_rows, rows, static_cast<int64_t>(epoch_begin) + s + 1, InterruptGuard::requested());
-          if (!record_step(so.loss, epoch)) diverged(epoch);
-          r.log.step_grad_norm.push_back(so.grad_norm);
-          epoch_sum = epoch_sum + so.loss;
-          progress.step(epoch + 1, s + 1, so.loss);
-          if (so.interrupt && s + 1 < steps_per_epoch) interrupted(epoch, s + 1);
-          continue;
-        }
-        if (device) {  // forward, backward and the optimizer step replayed as one episode; the loss stays there
-          device->step(rows, s, static_cast<int64_t>(epoch_begin) + s + 1);
-          progress.step(epoch + 1, s + 1, kNaN);
-          continue;
-        }
-        const Clock::time_point step_start = tuner ? Clock::now() : Clock::time_point{};  // only auto times steps
-        if (tuner && tuner->next() != num_threads()) set_num_threads(tuner->next());
-        const std::vector<Var>& nodes = model.record(train_rows, rows, model.dropout_key(static_cast<int64_t>(epoch_begin) + s + 1));
-        const Var loss = nodes[static_cast<size_t>(p.loss)];
-        const double value = model.tape().scalar(loss);
-        if (!model.tape().backward(loss)) throw Error("backward failed: " + model.tape().error());
-        if (!record_step(value, epoch)) {
-          model.reset();
-          diverged(epoch);
-        }
-        opt.step(model.tape());
-        r.log.step_grad_norm.push_back(opt.last_grad_norm());
+  for (int64_t epoch = first_epoch; epoch < target; ++epoch) {
+    order = epoch_order(spec, n, epoch);
+    double epoch_sum = 0.0;
+    const int64_t s0 = epoch == first_epoch ? first_step : 0;
+    for (size_t i = 0; s0 > 0 && i < r.log.step_loss.size(); ++i)  // the interrupted epoch's steps so far, in order
+      if (r.log.step_epoch[i] == epoch + 1) epoch_sum = epoch_sum + r.log.step_loss[i];
+    const size_t epoch_begin = r.log.step_loss.size() - static_cast<size_t>(s0);
+    release_host_copies();  // restored before the epoch's evaluation
+    for (int64_t s = s0; s < steps_per_epoch; ++s) {
+      rows.clear();
+      for (int64_t i = s * batch; i < std::min(n, (s + 1) * batch); ++i) rows.push_back(order[static_cast<size_t>(i)]);
+      set_lr(static_cast<int64_t>(epoch_begin) + s + 1, epoch);
+      if (shards) {  // the shards' gradients summed in shard order, the optimizer sharded over the ranks
+        const ShardedStep::Outcome so = shards->step(train_rows, rows, static_cast<int64_t>(epoch_begin) + s + 1, InterruptGuard::requested());
+        if (!record_step(so.loss, epoch)) diverged(epoch);
+        r.log.step_grad_norm.push_back(so.grad_norm);
+        epoch_sum = epoch_sum + so.loss;
+        progress.step(epoch + 1, s + 1, so.loss);
+        if (so.interrupt && s + 1 < steps_per_epoch) interrupted(epoch, s + 1);
+        continue;
+      }
+      if (device) {  // forward, backward and the optimizer step replayed as one episode; the loss stays there
+        device->step(rows, s, static_cast<int64_t>(epoch_begin) + s + 1);
+        progress.step(epoch + 1, s + 1, kNaN);
+        continue;
+      }
+      const Clock::time_point step_start = tuner ? Clock::now() : Clock::time_point{};  // only auto times steps
+      if (tuner && tuner->next() != num_threads()) set_num_threads(tuner->next());
+      const std::vector<Var>& nodes = model.record(train_rows, rows, model.dropout_key(static_cast<int64_t>(epoch_begin) + s + 1));
+      const Var loss = nodes[static_cast<size_t>(p.loss)];
+      const double value = model.tape().scalar(loss);
+      if (!model.tape().backward(loss)) throw Error("backward failed: " + model.tape().error());
+      if (!record_step(value, epoch)) {
         model.reset();
-        if (tuner) {
-          if (tuner->record(seconds_since(step_start))) diag::debug(tuner->describe());
-          r.steps_on_one_thread = tuner->steps_on(1);
-        }
+        diverged(epoch);
+      }
+      opt.step(model.tape());
+      r.log.step_grad_norm.push_back(opt.last_grad_norm());
+      model.reset();
+      if (tuner) {
+        if (tuner->record(seconds_since(step_start))) diag::debug(tuner->describe());
+        r.steps_on_one_thread = tuner->steps_on(1);
+      }
+      epoch_sum = epoch_sum + value;
+      progress.step(epoch + 1, s + 1, value);
+      if (InterruptGuard::requested() && s + 1 < steps_per_epoch) interrupted(epoch, s + 1);
+      if (!wrote_checkpoint && r.steps_run == kFirstCheckpointSteps && s + 1 < steps_per_epoch) {  // a long first epoch
+        checkpoint(epoch, s + 1);
+        diag::debug("checkpoint at step " + std::to_string(r.steps) + " (epoch " + std::to_string(epoch + 1) + ") written to " + ckpt_dir);
+      }
+    }
+    if (device) {  // one download per epoch (two: the gradient norms too)
+      const std::vector<double> norms = device->epoch_grad_norms(steps_per_epoch);
+      r.log.step_grad_norm.insert(r.log.step_grad_norm.end(), norms.begin(), norms.end());
+      for (double value : device->epoch_losses(steps_per_epoch)) {
+        if (!record_step(value, epoch)) diverged(epoch);
         epoch_sum = epoch_sum + value;
-        progress.step(epoch + 1, s + 1, value);
-        if (InterruptGuard::requested() && s + 1 < steps_per_epoch) interrupted(epoch, s + 1);
-      }
-      if (device) {  // one download per epoch (two: the gradient norms too)
-        const std::vector<double> norms = device->epoch_grad_norms(steps_per_epoch);
-        r.log.step_grad_norm.insert(r.log.step_grad_norm.end(), norms.begin(), norms.end());
-        for (double value : device->epoch_losses(steps_per_epoch)) {
-          if (!record_step(value, epoch)) diverged(epoch);
-          epoch_sum = epoch_sum + value;
-        }
-      }
-      const double mean = epoch_sum / static_cast<double>(steps_per_epoch);
-      // Divergence: the epoch's mean train loss against the first epoch's (in epoch 1, the first step's).
-      const double ref = r.log.epochs.empty() ? (r.log.step_loss.empty() ? kNaN : r.log.step_loss.front()) : r.log.epochs.front().train_loss;
-      if (!r.log.step_loss.empty() && std::isfinite(ref) && ref > 0 && mean > spec.train.diverge_factor * ref) {
-        size_t worst = epoch_begin;
-        while (worst + 1 < r.log.step_loss.size() && !(r.log.step_loss[worst] > spec.train.diverge_factor * ref)) ++worst;
-        if (device) device->sync(opt);
-        stop("diverged");
-        throw DivergedError(spec.path + ": training diverged: epoch " + std::to_string(epoch + 1) + "'s mean train loss " +
-                            format_double(mean) + " is above train.diverge_factor " + format_double(spec.train.diverge_factor) +
-                            " x " + (r.log.epochs.empty() ? "the first step's loss " : "epoch 1's ") + format_double(ref) +
-                            " (first at step " + std::to_string(worst + 1) + ", loss " + format_double(r.log.step_loss[worst]) +
-                            "); " + divergence_advice(spec) + "; " + kept());
-      }
-      if (device) device->sync(opt);  // parameters to the tape (validation, files), optimizer state to opt
-      if (shards) shards->restore_host_copies();  // a device's sync restored its own
-      const Evaluation val = evaluate_metrics(model, model.data().validation);
-      const double val_loss = val.loss;
-      EpochRecord e{epoch + 1, mean, val.loss, val.accuracy, resumed_seconds + seconds_since(t0), r.steps};
-      e.train_accuracy = train_accuracy(model);
-      e.grad_norm = epoch_mean(r.log.step_grad_norm, epoch_begin, steps_per_epoch);
-      e.val_mae = val.mae, e.val_rmse = val.rmse, e.val_r2 = val.r2;
-      r.log.epochs.push_back(e);
-      if (early) early->observe(e, model);
-      const bool stop_early = early && early->should_stop(epoch + 1) && epoch + 1 < target;
-      // A checkpoint after the last epoch, and on the way at most every kCheckpointSeconds (tiny
-      // epochs would otherwise spend their time writing checkpoints).
-      if (diag::enabled(diag::Level::Debug))
-        diag::debug("epoch " + std::to_string(epoch + 1) + ": mean train loss " + format_double(mean) + ", val loss " +
-                    format_double(val_loss) + ", " + std::to_string(static_cast<int64_t>(1e3 * e.seconds)) + " ms since the run began");
-      double due = epoch + 1 == target || stop_early || seconds_since(last_checkpoint) >= kCheckpointSeconds ? 1.0 : 0.0;
-      if (comm.size() > 1) comm.broadcast(&due, 1, 0);  // rank 0's clock decides for every rank
-      if (due != 0.0) {
-        const auto c0 = Clock::now();
-        checkpoint(epoch + 1, 0);
-        diag::debug("checkpoint of epoch " + std::to_string(epoch + 1) + " written to " + ckpt_dir + " in " +
-                    std::to_string(static_cast<int64_t>(1e3 * seconds_since(c0))) + " ms");
-        last_checkpoint = Clock::now();
-        checkpoint_epoch = epoch + 1;
-        checkpoint_where = ckpt_dir;
-      }
-      progress.epoch(e);
-      if (stop_early) {
-        r.stop_reason = "early_stopping";
-        r.stop_detail = "stopped after epoch " + std::to_string(epoch + 1) + ": " + early->describe_stop(epoch + 1);
-        break;
-      }
-      double stop_now = InterruptGuard::requested() ? 1.0 : 0.0;
-      if (comm.size() > 1) comm.broadcast(&stop_now, 1, 0);  // mpirun signals every rank; rank 0's view decides
-      if (stop_now != 0.0 && epoch + 1 < target) interrupted(epoch + 1, 0);
-    }
-    r.seconds = seconds_since(t0);
-    r.weights_sha256 = weights_digest(model);
-    r.status = "complete";
-    if (r.stop_reason.empty()) r.stop_reason = "epochs";
-    if (early) r.best = early->best();
-    if (writer) write_outputs(model, o, r, run_sha);
-  } catch (const InterruptedError&) {
-    throw;
-  } catch (const DivergedError&) {
-    throw;
-  } catch (...) {
-    if (r.status == "running") {
-      r.status = "failed";
-      r.stop_reason = "failed";
-      try {
-        if (writer) write_run_json(model, o, r, run_sha);
-      } catch (...) {  // the original error is the one to report
       }
     }
-    throw;
+    const double mean = epoch_sum / static_cast<double>(steps_per_epoch);
+    // Divergence: the epoch's mean train loss against the first epoch's (in epoch 1, the first step's).
+    const double ref = r.log.epochs.empty() ? (r.log.step_loss.empty() ? kNaN : r.log.step_loss.front()) : r.log.epochs.front().train_loss;
+    if (!r.log.step_loss.empty() && std::isfinite(ref) && ref > 0 && mean > spec.train.diverge_factor * ref) {
+      size_t worst = epoch_begin;
+      while (worst + 1 < r.log.step_loss.size() && !(r.log.step_loss[worst] > spec.train.diverge_factor * ref)) ++worst;
+      if (device) device->sync(opt);
+      stop("diverged");
+      throw DivergedError(spec.path + ": training diverged: epoch " + std::to_string(epoch + 1) + "'s mean train loss " +
+                          format_double(mean) + " is above train.diverge_factor " + format_double(spec.train.diverge_factor) +
+                          " x " + (r.log.epochs.empty() ? "the first step's loss " : "epoch 1's ") + format_double(ref) +
+                          " (first at step " + std::to_string(worst + 1) + ", loss " + format_double(r.log.step_loss[worst]) +
+                          "); " + divergence_advice(spec) + "; " + kept());
+    }
+    if (device) device->sync(opt);  // parameters to the tape (validation, files), optimizer state to opt
+    if (shards) shards->restore_host_copies();  // a device's sync restored its own
+    const Evaluation val = evaluate_metrics(model, model.data().validation);
+    const double val_loss = val.loss;
+    EpochRecord e{epoch + 1, mean, val.loss, val.accuracy, resumed_seconds + seconds_since(t0), r.steps};
+    e.train_accuracy = train_accuracy(model);
+    e.grad_norm = epoch_mean(r.log.step_grad_norm, epoch_begin, steps_per_epoch);
+    e.val_mae = val.mae, e.val_rmse = val.rmse, e.val_r2 = val.r2;
+    r.log.epochs.push_back(e);
+    if (early) early->observe(e, model);
+    const bool stop_early = early && early->should_stop(epoch + 1) && epoch + 1 < target;
+    // A checkpoint after the first and the last epoch, and on the way at most every
+    // kCheckpointSeconds (tiny epochs would otherwise spend their time writing checkpoints).
+    if (diag::enabled(diag::Level::Debug))
+      diag::debug("epoch " + std::to_string(epoch + 1) + ": mean train loss " + format_double(mean) + ", val loss " +
+                  format_double(val_loss) + ", " + std::to_string(static_cast<int64_t>(1e3 * e.seconds)) + " ms since the run began");
+    double due = epoch + 1 == target || stop_early || !wrote_checkpoint || seconds_since(last_checkpoint) >= kCheckpointSeconds ? 1.0 : 0.0;
+    if (comm.size() > 1) comm.broadcast(&due, 1, 0);  // rank 0's clock decides for every rank
+    if (due != 0.0) {
+      const auto c0 = Clock::now();
+      checkpoint(epoch + 1, 0);
+      diag::debug("checkpoint of epoch " + std::to_string(epoch + 1) + " written to " + ckpt_dir + " in " +
+                  std::to_string(static_cast<int64_t>(1e3 * seconds_since(c0))) + " ms");
+    }
+    progress.epoch(e);
+    if (stop_early) {
+      r.stop_reason = "early_stopping";
+      r.stop_detail = "stopped after epoch " + std::to_string(epoch + 1) + ": " + early->describe_stop(epoch + 1);
+      break;
+    }
+    double stop_now = InterruptGuard::requested() ? 1.0 : 0.0;
+    if (comm.size() > 1) comm.broadcast(&stop_now, 1, 0);  // mpirun signals every rank; rank 0's view decides
+    if (stop_now != 0.0 && epoch + 1 < target) interrupted(epoch + 1, 0);
   }
+  r.seconds = seconds_since(t0);
+  r.weights_sha256 = weights_digest(model);
+  r.status = "complete";
+  if (r.stop_reason.empty()) r.stop_reason = "epochs";
+  if (early) r.best = early->best();
+  if (writer) write_outputs(model, o, r, run_sha);
+  outcome_written = true;
   return r;
 }
 

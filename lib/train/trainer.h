@@ -5,7 +5,8 @@
 // partial batch dropped unless drop_last is false); per batch: fill the input slots, record,
 // backward, optimizer step (logging the step's loss and gradient norm), reset_to(mark). After each
 // epoch: the metrics.csv row (train accuracy, validation loss, accuracy and regression metrics);
-// a checkpoint after the last epoch and at most every 2 s on the way. At the end: loss.csv, metrics.csv, weights.safetensors, loss.svg, run.json.
+// a checkpoint after the first epoch (or its first 100 steps), after the last, and at most every 2 s
+// on the way (the two newest kept). At the end: loss.csv, metrics.csv, weights.safetensors, loss.svg, run.json.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -53,7 +54,7 @@ struct TrainResult {
   int64_t steps_run = 0;    // the steps this process ran (what `seconds` timed)
   double seconds = 0.0;
   int64_t target_epochs = 0;
-  std::string status = "running";  // run.json: running | complete | interrupted | diverged | failed
+  std::string status = "running";  // run.json: running | complete | interrupted | diverged | failed (docs/cli.md)
   std::string weights_sha256;
   bool fused = false;  // the device ran generated megakernels
   int threads = 1;     // num_threads() when the run started: the most threads a step used
@@ -63,6 +64,11 @@ struct TrainResult {
   // reason in stop_detail), "interrupted", "diverged", "failed"; empty while running.
   std::string stop_reason, stop_detail;
   BestWeights best;  // under train.early_stopping: the best epoch's weights so far (epoch 0: none)
+  // The newest checkpoint on disk (written by this run or resumed from): what a resume continues
+  // from; a failed run's run.json reports these, not what was in memory.
+  bool resumable = false;
+  int64_t resumable_epoch = 0, resumable_step = 0, resumable_in_epoch = 0;
+  std::string resumable_dir;
 };
 
 // Throws InputError / IoError for bad input and unwritable outputs; a diverged run (NaN/inf loss, or
