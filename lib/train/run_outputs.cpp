@@ -88,12 +88,6 @@ std::string render_run_json(Model& model, const TrainOptions& o, const TrainResu
 }
 
 void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, const std::string& run_sha256) {
-  // receipt.json pins the whole run as its files stand now (train/receipt.h); run.json comes last,
-  // so its "complete" follows every other file.
-  const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();
-  const ReceiptInput in{&model, o.out_dir, r.status, run_sha256, to_string(o.device), to_string(o.dtype), r.fused, r.threads,
-                        r.steps, last ? last->epoch : 0};
-  write_file_atomic(o.out_dir + "/receipt.json", render_receipt(in));
   write_file_atomic(o.out_dir + "/run.json", render_run_json(model, o, r, run_sha256));
 }
 
@@ -135,6 +129,12 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, co
                        {"monitor", model.spec().train.early_stopping->monitor},
                        {"monitor_value", format_double(r.best.value)}});
   }
+  // receipt.json pins the whole run as its files stand now (train/receipt.h); run.json comes last,
+  // so its "complete" follows every other file.
+  const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();
+  const ReceiptInput in{&model, o.out_dir, r.status, run_sha256, to_string(o.device), to_string(o.dtype), r.fused, r.threads,
+                        r.steps, last ? last->epoch : 0};
+  write_file_atomic(o.out_dir + "/receipt.json", render_receipt(in));
   write_run_json(model, o, r, run_sha256);
 }
 
