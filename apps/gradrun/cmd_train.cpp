@@ -69,7 +69,7 @@ void run_train(const TrainFlags& f) {
   if (const int launched = dist::launched_size(); launched > 0) {
     if (!dist::built_with_mpi()) {
       if (launched > 1) throw UsageError("this gradrun was built without MPI, so mpirun's " + std::to_string(launched) +
-                                         " processes would each train alone; install libopenmpi-dev (scripts/setup does) and rebuild");
+                                         " processes would each train alone; install Open MPI and rebuild (scripts/setup --minimal --mpi)");
     } else {
       g_comm = dist::world();
     }
@@ -77,6 +77,10 @@ void run_train(const TrainFlags& f) {
   apply_threads(f.threads);
   Spec spec = load_with_overrides(f.spec, f.overrides);
   require_trainable(spec);
+  if (spec.train.shards > 1 && !g_comm && !dist::built_with_mpi())
+    diag::info("train.shards = " + std::to_string(spec.train.shards) +
+               ": the shards run in this one process, with the same bits as under mpirun; this gradrun was built without MPI, "
+               "so to spread them over processes install Open MPI and rebuild (scripts/setup --minimal --mpi)");
   DeviceChoice d = choose_device(spec, f.device, f.dtype, f.fuse);
   if (!f.init.empty() && !f.resume.empty()) throw UsageError("--init and --resume cannot be combined");
   std::vector<std::string> expect;
