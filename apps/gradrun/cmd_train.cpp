@@ -69,7 +69,7 @@ void run_train(const TrainFlags& f) {
   if (const int launched = dist::launched_size(); launched > 0) {
     if (!dist::built_with_mpi()) {
       if (launched > 1) throw UsageError("this gradrun was built without MPI, so mpirun's " + std::to_string(launched) +
-                                         " processes would each train alone; install libopenmpi-dev (scripts/setup does) and rebuild");
+                                         " processes would each train alone; install Open MPI and rebuild (scripts/setup --minimal --mpi)");
     } else {
       g_comm = dist::world();
     }
@@ -84,6 +84,10 @@ void run_train(const TrainFlags& f) {
   // A resume without SPEC trains the run folder's spec.json: the spec as trained, --set included.
   Spec spec = f.spec.empty() ? load_spec_or_run(resume_run, f.overrides) : load_spec_or_run(f.spec, f.overrides);
   require_trainable(spec);
+  if (spec.train.shards > 1 && !g_comm && !dist::built_with_mpi())
+    diag::info("train.shards = " + std::to_string(spec.train.shards) +
+               ": the shards run in this one process, with the same bits as under mpirun; this gradrun was built without MPI, "
+               "so to spread them over processes install Open MPI and rebuild (scripts/setup --minimal --mpi)");
   // A resume continues on the engine the run used (run.json) unless the command line says otherwise.
   std::string device_flag = f.device, dtype_flag = f.dtype;
   bool fuse_flag = f.fuse;

@@ -5,7 +5,7 @@ namespace gr::dist {
 
 bool built_with_mpi() { return false; }
 std::unique_ptr<Comm> world() {
-  throw CommError("this gradrun was built without MPI; install libopenmpi-dev (scripts/setup does) and rebuild");
+  throw CommError("this gradrun was built without MPI; install Open MPI (libopenmpi-dev) and rebuild (scripts/setup --minimal --mpi)");
 }
 
 }  // namespace gr::dist

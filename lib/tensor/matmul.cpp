@@ -19,7 +19,8 @@
 // NR-wide k-major panels; for each MC-tall row block A is packed into MR-tall k-major panels; an
 // MR x NR register tile (matmul_kernel.h: MR broadcasts of A times NV vectors of B per k) runs
 // over every panel pair, one kernel call per column panel for all its full row tiles. Edge tiles
-// use smaller instantiations of the same kernel (fewer rows / vectors). With few rows, B is read
+// use smaller instantiations of the same kernel (fewer rows / vectors); all of them are compiled
+// in matmul_kernels_*.cpp and picked here from the tables of matmul_tile.h. With few rows, B is read
 // in place rather than packed, and up to 3 rows take two panels per tile; with a narrow C, A is
 // read in place (broadcasts are scalar loads either way) and a transposed A gets 2*MR-row tiles;
 // with very few rows (<= 8) and a wide row-major B, a row-streaming loop (acc rows in C or on the
@@ -32,9 +33,9 @@
 #include "tensor/matmul.h"
 
 #include "gr_reduce.h"
-#include "tensor/matmul_kernel.h"
 #include "tensor/matmul_pack.h"
 #include "tensor/matmul_simd.h"
+#include "tensor/matmul_tile.h"
 #include "tensor/parallel.h"
 
 #include <algorithm>
@@ -94,15 +95,14 @@
 namespace gr {
 namespace {
 
+using detail::kernel_grid;
+using detail::KernelFn;
+using detail::KernelGrid;
 using detail::kPlusZero;
-using detail::kTable;
 using detail::kTransDst;
 using detail::kTransInit;
 using detail::kWideRows;
-using detail::kWideTable;
-using detail::KernelFn;
 using detail::MR;
-using detail::NV;
 constexpr int64_t KC = GR_MM_KC;
 constexpr int64_t MC = (GR_MM_MC + MR - 1) / MR * MR;
 // The tile's lanes and width for element type T (matmul_kernel.h), and its column block.
@@ -231,6 +231,7 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
   // Narrow C: each A value is used by only a few column panels, so packing A costs about what it
   // saves; the kernel broadcasts A's values from where they are (each a scalar load either way).
   const bool direct_a = in_place_ok && N <= kDirectANc;
+  const KernelGrid<T, S>& kernels = kernel_grid<T, S>(direct_a);
   // Accumulate with more than one k slice parks the running acc for an M x nc block in scratch.
   const bool park_in_scratch = accumulate && K > KC;
   S* park = park_in_scratch ? t_buf.get(static_cast<size_t>(M * (N < NC ? N : NC))) : nullptr;
@@ -297,7 +298,7 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
           fn(ap + ip * kc, 1, MR, p.b, p.ldb, kc, init, ld_init, dst, ld_dst, acc_store, p.n_valid, trans, tiles);
         };
         // The MR-row (or fewer) kernel for a panel of nv vectors, reading A packed or in place.
-        auto row_kernel = [&](int64_t rows, int nv) { return kTable<T, S>.fn[rows - 1][(direct_a ? NV : 0) + nv - 1]; };
+        auto row_kernel = [&](int64_t rows, int nv) { return kernels.fn[rows - 1][nv - 1]; };
         if (rows_outer) {
           // Walk C along its rows, one MR-row tile across every panel at a time (why: above).
           for (int64_t ip = 0; ip < mc; ip += MR) {
@@ -315,7 +316,7 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
           int64_t ip = 0;
           if constexpr (in_place_ok) {
             if (wide) {
-              tile(0, jp, p, kWideTable<T>.fn[mc - 1][direct_a ? 1 : 0]);
+              tile(0, jp, p, kernels.wide[mc - 1]);
               jp += 2 * NR;
               continue;
             }
@@ -327,8 +328,7 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
           if constexpr (in_place_ok) {
             if (direct_a && p.nv <= 2 && x.a_rs == 1 && mc >= 2 * MR) {
               const int tiles = static_cast<int>(mc / (2 * MR));
-              const KernelFn<T, S> fn = p.nv == 1 ? &detail::kernel<T, S, 2 * MR, 1, true> : &detail::kernel<T, S, 2 * MR, 2, true>;
-              tile(ip, jp, p, fn, tiles);
+              tile(ip, jp, p, kernels.tall[p.nv - 1], tiles);
               ip += tiles * 2 * MR;
             }
           }

@@ -1,48 +1,17 @@
-// matmul_kernel.h — private to lib/tensor's matmul.cpp: the register tile (micro-kernel) of the
-// bit-exact matmul and its dispatch tables. Each output element's accumulator is one SIMD lane that
-// sees acc = fma(a, b, acc) for k in ascending order from +0.0 (or from the value parked by the
-// previous k slice): the serial-k loop's own sequence of roundings (matmul.cpp, matmul.h).
+// matmul_kernel.h — private to lib/tensor's matmul_kernels_*.cpp: the register tile (micro-kernel)
+// of the bit-exact matmul and make_grid, which fills one of matmul_tile.h's kernel tables. Each
+// output element's accumulator is one SIMD lane that sees acc = fma(a, b, acc) for k in ascending
+// order from +0.0 (or from the value parked by the previous k slice): the serial-k loop's own
+// sequence of roundings (matmul.cpp, matmul.h).
 #pragma once
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <utility>
 
-#include "tensor/matmul_simd.h"
-
-// Register tile: MR rows x NV vectors (NR = NV*W columns). Accumulators: MR*NV vector registers.
-#ifndef GR_MM_MR
-#if GR_MM_W == 8
-#define GR_MM_MR 6  // 6 x 32: 24 accumulators + 4 B vectors + broadcast of 32 zmm
-#elif GR_MM_W == 4
-#define GR_MM_MR 6  // 6 x 8: 12 accumulators of 16 ymm
-#else
-#define GR_MM_MR 4  // 4 x 4: 8 accumulators of 16 xmm
-#endif
-#endif
-#ifndef GR_MM_NV
-#if GR_MM_W == 8
-// 6 x 4 vectors beat 12 x 2, 14 x 2 and 8 x 3 on Zen 5 (AVX-512, 2 FMA pipes): per k step 6
-// broadcasts + 4 loads feed 24 FMAs, fewer loads per FMA than 12 x 2's 12 + 2.
-#define GR_MM_NV 4
-#else
-#define GR_MM_NV 2
-#endif
-#endif
+#include "tensor/matmul_tile.h"
 
 namespace gr::detail {
-
-constexpr int MR = GR_MM_MR;
-constexpr int NV = GR_MM_NV;
-// Lanes and panel width of element type T: a float vector holds twice the doubles' lanes, so its
-// tile is twice as wide in columns with the same registers.
-template <class T>
-struct Tile {
-  static constexpr int W = Simd<T>::W;
-  static constexpr int NR = NV * W;
-};
-constexpr int kTransInit = 1, kTransDst = 2;  // kernel's `trans` bits: init / dst hold the tile transposed
-constexpr int kPlusZero = 4;                  // and: an overwriting store writes acc + 0 (MatmulStore::OntoZero)
 
 // C's rows to and from the arithmetic type T when C is stored wider (C = double holding floats,
 // the f32 tape): the conversions are exact, so C stored either way holds the same values.
@@ -187,39 +156,32 @@ void kernel(const T* __restrict a_first, int64_t ars, int64_t acs, const T* __re
   }
 }
 
-template <class T, class C>
-using KernelFn = void (*)(const T*, int64_t, int64_t, const T*, int64_t, int64_t, const C*, int64_t, C*, int64_t, bool,
-                          int, int, int);
-
-// With C stored wider than T, A is always packed: no direct-A kernels.
-template <class T, class C, int mr, int... vs>
+// make_grid<T, C, direct_a>(): the KernelGrid (matmul_tile.h) of every tile size, for one way of
+// reading A. Taking a kernel's address instantiates it, so the unit that makes a grid compiles its
+// kernels (matmul_kernels_*.cpp, one grid each).
+template <class T, class C, bool direct_a, int mr, int... vs>
 constexpr void fill_row(KernelFn<T, C>* row, std::integer_sequence<int, vs...>) {
-  ((row[vs] = &kernel<T, C, mr, vs + 1, false>), ...);
-  if constexpr (std::is_same_v<T, C>) ((row[NV + vs] = &kernel<T, C, mr, vs + 1, true>), ...);
+  ((row[vs] = &kernel<T, C, mr, vs + 1, direct_a>), ...);
 }
-template <class T, class C, int... rs>
-struct KernelTable {
-  KernelFn<T, C> fn[MR][2 * NV];  // [rows - 1][vectors - 1], then the same with direct A
-  constexpr KernelTable() : fn{} { (fill_row<T, C, rs + 1>(fn[rs], std::make_integer_sequence<int, NV>{}), ...); }
-};
-template <class T, class C, int... rs>
-constexpr KernelTable<T, C, rs...> make_table(std::integer_sequence<int, rs...>) {
-  return KernelTable<T, C, rs...>{};
+template <class T, class C, bool direct_a, int... rs>
+constexpr void fill_wide(KernelFn<T, C>* wide, std::integer_sequence<int, rs...>) {
+  ((wide[rs] = &kernel<T, C, rs + 1, 2 * NV, direct_a>), ...);
 }
-template <class T, class C>
-constexpr auto kTable = make_table<T, C>(std::make_integer_sequence<int, MR>{});
-
-// Two-panel kernels (2*NV vectors) for 1 .. kWideRows rows, with A packed or in place.
-constexpr int kWideRows = 3;
-template <class T, int... rs>
-struct WideTable {
-  KernelFn<T, T> fn[kWideRows][2]{{&kernel<T, T, rs + 1, 2 * NV, false>, &kernel<T, T, rs + 1, 2 * NV, true>}...};
-};
-template <class T, int... rs>
-constexpr WideTable<T, rs...> make_wide(std::integer_sequence<int, rs...>) {
-  return {};
+template <class T, class C, bool direct_a, int... rs>
+constexpr KernelGrid<T, C> make_grid_rows(std::integer_sequence<int, rs...>) {
+  static_assert(std::is_same_v<T, C> || !direct_a, "with C stored wider than T, A is always packed");
+  KernelGrid<T, C> g{};
+  (fill_row<T, C, direct_a, rs + 1>(g.fn[rs], std::make_integer_sequence<int, NV>{}), ...);
+  if constexpr (std::is_same_v<T, C>) fill_wide<T, C, direct_a>(g.wide, std::make_integer_sequence<int, kWideRows>{});
+  if constexpr (std::is_same_v<T, C> && direct_a) {
+    g.tall[0] = &kernel<T, C, 2 * MR, 1, true>;
+    g.tall[1] = &kernel<T, C, 2 * MR, 2, true>;
+  }
+  return g;
 }
-template <class T>
-constexpr auto kWideTable = make_wide<T>(std::make_integer_sequence<int, kWideRows>{});
+template <class T, class C, bool direct_a>
+constexpr KernelGrid<T, C> make_grid() {
+  return make_grid_rows<T, C, direct_a>(std::make_integer_sequence<int, MR>{});
+}
 
 }  // namespace gr::detail

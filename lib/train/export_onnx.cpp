@@ -51,7 +51,7 @@ using onnx::attr_ints;
 using onnx::NodeProto;
 
 // Value names, unique within the graph (ONNX values are single-assignment).
-class Names {
+class ValueNames {
  public:
   std::string take(const std::string& wanted) {
     std::string name = wanted;
@@ -70,7 +70,7 @@ struct Builder {
   const Program& p;
   const SafetensorsFile& weights;
   onnx::ModelProto model;
-  Names names;
+  ValueNames names;
   std::vector<std::string> node_val, param_val, const_val, input_val;
   std::vector<bool> needed_node, needed_input, needed_param, needed_const;
   bool symbolic = true;

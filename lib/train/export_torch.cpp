@@ -79,7 +79,7 @@ std::string sanitize(const std::string& s) {
 }
 
 // Attribute names, unique within the module.
-class Names {
+class AttrNames {
  public:
   std::string take(const std::string& wanted) {
     std::string name = wanted;
@@ -129,7 +129,7 @@ struct Emitter {
   std::vector<bool> needed_node, needed_input, needed_param, needed_const;
   std::ostringstream init, fwd;
   TorchExport out;
-  Names names;
+  AttrNames names;
   // The module's dtype: the run's precision (out.real).
   const char* dtype() const { return out.real == Real::F32 ? "torch.float32" : "torch.float64"; }
 
