@@ -14,8 +14,6 @@ namespace gr {
 
 namespace {
 
-constexpr int64_t kEpochColumns = 11;
-
 int64_t meta_integer(const SafetensorsFile& f, const std::string& path, const char* key, bool required = true) {
   const auto it = f.metadata.find(key);
   if (it == f.metadata.end()) {

@@ -18,7 +18,6 @@
 namespace gr {
 
 namespace {
-constexpr int64_t kEpochColumns = 11;  // epoch_metrics: the EpochRecord fields in declaration order
 constexpr const char* kFormat = "gradrun-checkpoint-2";  // sealed (io/seal.h); -1: unsealed, from before
 }  // namespace
 

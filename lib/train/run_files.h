@@ -24,6 +24,9 @@ struct EpochRecord {
   double val_mae = kNaNMetric, val_rmse = kNaNMetric, val_r2 = kNaNMetric;  // regression models
 };
 
+// A checkpoint's epoch_metrics columns: the EpochRecord fields in declaration order.
+inline constexpr int64_t kEpochColumns = 11;
+
 struct RunLog {
   std::vector<double> step_loss;      // one per optimizer step, step k at index k-1
   std::vector<int64_t> step_epoch;    // 1-based epoch of each step
