@@ -28,6 +28,18 @@ bool fsync_wanted() {
   return wanted;
 }
 
+// Writes all of `bytes` to fd (retrying short writes and EINTR); errno of the failure, else 0.
+int write_all(int fd, std::string_view bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
 // The folder's entry for a renamed file on disk too (a rename is durable only once its folder is).
 void sync_folder_of(const std::string& path) {
   std::string dir = std::filesystem::path(path).parent_path().string();
@@ -47,17 +59,10 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError(path, std::string("cannot write: ") + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw IoError(path, std::string("cannot write: ") + std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
+  if (const int err = write_all(fd, bytes); err != 0) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw IoError(path, std::string("cannot write: ") + std::strerror(err));
   }
   if (fsync_wanted() && ::fsync(fd) != 0) {  // the bytes on disk before the name points at them
     const int err = errno;
@@ -81,16 +86,9 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
 void overwrite_file_in_place(const std::string& path, std::string_view bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0) throw IoError(path, std::string("cannot write: ") + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      throw IoError(path, std::string("cannot write: ") + std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
+  if (const int err = write_all(fd, bytes); err != 0) {
+    ::close(fd);
+    throw IoError(path, std::string("cannot write: ") + std::strerror(err));
   }
   const bool synced = !fsync_wanted() || ::fsync(fd) == 0;
   const int err = errno;
