@@ -40,19 +40,11 @@ import numpy as np
 
 GR = os.path.abspath(sys.argv[1])
 ROOT = os.getcwd()
-fails = []
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from cli_support import Cli  # noqa: E402  (run gradrun, collect failures)
 
-
-def run(*args, code=0):
-    p = subprocess.run([GR, *args], capture_output=True, text=True)
-    if p.returncode != code:
-        fails.append(f"{' '.join(args)}: exit {p.returncode}, wanted {code}\n{p.stderr}")
-    return p
-
-
-def check(cond, what):
-    if not cond:
-        fails.append(what)
+cli = Cli(GR)
+fails, run, check = cli.fails, cli.run, cli.check
 
 
 def read(p, mode="r"):
