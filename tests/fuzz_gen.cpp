@@ -44,6 +44,10 @@ class Gen {
     pre_ = "s" + std::to_string(seed) + "_";
   }
 
+  // Draws in order: two draws in one call's arguments (f(coin(), pick(3))) are unsequenced in C++,
+  // and GCC orders them differently on x86-64 and aarch64 — the same seed made another graph on
+  // each (scripts/cross-check found it). Every call below takes at most one draw in its arguments;
+  // the others are named first, in the order x86-64 GCC evaluated them, so the seeds keep their graphs.
   int64_t pick(int64_t n) { return static_cast<int64_t>(rng_.next() % static_cast<uint64_t>(n)); }
   bool coin(int64_t n = 2) { return pick(n) == 0; }
 
@@ -143,7 +147,10 @@ class Gen {
         else v = reduce("mean", reduce("sum", a, 0, true), 1, true);
         break;
       case 3:
-        if (coin()) v = un(coin() ? "tanh" : "sigmoid", matmul(a, weight(C, 1)));
+        if (coin()) {
+          const Val w = weight(C, 1);  // before the name's coin (Draws in order, above)
+          v = un(coin() ? "tanh" : "sigmoid", matmul(a, w));
+        }
         else v = squash(reduce(coin() ? "mean" : "sum", a, -1, true));
         break;
       case 4:
@@ -203,8 +210,10 @@ class Gen {
     const OpInfo& info = pick_row(OpClass::Unary, emit_only);
     const OpTest m = op_test(info);
     const std::string o(info.name);
-    if (info.attrs & kAttrScalar)
-      return scal(o, m.fuzz_a == Dom::Positive ? positive(a) : a, pick(2) ? m.scalars[1] : m.scalars[0]);
+    if (info.attrs & kAttrScalar) {
+      const double k = pick(2) ? m.scalars[1] : m.scalars[0];
+      return scal(o, m.fuzz_a == Dom::Positive ? positive(a) : a, k);
+    }
     if (m.fuzz_a == Dom::Positive) return un(o, positive(a));
     if (m.fuzz_a == Dom::Bounded) return un(o, squash(a, 3.0));
     return un(o, a);
@@ -266,10 +275,21 @@ class Gen {
         std::vector<Val> fit;
         for (const Val& p : pool_)
           if (p.shape.size() == 2 && (rows ? p.shape[1] == C : p.shape[0] == R)) fit.push_back(p);
-        Val b = coin(3) || fit.empty() ? (coin() ? a : leaf(coin(), rows ? Dims{1 + pick(3), C} : Dims{R, 1 + pick(3)}, -1, 1))
-                                       : fit[static_cast<size_t>(pick(static_cast<int64_t>(fit.size())))];
+        Val b;
+        if (coin(3) || fit.empty()) {
+          if (coin()) {
+            b = a;
+          } else {
+            const Dims shape = rows ? Dims{1 + pick(3), C} : Dims{R, 1 + pick(3)};
+            b = leaf(coin(), shape, -1, 1);
+          }
+        } else {
+          b = fit[static_cast<size_t>(pick(static_cast<int64_t>(fit.size())))];
+        }
         const Dims s = rows ? Dims{R + b.shape[0], C} : Dims{R, C + b.shape[1]};
-        return op("concat", coin() ? std::vector<Val>{a, b} : std::vector<Val>{b, a}, {{"axis", rows ? 0 : (coin() ? 1 : -1)}}, s,
+        const int axis = rows ? 0 : (coin() ? 1 : -1);
+        const bool a_first = coin();
+        return op("concat", a_first ? std::vector<Val>{a, b} : std::vector<Val>{b, a}, {{"axis", axis}}, s,
                   std::max(a.bound, b.bound));
       }
       case 11: {  // softmax / log_softmax over the rows (last axis) or over the batch (axis 0)
@@ -372,7 +392,13 @@ class Gen {
           const OpTest m = op_test(info);
           const std::string o(info.name);
           const bool pos = m.fuzz_b == Dom::Positive;
-          Val b = coin(3) ? leaf(coin(), one(), pos ? 0.5 : -1, 1.5) : vals[static_cast<size_t>(pick(static_cast<int64_t>(vals.size())))];
+          Val b;
+          if (coin(3)) {
+            const Dims shape = one();
+            b = leaf(coin(), shape, pos ? 0.5 : -1, 1.5);
+          } else {
+            b = vals[static_cast<size_t>(pick(static_cast<int64_t>(vals.size())))];
+          }
           if (pos) b = positive(b);
           const Dims s2 = cur.shape.size() == 2 || b.shape.size() == 2 ? Dims{1, 1} : Dims{1};
           const bool swap = m.fuzz_a == Dom::Any && !pos && coin(4);
@@ -386,7 +412,12 @@ class Gen {
         case 4: {
           const std::string o = coin() ? "sum" : "mean";
           static const int kAxes[] = {0, 1, -1, -9};
-          cur = cur.shape.size() == 2 ? reduce(o, cur, kAxes[pick(4)], coin()) : reduce(o, cur, coin() ? 0 : -9, false);
+          if (cur.shape.size() == 2) {
+            const bool keep = coin();
+            cur = reduce(o, cur, kAxes[pick(4)], keep);
+          } else {
+            cur = reduce(o, cur, coin() ? 0 : -9, false);
+          }
           break;
         }
         default: cur = reshape(cur, cur.shape.size() == 2 ? Dims{1} : Dims{1, 1}, coin()); break;
