@@ -4,14 +4,20 @@
 #pragma once
 #include "tensor/matmul.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 // SIMD width in doubles. GCC vector extensions lower to whatever the target has (AVX-512, AVX2,
-// SSE2, or scalar code), so the same source is correct with any -march.
+// SSE2, NEON, or scalar code), so the same source is correct with any -march. AArch64 has 32
+// 128-bit NEON registers and a fused multiply-add in every core (FMLA), so it takes the 2-lane
+// path with an explicit FMLA — one rounding per lane, the bits of every other path.
 #if defined(__AVX512F__)
 #define GR_MM_W 8
 #elif defined(__AVX__)
@@ -39,6 +45,8 @@ struct Simd<double> {
     return _mm256_fmadd_pd(_mm256_set1_pd(a), b, acc);
 #elif GR_MM_W == 2 && defined(__FMA__)
     return _mm_fmadd_pd(_mm_set1_pd(a), b, acc);
+#elif defined(__aarch64__)
+    return (V)vfmaq_f64((float64x2_t)acc, (float64x2_t)b, vdupq_n_f64(a));  // FMLA: acc + b·a, one rounding
 #else
     V out;
     for (int l = 0; l < W; ++l) out[l] = __builtin_fma(a, b[l], acc[l]);
@@ -59,6 +67,8 @@ struct Simd<float> {
     return _mm256_fmadd_ps(_mm256_set1_ps(a), b, acc);
 #elif GR_MM_W == 2 && defined(__FMA__)
     return _mm_fmadd_ps(_mm_set1_ps(a), b, acc);
+#elif defined(__aarch64__)
+    return (V)vfmaq_f32((float32x4_t)acc, (float32x4_t)b, vdupq_n_f32(a));  // FMLA: acc + b·a, one rounding
 #else
     V out;
     for (int l = 0; l < W; ++l) out[l] = __builtin_fmaf(a, b[l], acc[l]);
