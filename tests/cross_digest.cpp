@@ -12,6 +12,7 @@
 //                                      digests): where two machines' seed lines differ, the first
 //                                      differing line of this names the node
 // Nothing here compares: each line is a digest of raw IEEE bytes, so equal lines mean equal bits.
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include "spec/dataset.h"
 #include "spec/spec.h"
 #include "support/fuzz_graph.h"
+#include "tensor/same_bits.h"
 #include "tensor/sha256.h"
 #include "train/model.h"
 
@@ -100,9 +102,12 @@ fuzz::OptimizerChoice optimizer_for(uint64_t seed) {
   return o;
 }
 
+int64_t g_nan = 0, g_inf = 0;  // special values seen by hash_view: the fuzzer's specials at work
+
 void hash_view(Sha256& h, ConstTensorView v) {
   const std::span<const double> xs = v.values();
-  h.update(xs.data(), xs.size() * sizeof(double));
+  hash_doubles(h, xs.data(), xs.size());  // NaN as the canonical one (tensor/same_bits.h)
+  for (double x : xs) g_nan += x != x, g_inf += std::isinf(x);
 }
 
 // Three steps of the CPU tape in `real`: every node's value and gradient after each backward, then
@@ -147,13 +152,19 @@ std::string tape_digest(const Spec& spec, Real real) {
 }
 
 int tape_digests(uint64_t start, uint64_t seeds) {
+  int64_t specials = 0;
   for (uint64_t s = start; s < start + seeds; ++s) {
     const fuzz::Case c = fuzz::generate(s, s % 10 == 9);
     const Spec spec = parse_spec(fuzz::spec_json(c.graph, "fuzz", optimizer_for(s), true).dump(1), "fuzz.json");
     const std::string f64 = tape_digest(spec, Real::F64);  // in this order: --nodes prints as it goes
     const std::string f32 = tape_digest(spec, Real::F32);
-    std::printf("tape seed %llu f64 %s f32 %s\n", static_cast<unsigned long long>(s), f64.c_str(), f32.c_str());
+    std::printf("tape seed %llu f64 %s f32 %s nan %lld inf %lld\n", static_cast<unsigned long long>(s), f64.c_str(),
+                f32.c_str(), static_cast<long long>(g_nan), static_cast<long long>(g_inf));
+    specials += g_nan + g_inf > 0;
+    g_nan = g_inf = 0;
   }
+  std::printf("tape: %lld of %llu seeds have NaN or infinite values\n", static_cast<long long>(specials),
+              static_cast<unsigned long long>(seeds));
   return 0;
 }
 

@@ -376,6 +376,33 @@ class Gen {
       l = op("add", {l, loss(p)}, json::object(), {1}, 0);
     }
     c_.graph.losses.push_back(l.name);
+    if (c_.seed % 3 == 1) special_branch(pool_[static_cast<size_t>(pick(static_cast<int64_t>(pool_.size())))]);
+  }
+
+  // Special values (docs/numerics.md "NaN and infinities"): on every third tensor seed a dead branch
+  // (no path to the loss, so the gradients and the finite-difference oracle keep their meaning)
+  // makes NaN (log of a negative, 0/0), ±inf (exp overflow, x/0) and both mixed with finite values,
+  // then runs random moves over them — matmul, softmax, layer_norm, max, concat, ... Every path must
+  // put NaN and ±inf in the same places (tensor/same_bits.h: a NaN's sign and payload are not
+  // compared). Drawn after the loss: the seed's graph is otherwise the one it always was.
+  void special_branch(const Val& a) {
+    constexpr double kHuge = 1e300;
+    const Val t = un("tanh", a);
+    const Val nan_or_log = un("log", scal("adds", t, -0.5));  // NaN where tanh(a) < 0.5
+    const Val overflow = un("exp", scal("muls", a, 800.0));   // +inf where a > 0.887, else finite
+    const Val zero = op("sub", {a, a}, json::object(), a.shape, 0.0);
+    const Val zero_by_zero = op("div", {zero, zero}, json::object(), a.shape, kHuge);  // NaN everywhere
+    const Val by_zero = op("div", {a, zero}, json::object(), a.shape, kHuge);          // ±inf, NaN at a = 0
+    const Val parts[] = {nan_or_log, overflow, zero_by_zero, by_zero};
+    Val cur = parts[static_cast<size_t>(pick(4))];
+    const Val other = parts[static_cast<size_t>(pick(4))];
+    cur = op(coin() ? "add" : "mul", {cur, other}, json::object(), a.shape, kHuge);  // inf − inf, 0·inf
+    const int steps = 1 + static_cast<int>(pick(3));
+    for (int s = 0; s < steps; ++s) {
+      Val next = move(cur);
+      if (numel(next.shape) > 96) break;
+      cur = next;
+    }
   }
 
   // Every node and parameter holds one element ([1] or [1, 1]); only the emitter's ops.

@@ -15,6 +15,7 @@
 #include "train/device_runner.h"
 #include "train/emit_spec.h"
 #include "train/replay_check.h"
+#include "tensor/same_bits.h"
 
 namespace gr::fuzz {
 
@@ -100,8 +101,8 @@ std::string f32_compare(const Spec& spec, const Path& p, const RunOptions& ro) {
                  " element " + std::to_string(i) + ": per-node f32 " + show(x[i]);
         };
         for (size_t i = 0; i < x.size(); ++i) {
-          if (std::memcmp(&x[i], &y[i], sizeof(double)) != 0) return where(i) + ", fused f32 " + show(y[i]);
-          if (on_cpu && std::memcmp(&x[i], &z[i], sizeof(double)) != 0) return where(i) + ", f32 CPU tape " + show(z[i]);
+          if (!same_bits(x[i], y[i])) return where(i) + ", fused f32 " + show(y[i]);
+          if (on_cpu && !same_bits(x[i], z[i])) return where(i) + ", f32 CPU tape " + show(z[i]);
         }
       }
     }

@@ -12,6 +12,7 @@
 #include "train/host_build.h"
 #include "io/errors.h"
 #include "spec/init.h"
+#include "tensor/same_bits.h"
 
 namespace gr {
 
@@ -239,7 +240,7 @@ EmitVerifyResult SpecEmitter::verify() {
   // those unspecified for arithmetic results and compilers use the freedom: GCC -O2 turns
   // slot + (-q) into slot - q, which keeps a NaN's sign where -O0 flips it), but are counted.
   auto same = [&r](double got, double want) {
-    if (std::bit_cast<uint64_t>(got) == std::bit_cast<uint64_t>(want)) return true;
+    if (same_bits(got, want)) return true;  // equal bytes, or NaN in both (tensor/same_bits.h)
     if (got == got || want == want) return false;
     ++r.nan_bit_differences;
     return true;

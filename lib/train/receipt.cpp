@@ -13,6 +13,7 @@
 #include "io/errors.h"
 #include "io/safetensors.h"
 #include "tensor/sha256.h"
+#include "tensor/same_bits.h"
 
 #ifndef GR_BUILD_FLAGS
 #define GR_BUILD_FLAGS "unknown"
@@ -71,7 +72,7 @@ std::string weights_file_digest(const std::string& path, const Program& program)
   const SafetensorsFile f = read_safetensors(path);
   Sha256 h;
   for (const ProgramParam& pp : program.params)
-    if (const Tensor* t = f.find(pp.name)) h.update(t->data(), static_cast<size_t>(t->numel()) * sizeof(double));
+    if (const Tensor* t = f.find(pp.name)) hash_doubles(h, t->data(), static_cast<size_t>(t->numel()));
   return h.hex();
 }
 
@@ -130,7 +131,7 @@ bool parse_number(const std::string& s, double& v) {
 }  // namespace
 
 bool Tolerance::close(double want, double got) const {
-  if (bitwise()) return std::memcmp(&want, &got, sizeof want) == 0;
+  if (bitwise()) return same_bits(want, got);
   if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
   return std::fabs(got - want) <= std::max(atol, 0.0) + std::max(rtol, 0.0) * std::fabs(want);
 }
@@ -337,7 +338,7 @@ std::string expect_outputs_difference(const Golden& g, const std::string& out_di
     for (const auto& [name, t] : want.tensors) {
       const Tensor* o = got.find(name);
       if (!o || o->numel() != t.numel()) return std::string(w) + ": parameter " + name + " is missing or of another shape";
-      if (std::memcmp(t.data(), o->data(), static_cast<size_t>(t.numel()) * sizeof(double)) == 0) continue;
+      if (first_different({t.data(), static_cast<size_t>(t.numel())}, {o->data(), static_cast<size_t>(o->numel())}) < 0) continue;
       double max_abs = 0, max_rel = 0;
       bool within = true;
       for (int64_t i = 0; i < t.numel(); ++i) {

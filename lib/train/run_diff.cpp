@@ -16,6 +16,7 @@
 #include "train/run_files.h"
 #include "train/run_model.h"
 #include "train/schedule.h"
+#include "tensor/same_bits.h"
 
 namespace gr {
 
@@ -53,11 +54,11 @@ void require_run(const std::string& dir) {
 
 // Max abs and rel difference of two equally long arrays; false when their bytes are equal.
 bool differs(const double* a, const double* b, int64_t n, double& max_abs, double& max_rel, int64_t& where) {
-  if (std::memcmp(a, b, static_cast<size_t>(n) * sizeof(double)) == 0) return false;
+  if (first_different({a, static_cast<size_t>(n)}, {b, static_cast<size_t>(n)}) < 0) return false;
   max_abs = 0, max_rel = 0, where = -1;
   for (int64_t i = 0; i < n; ++i) {
     const double d = std::fabs(a[i] - b[i]);
-    if (where < 0 && std::memcmp(a + i, b + i, sizeof(double)) != 0) where = i;
+    if (where < 0 && !same_bits(a[i], b[i])) where = i;
     if (d > max_abs || d != d) max_abs = d;
     max_rel = std::max(max_rel, d / std::max(std::fabs(a[i]), 1e-300));
   }

@@ -14,6 +14,7 @@
 #include "tensor/sha256.h"
 #include "train/run_model.h"
 #include "train/run_state.h"
+#include "tensor/same_bits.h"
 
 namespace gr {
 
@@ -68,7 +69,7 @@ std::string render_metrics_csv(const RunLog& log) {
 
 std::string weights_digest(const Model& model) {
   Sha256 h;
-  for (const auto& [name, view] : model.param_views()) h.update(view.data, static_cast<size_t>(view.shape.numel()) * sizeof(double));
+  for (const auto& [name, view] : model.param_views()) hash_doubles(h, view.data, static_cast<size_t>(view.shape.numel()));
   return h.hex();
 }
 
