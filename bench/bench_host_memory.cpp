@@ -59,6 +59,7 @@ class CountingBackend final : public device::Backend {
   void upload(device::Buffer d, const void* s, size_t n, size_t o) override { in_->upload(d, s, n, o); }
   void download(void* d, device::Buffer s, size_t n, size_t o) override { in_->download(d, s, n, o); }
   void launch(device::Kernel* k, unsigned g, unsigned b, void** a) override { in_->launch(k, g, b, a); }
+  unsigned max_block(device::Kernel* k) const override { return in_->max_block(k); }
   void synchronize() override { in_->synchronize(); }
   void begin_capture() override { in_->begin_capture(); }
   void end_capture() override { in_->end_capture(); }

@@ -66,6 +66,15 @@ GR_HD static inline void gr_norm_lanes(T* lanes, const S* g, long long n, long l
   for (int j = 0; j < GR_NORM_LANES; ++j) lanes[j] = acc[j];
 }
 
+// Lane j's chain over one parameter's g[0..n): its elements j, j + 16, j + 32, ... in ascending
+// order — exactly what gr_norm_lanes(lanes, g, n, 0) adds into lane j, one lane at a time, so the
+// device can run the 16 lanes as 16 threads (grk_clip_scale) with the same bits.
+template <class T, class S>
+GR_HD static inline T gr_norm_lane(T lane, const S* g, long long n, int j) {
+  for (long long e = j; e < n; e += GR_NORM_LANES) lane = gr_radd(lane, gr_rmul(T(g[e]), T(g[e])));
+  return lane;
+}
+
 // Σ g·g from the lanes (they are folded in place).
 template <class T> GR_HD static inline T gr_norm_fold(T* lanes) {
   for (int w = GR_NORM_LANES / 2; w >= 1; w /= 2)

@@ -4,11 +4,14 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <vector>
 #if defined(__x86_64__)
 #include <xmmintrin.h>
@@ -360,6 +363,135 @@ TEST_CASE("host backend: modules are cached on disk by content", "[device]") {
   Module* m3 = third->compile(src, "cached.cu");
   CHECK(host_compiler_runs() == before + 3);
   CHECK(same_bits(run_shift(*third, m3, "t_shift", 2, 4), ref_shift(inputs(5 * 13, 1.0), 5, 13)));
+}
+
+TEST_CASE("host backend: a kernel's block limit: launch refuses more, fit_block clamps with the same bits", "[device]") {
+  HostOptions o;
+  o.cache_dir = cache_dir();
+  o.max_block = 8;  // the stand-in for a CUDA kernel whose registers allow only 8 threads per block
+  auto be = make_host_backend(o);
+  Module* m = be->compile(kSource, "test_device.cu");
+  Kernel* k = be->kernel(m, "t_shift");
+  CHECK(be->max_block(k) == 8);
+  CHECK(fit_block(*be, k, 4) == 4);
+  CHECK(fit_block(*be, k, 32) == 8);
+  CHECK_THROWS_WITH(run_shift(*be, m, "t_shift", 2, 32),
+                    Catch::Contains("t_shift") && Catch::Contains("block 32 exceeds") && Catch::Contains("limit of 8"));
+  CHECK(same_bits(run_shift(*be, m, "t_shift", 2, fit_block(*be, k, 32)), ref_shift(inputs(5 * 13, 1.0), 5, 13)));
+  auto plain = host();
+  Kernel* pk = plain->kernel(plain->compile(kSource, "test_device.cu"), "t_shift");
+  CHECK(plain->max_block(pk) == 1024);
+  CHECK(fit_block(*plain, pk, 1024) == 1024);
+}
+
+TEST_CASE("module cache: many threads missing one module build it once; different modules build in parallel", "[device]") {
+  // The in-flight map (detail::build_once): 8 threads ask for one key at once; one builds.
+  std::atomic<int> builds{0}, waits{0};
+  std::vector<std::thread> pool;
+  std::vector<std::string> got(8);
+  for (int i = 0; i < 8; ++i)
+    pool.emplace_back([&, i] {
+      bool waited = false;
+      got[static_cast<size_t>(i)] = detail::build_once("test-key", [&] {
+        ++builds;
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        return std::string("image");
+      }, &waited);
+      waits += waited;
+    });
+  for (std::thread& t : pool) t.join();
+  CHECK(builds == 1);
+  CHECK(waits == 7);
+  for (const std::string& g : got) CHECK(g == "image");
+  // A failed build reaches every waiter, and is forgotten: the next caller builds again.
+  pool.clear();
+  std::atomic<int> failures{0};
+  for (int i = 0; i < 4; ++i)
+    pool.emplace_back([&] {
+      try {
+        detail::build_once("failing-key", []() -> std::string {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          throw gr::Error("no compiler");
+        });
+      } catch (const gr::Error&) {
+        ++failures;
+      }
+    });
+  for (std::thread& t : pool) t.join();
+  CHECK(failures == 4);
+  CHECK(detail::build_once("failing-key", [] { return std::string("second try"); }) == "second try");
+  // Two different keys build at the same time: each build waits (bounded) until the other started.
+  std::atomic<int> started{0};
+  std::atomic<bool> overlapped{true};
+  auto build = [&] {
+    ++started;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (started < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    if (started < 2) overlapped = false;
+    return std::string("x");
+  };
+  std::thread a([&] { detail::build_once("key-a", build); }), b([&] { detail::build_once("key-b", build); });
+  a.join();
+  b.join();
+  CHECK(overlapped);
+}
+
+TEST_CASE("host backend: 6 threads' backends missing one module run the compiler once", "[device]") {
+  TempDir dir;
+  HostOptions o;
+  o.cache_dir = dir.path;
+  const std::string src = std::string(kSource) + "\n// in-flight test\n";
+  const unsigned long before = host_compiler_runs();
+  std::vector<std::thread> pool;
+  std::vector<std::vector<double>> outs(6);
+  for (size_t i = 0; i < outs.size(); ++i)
+    pool.emplace_back([&, i] {
+      auto be = make_host_backend(o);
+      outs[i] = run_shift(*be, be->compile(src, "inflight.cu"), "t_shift", 2, 4);
+    });
+  for (std::thread& t : pool) t.join();
+  CHECK(host_compiler_runs() == before + 1);
+  for (const std::vector<double>& out : outs) CHECK(same_bits(out, ref_shift(inputs(5 * 13, 1.0), 5, 13)));
+}
+
+TEST_CASE("nvrtc: threads missing the CUDA module cache at once compile each module once, in parallel", "[device][nvrtc]") {
+  // The CUDA backend's cache step (detail::cuda_module_image) without a device: 6 threads ask for
+  // the same module and 2 for another, from an empty cache; NVRTC runs once per module.
+  try {
+    (void)detail::nvrtc_version();
+  } catch (const DeviceUnavailable& e) {
+    GR_SKIP("nvrtc", "NVRTC is not available here: " << e.what());
+  }
+  TempDir dir;
+  const std::string root = dir.path + "/cuda";
+  const std::string one = detail::module_text(kSource, "one.cu"), two = detail::module_text(
+      std::string(kSource) + "\nextern \"C\" __global__ void t_two(double* o) { o[0] = 2.0; }\nGR_EXPORT_KERNEL(t_two)\n", "two.cu");
+  const unsigned long before = detail::nvrtc_stats().compiles;
+  std::vector<std::thread> pool;
+  std::vector<std::string> images(8);
+  std::atomic<int> compiled{0};
+  for (size_t i = 0; i < images.size(); ++i)
+    pool.emplace_back([&, i] {
+      const bool first = i < 6;
+      bool c = false;
+      images[i] = detail::cuda_module_image(root, root + (first ? "/one.ptx" : "/two.ptx"), first ? one : two,
+                                            first ? "one.cu" : "two.cu", "compute_80", false, &c);
+      compiled += c;
+    });
+  for (std::thread& t : pool) t.join();
+  CHECK(detail::nvrtc_stats().compiles == before + 2);
+  CHECK(compiled == 2);
+  for (size_t i = 0; i < images.size(); ++i) {
+    INFO("thread " << i);
+    CHECK(images[i] == images[i < 6 ? 0 : 6]);
+    CHECK(images[i].find(".entry t_shift(") != std::string::npos);
+  }
+  CHECK(images[0] != images[6]);
+  // The cache now answers without NVRTC; rebuild = true compiles again.
+  CHECK(detail::cuda_module_image(root, root + "/one.ptx", one, "one.cu", "compute_80", false) == images[0]);
+  CHECK(detail::nvrtc_stats().compiles == before + 2);
+  CHECK(detail::cuda_module_image(root, root + "/one.ptx", one, "one.cu", "compute_80", true) == images[0]);
+  CHECK(detail::nvrtc_stats().compiles == before + 3);
 }
 
 TEST_CASE("host backend: compile errors carry the compiler's message and the cached source", "[device]") {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <vector>
 
 #include "device/backend.h"
@@ -156,31 +157,70 @@ TEST_CASE("fuse: a graph with nothing to fuse runs exactly as before", "[fuse]")
   CHECK_FALSE(fuse::worthwhile(pl, *be));
 }
 
+// The text of one generated kernel (from its signature to its GR_EXPORT_KERNEL line), "" if absent.
+static std::string generated_kernel_text(const std::string& generated, const std::string& kernel) {
+  const size_t at = generated.find(" void " + kernel + "(");
+  if (at == std::string::npos) return "";
+  const size_t end = generated.find("GR_EXPORT_KERNEL(" + kernel + ")", at);
+  return generated.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
 TEST_CASE("fuse: NVRTC compiles a generated module (f64 and f32), fma only from gr_dot", "[fuse][nvrtc]") {
-  Graph gr;
-  build_random(gr, 3);
-  REQUIRE(gr.tape.backward(gr.loss));
-  for (replay::DType dt : {replay::DType::F64, replay::DType::F32}) {
-    auto be = host(false);
-    replay::ReplayOptions ro;
-    ro.dtype = dt;
-    replay::Program prog(*be, gr.tape, gr.loss, ro);
-    const fuse::Plan pl = fuse::plan(prog);
-    std::string ptx, plain;
-    try {
-      ptx = device::nvrtc_compile_ptx(pl.source, "compute_90");
-      plain = ptxaudit::ptx_without_explicit_fma(pl.source);
-    } catch (const device::DeviceUnavailable& e) {
-      GR_SKIP("nvrtc", "the fused kernel source was not compiled for a GPU: " << e.what());
-    }
-    // The fused kernels that compute a dot product (gr_dot) have its explicit fma; nothing else does.
-    CHECK(plain.find("fma") == std::string::npos);
-    for (const std::string& f : ptxaudit::fma_functions(ptx)) {
-      INFO("fused function " << f);
-      CHECK(pl.source.find("gr_dot(") != std::string::npos);
-    }
-    for (const fuse::Segment& s : pl.segments) CHECK(ptx.find(s.fwd) != std::string::npos);
+  // A random graph, and a two-layer MLP whose row segment fuses both matmuls (forward, dA, dW).
+  Graph random, mlp;
+  build_random(random, 3);
+  {
+    Tape& t = mlp.tape;
+    const Var x = t.constant(Shape({4, 3}), std::vector<double>{0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8, -0.9, 1.0, 1.1, -1.2});
+    const Var w1 = t.param(Shape({3, 5}), std::vector<double>(15, 0.25));
+    const Var b1 = t.param(Shape({5}), std::vector<double>(5, 0.1));
+    const Var w2 = t.param(Shape({5, 2}), std::vector<double>(10, -0.3));
+    mlp.loss = t.mean(t.matmul(t.tanh(t.add(t.matmul(x, w1), b1)), w2));
   }
+  size_t dots = 0;
+  for (Graph* gr : {&random, &mlp}) {
+    REQUIRE(gr->tape.backward(gr->loss));
+    for (replay::DType dt : {replay::DType::F64, replay::DType::F32}) {
+      auto be = host(false);
+      replay::ReplayOptions ro;
+      ro.dtype = dt;
+      replay::Program prog(*be, gr->tape, gr->loss, ro);
+      const fuse::Plan pl = fuse::plan(prog);
+      std::string ptx, plain;
+      try {
+        ptx = device::nvrtc_compile_ptx(pl.source, "compute_90");
+        plain = ptxaudit::ptx_without_explicit_fma(pl.source);
+      } catch (const device::DeviceUnavailable& e) {
+        GR_SKIP("nvrtc", "the fused kernel source was not compiled for a GPU: " << e.what());
+      }
+      // The module is the prelude and the generated kernels only (no per-node kernel), so the PTX's
+      // functions are the generated kernels. A generated kernel has an fma exactly when its own text
+      // calls gr_dot (its explicit __fma_rn), and once that is spelled as a multiply and an add there
+      // is no fma at all (nothing was contracted).
+      CHECK(plain.find("fma") == std::string::npos);
+      CHECK(pl.source.find("grk_matmul_fwd") == std::string::npos);
+      std::set<std::string> kernels;
+      for (const fuse::Segment& s : pl.segments)
+        for (const std::string* k : {&s.fwd, &s.bwd_row, &s.bwd_param})
+          if (!k->empty()) kernels.insert(*k);
+      if (!pl.fill.empty()) kernels.insert(pl.fill);
+      const std::set<std::string> with_fma = ptxaudit::fma_functions(ptx);
+      for (const std::string& k : kernels) {
+        INFO("generated kernel " << k);
+        const std::string text = generated_kernel_text(pl.generated, k);
+        REQUIRE_FALSE(text.empty());
+        CHECK(ptx.find(".entry " + k + "(") != std::string::npos);
+        const bool calls_dot = text.find("gr_dot(") != std::string::npos;
+        dots += calls_dot;
+        CHECK(with_fma.count(k) == (calls_dot ? 1u : 0u));
+      }
+      for (const std::string& f : with_fma) {
+        INFO("function " << f << " has an fma but is not a generated kernel that calls gr_dot");
+        CHECK(kernels.count(f) == 1);
+      }
+    }
+  }
+  CHECK(dots >= 2 * 3);  // the MLP's fused matmul kernels (f64 and f32): the check above saw fma kernels
 }
 
 TEST_CASE("fuse: inspect-style planning of a tape, and fuse: auto", "[fuse]") {

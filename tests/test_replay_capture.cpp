@@ -43,6 +43,7 @@ class FailingBackend final : public device::Backend {
     if (capturing_ && fail_at > 0 && ++launches_ == fail_at) grid = 0;
     in_->launch(k, grid, block, args);
   }
+  unsigned max_block(device::Kernel* k) const override { return in_->max_block(k); }
   void synchronize() override { in_->synchronize(); }
   void begin_capture() override {
     in_->begin_capture();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "device/backend.h"
+#include "fuse/fuse.h"
 #include "grad/optimizer.h"
 #include "grad/tape.h"
 #include "replay/replay.h"
@@ -75,6 +76,49 @@ TEST_CASE("replay: the clip scale really clips, and moments round-trip", "[repla
   CHECK(opt.t() == 17);
   CHECK(!prog.backward_active(m.unused));
   CHECK(prog.backward_active(m.w1));
+}
+
+// The gradient norm's 16 lanes (docs/numerics.md) run as threads of one block on the device
+// (grk_clip_scale): 16 fibers, one lane each; 3 threads striding the lanes; a block asked for 64
+// but fitted to a kernel limit of 8 (the stand-in for CUDA's register limit, device::fit_block);
+// and the adversarial schedule. Every run is the CPU tape's, bit for bit, in f64 and f32, launch
+// by launch and captured, per-node and fused.
+TEST_CASE("replay: the gradient norm's lanes as threads of one block (and fitted blocks) equal the CPU tape bit for bit",
+          "[replay][train]") {
+  struct Geo {
+    const char* what;
+    unsigned block, max_block;
+    bool adversarial;
+  };
+  const Geo geos[] = {{"16 fibers, one lane each", 16, 1024, false},
+                      {"3 fibers striding the lanes", 3, 1024, false},
+                      {"block 64 fitted to a kernel limit of 8", 64, 8, false},
+                      {"16 fibers, adversarial schedule", 16, 1024, true}};
+  for (const Geo& g : geos)
+    for (const replay::DType dt : {replay::DType::F64, replay::DType::F32})
+      for (const bool fused : {false, true}) {
+        INFO(g.what << (dt == replay::DType::F32 ? ", f32" : ", f64") << (fused ? ", fused" : ", per-node"));
+        device::HostOptions o;
+        o.fiber_block = true;
+        o.cache_dir = cache_dir();
+        o.max_block = g.max_block;
+        o.schedule = g.adversarial ? device::HostSchedule::adversarial : device::HostSchedule::in_order;
+        o.schedule_seed = 7;
+        o.schedule_from_env = false;
+        auto be = device::make_host_backend(o);
+        replay::ReplayOptions ro;
+        ro.block = g.block;
+        ro.dtype = dt;
+        const RunResult cpu = cpu_run(true, 12, dt == replay::DType::F32 ? Real::F32 : Real::F64);
+        EpisodeMaker make;
+        if (fused)
+          make = [](std::unique_ptr<replay::Program> p) -> std::unique_ptr<replay::Episode> {
+            fuse::Plan plan = fuse::plan(*p);
+            return std::make_unique<fuse::FusedProgram>(std::move(p), std::move(plan));
+          };
+        check_same_run(cpu, episode_run(*be, true, 12, false, ro, make));
+        check_same_run(cpu, episode_run(*be, true, 12, true, ro, make));
+      }
 }
 
 TEST_CASE("replay f32: 40 episodes of Adam or SGD + L2 + clip equal the f32 CPU tape bit for bit",

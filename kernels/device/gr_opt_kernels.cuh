@@ -4,6 +4,7 @@
 // live in a small control buffer the host refreshes before every step, so a captured episode never
 // freezes them:
 //   ctl[0] lr (SGD; AdamW's decay)   ctl[1] lr_t (Adam, host pow)   ctl[2] clip scale cs   ctl[3] max norm   ctl[4] norm
+//   ctl[8 .. 8 + GR_NORM_LANES) the norm's lanes, scratch inside grk_clip_scale
 // The control buffer is always double (the host writes it); values, gradients and moments are gr_real.
 // Appended after gr_node_kernels.cuh (it relies on gr_prelude.cuh).
 
@@ -14,15 +15,24 @@ extern "C" __global__ void grk_fill(gr_real* p, double v, long long n) {
 }
 GR_EXPORT_KERNEL(grk_fill)
 
-// Global-norm clip, ONE thread: sq = Σ g·g over the table's params in 16 lanes (gr_optim.h
-// gr_norm_lanes: registration order, each parameter from lane 0; then gr_norm_fold); norm = sqrt(sq);
-// cs = norm > maxn ? maxn / norm : 1. tab = [offset, len] per param, offsets in elements of the
-// gradient slab g.
+// Global-norm clip: sq = Σ g·g over the table's params in 16 lanes (gr_optim.h: registration order,
+// each parameter from lane 0; then gr_norm_fold); norm = sqrt(sq); cs = norm > maxn ? maxn / norm : 1.
+// tab = [offset, len] per param, offsets in elements of the gradient slab g. Launched as ONE block:
+// its threads stride the lanes (a block of 16: one lane each, gr_norm_lane), each lane a serial
+// chain in the CPU's order, parked in ctl[8 + j] (exact: a float lane is exact as a double); after
+// the barrier thread 0 folds them. Any block size gives the same bits; other blocks do nothing.
 extern "C" __global__ void grk_clip_scale(const gr_real* g, const long long* tab, long long count, double* ctl) {
-  if (!GRK_FIRST_THREAD) return;
+  if (blockIdx.x != 0) return;
+  double* parked = ctl + 8;
+  for (int j = (int)threadIdx.x; j < GR_NORM_LANES; j += (int)blockDim.x) {
+    gr_real lane = 0;
+    for (long long p = 0; p < count; ++p) lane = gr_norm_lane(lane, g + tab[2 * p], tab[2 * p + 1], j);
+    parked[j] = (double)lane;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
   gr_real lanes[GR_NORM_LANES];
-  for (int j = 0; j < GR_NORM_LANES; ++j) lanes[j] = 0;
-  for (long long p = 0; p < count; ++p) gr_norm_lanes(lanes, g + tab[2 * p], tab[2 * p + 1], 0LL);
+  for (int j = 0; j < GR_NORM_LANES; ++j) lanes[j] = GRK_REAL(parked[j]);
   const gr_real sq = gr_norm_fold(lanes);
   const gr_real norm = gr_sqrt(sq);
   const gr_real maxn = GRK_REAL(ctl[3]);

@@ -57,7 +57,12 @@ class Backend {
   virtual void download(void* dst, Buffer src, size_t bytes, size_t offset = 0) = 0;
   // 1-D launch; args[i] points at the i-th kernel argument (cuLaunchKernel style), every
   // argument 8 bytes (pointer, long long or double). Values are copied at the call.
+  // Throws gr::Error naming the kernel when block exceeds max_block(kernel).
   virtual void launch(Kernel* kernel, unsigned grid, unsigned block, void** args) = 0;
+  // The most threads per block `kernel` can launch with: 1024, or fewer on CUDA when its registers
+  // (or the device) allow fewer (cuFuncGetAttribute MAX_THREADS_PER_BLOCK). See fit_block. (Pure:
+  // a backend that wraps another must forward it, or its launchers would not fit their blocks.)
+  virtual unsigned max_block(Kernel* kernel) const = 0;
   virtual void synchronize() = 0;  // wait for every launch so far (no-op during a capture)
   // Between begin_capture and end_capture, launches (and only launches) are recorded into one
   // replayable episode instead of running, like CUDA stream capture. A new capture replaces the
@@ -71,6 +76,8 @@ class Backend {
   // Several programs share one backend; each keeps the number of its own capture, so none replays
   // an episode another one captured later (buffers it does not own, a graph it did not plan).
   virtual uint64_t capture_id() const = 0;
+  // When end_capture fails (a launch invalidated the capture, or CUDA cannot instantiate the
+  // graph), it throws and the episode held before stays, with its capture_id.
   // Ends a capture in progress without raising its errors and records nothing (the episode held
   // before it stays). No-op outside a capture; never throws: for error paths.
   virtual void abort_capture() noexcept = 0;
@@ -106,6 +113,10 @@ struct HostOptions {
   // Where compiled modules are cached; empty = $GRADRUN_CACHE, else $XDG_CACHE_HOME/gradrun,
   // else ~/.cache/gradrun.
   std::string cache_dir;
+  // Threads per block every kernel allows (max_block; launch refuses more). For tests: a stand-in
+  // for the lower per-kernel limit CUDA's register allocation gives, so the launchers' fitting
+  // (fit_block) runs without a GPU.
+  unsigned max_block = 1024;
 };
 
 struct CudaOptions {
@@ -113,9 +124,20 @@ struct CudaOptions {
   std::string cache_dir;  // as HostOptions::cache_dir
 };
 
+// The block size to launch `kernel` with when `wanted` threads per block are asked for: `wanted`,
+// or the kernel's own limit (Backend::max_block) when that is lower. gradrun's kernels are correct
+// for any launch geometry (grid- and block-stride loops), so a smaller block changes the speed,
+// never the bits. The first time a kernel is clamped, one warning says which, why and to what.
+unsigned fit_block(Backend& backend, Kernel* kernel, unsigned wanted);
+
 std::unique_ptr<Backend> make_host_backend(const HostOptions& options = {});
 // Throws DeviceUnavailable("unavailable: <reason>") when there is no driver, no GPU or no NVRTC.
 std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options = {});
+// A backend that compiles and runs nothing (CUDA's capabilities: real_gpu, block 128): enough to
+// build a replay::Program and plan its fusion (fuse::plan) without a compiler, for tools that need
+// only the generated module texts (the static GPU check, NVRTC benchmarks). Buffers are fake
+// addresses; downloads give zeros; launches and captures do nothing.
+std::unique_ptr<Backend> make_null_backend();
 
 struct Selection {
   std::unique_ptr<Backend> backend;  // null when "auto" found no usable CUDA device

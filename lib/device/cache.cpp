@@ -20,10 +20,14 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <future>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "device/detail.h"
 #include "device/host_compile.h"
+#include "device/nvrtc.h"
 
 namespace gr::device::detail {
 
@@ -173,6 +177,56 @@ std::optional<std::string> read_sealed_module(const std::string& path, std::stri
   h.update(payload);
   if (bytes.compare(bytes.size() - 65, 64, h.hex()) != 0) return mismatch("its SHA-256 does not match its seal (damaged or altered)");
   return payload;
+}
+
+std::string build_once(const std::string& key, const std::function<std::string()>& make, bool* waited) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_future<std::string>> in_flight;
+  std::promise<std::string> mine;
+  std::shared_future<std::string> theirs;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = in_flight.find(key); it != in_flight.end()) theirs = it->second;
+    else in_flight.emplace(key, mine.get_future().share());
+  }
+  if (waited) *waited = theirs.valid();
+  if (theirs.valid()) return theirs.get();  // rethrows the builder's exception
+  auto forget = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    in_flight.erase(key);
+  };
+  std::string out;
+  try {
+    out = make();
+  } catch (...) {
+    mine.set_exception(std::current_exception());
+    forget();
+    throw;
+  }
+  mine.set_value(out);
+  forget();
+  return out;
+}
+
+std::string cuda_module_image(const std::string& root, const std::string& path, const std::string& text,
+                              const std::string& name, const std::string& target, bool rebuild, bool* compiled) {
+  bool fresh = false;
+  std::string image = build_once(path, [&]() -> std::string {
+    // Inside the in-flight slot: a caller that missed the cache just before another finished
+    // writing it finds the file here and compiles nothing.
+    if (!rebuild && file_exists(path)) {
+      std::string why;
+      if (std::optional<std::string> cached = read_sealed_module(path, &why)) return *cached;
+      // Unsealed or altered: rebuilt below, never loaded.
+    }
+    std::string built = nvrtc_compile(text, name, target, nullptr);
+    make_dirs(root);
+    write_file_atomic(path, seal_module(built));
+    fresh = true;
+    return built;
+  });
+  if (compiled) *compiled = fresh;
+  return image;
 }
 
 void* open_cached_module(const std::string& so, std::string* why) {

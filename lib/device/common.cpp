@@ -11,15 +11,37 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include "device/detail.h"
+#include "tensor/diag.h"
 
 extern char** environ;
 
 namespace gr::device {
 
 Backend::~Backend() = default;
+
+unsigned fit_block(Backend& backend, Kernel* kernel, unsigned wanted) {
+  const unsigned limit = backend.max_block(kernel);
+  if (wanted <= limit) return wanted;
+  static std::mutex mu;
+  static std::set<std::string> told;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    first = told.insert(backend.name() + "/" + kernel->name).second;
+  }
+  if (first)
+    diag::warn(backend.name() + " backend: kernel " + kernel->name + " can launch at most " + std::to_string(limit) +
+               " threads per block here" +
+               (kernel->registers >= 0 ? " (" + std::to_string(kernel->registers) + " registers per thread)" : std::string()) +
+               "; its launches use " + std::to_string(limit) + " instead of " + std::to_string(wanted) +
+               " (the same bits: kernels are correct for any block size)");
+  return limit;
+}
 
 Selection select_backend(const std::string& kind) {
   if (kind == "host") {
@@ -48,6 +70,58 @@ Selection select_backend(const std::string& kind) {
 }
 
 std::string default_cache_dir() { return detail::resolve_cache_dir(""); }
+
+namespace {
+
+class NullBackend final : public Backend {
+ public:
+  std::string name() const override { return "null"; }
+  Capabilities capabilities() const override { return Capabilities{true, 128}; }
+  std::string describe() const override { return "null: compiles and runs nothing (planning only)"; }
+  Module* compile(const std::string&, const std::string& name) override {
+    auto m = std::make_unique<Module>();
+    m->owner = this;
+    m->name = name;
+    modules_.push_back(std::move(m));
+    return modules_.back().get();
+  }
+  Kernel* kernel(Module* module, const std::string& name) override {
+    if (!module || module->owner != this) throw gr::Error("null backend: kernel(): the module belongs to another backend");
+    auto k = std::make_unique<Kernel>();
+    k->owner = this;
+    k->module = module;
+    k->name = name;
+    kernels_.push_back(std::move(k));
+    return kernels_.back().get();
+  }
+  Buffer alloc(size_t bytes) override {
+    if (bytes == 0) throw gr::Error("null backend: alloc of 0 bytes");
+    next_ += (bytes + 255) / 256 * 256 + 256;
+    return Buffer{next_, bytes};
+  }
+  void free(Buffer) override {}
+  void upload(Buffer, const void*, size_t, size_t) override {}
+  void download(void* dst, Buffer, size_t bytes, size_t) override { std::memset(dst, 0, bytes); }
+  void launch(Kernel*, unsigned, unsigned, void**) override {}
+  unsigned max_block(Kernel*) const override { return 1024; }
+  void synchronize() override {}
+  void begin_capture() override {}
+  void end_capture() override { id_ = ++captures_; }
+  void replay() override {}
+  bool has_capture() const override { return id_ != 0; }
+  uint64_t capture_id() const override { return id_; }
+  void abort_capture() noexcept override {}
+  void clear_capture() noexcept override { id_ = 0; }
+
+ private:
+  std::vector<std::unique_ptr<Module>> modules_;
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+  uint64_t next_ = 1u << 20, captures_ = 0, id_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_null_backend() { return std::make_unique<NullBackend>(); }
 
 namespace detail {
 

@@ -33,6 +33,7 @@ constexpr CUresult kSuccess = 0, kStubLibrary = 34, kNotFound = 500;
 constexpr int kAttrCcMajor = 75, kAttrCcMinor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_*
 constexpr unsigned kStreamNonBlocking = 1;           // CU_STREAM_NON_BLOCKING
 constexpr int kCaptureRelaxed = 2;                   // CU_STREAM_CAPTURE_MODE_RELAXED
+constexpr int kFuncMaxThreads = 0, kFuncNumRegs = 4;  // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, _NUM_REGS
 
 struct Driver {
   std::string error;  // why the driver cannot be used (empty: loaded)
@@ -52,6 +53,7 @@ struct Driver {
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
   CUresult (*cuFuncGetParamInfo)(CUfunction, size_t, size_t*, size_t*);  // optional (12.4+)
+  CUresult (*cuFuncGetAttribute)(int*, int, CUfunction);
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
@@ -105,6 +107,7 @@ Driver load_driver() {
   need("cuModuleLoadData", &d.cuModuleLoadData);
   need("cuModuleUnload", &d.cuModuleUnload);
   need("cuModuleGetFunction", &d.cuModuleGetFunction);
+  need("cuFuncGetAttribute", &d.cuFuncGetAttribute);
   need("cuMemAlloc_v2", &d.cuMemAlloc);
   need("cuMemFree_v2", &d.cuMemFree);
   need("cuMemsetD8Async", &d.cuMemsetD8Async);
@@ -211,16 +214,16 @@ class CudaBackend final : public Backend {
     if (auto it = modules_.find(key); it != modules_.end()) return it->second.get();
     const bool cubin = target_.rfind("sm_", 0) == 0;
     const std::string path = root_ + "/" + key + (cubin ? ".cubin" : ".ptx");
-    const bool cached = file_exists(path);
-    diag::debug("cuda backend: kernel module '" + name + "' " + (cached ? "from the cache (" : "compiled by NVRTC (") + path + ")");
+    // The cached image when it is ours alone and sealed, else NVRTC's (cache.cpp); one compile per
+    // module even when several threads' backends miss at once, different modules in parallel.
+    bool compiled = false;
     CUmodule mod = nullptr;
-    // A cached image is used only when it is ours alone and its seal matches (cache.cpp); an
-    // unsealed or altered one loads as nothing, fails, and is rebuilt below.
-    CUresult r = load(cached ? read_sealed_module(path).value_or("") : build(text, name, path), cubin, &mod);
-    if (r != kSuccess && cached) {  // a damaged cache entry: rebuild once
+    CUresult r = load(cuda_module_image(root_, path, text, name, target_, false, &compiled), cubin, &mod);
+    diag::debug("cuda backend: kernel module '" + name + "' " + (compiled ? "compiled by NVRTC (" : "from the cache (") + path + ")");
+    if (r != kSuccess && !compiled) {  // a cached image the driver refuses: rebuild once
       diag::warn("cuda backend: cached kernel module " + path + " is unusable; rebuilding it");
       std::remove(path.c_str());
-      r = load(build(text, name, path), cubin, &mod);
+      r = load(cuda_module_image(root_, path, text, name, target_, true), cubin, &mod);
     }
     check(r, ("cuModuleLoadData(" + name + ")").c_str());
     auto m = std::make_unique<Module>();
@@ -256,9 +259,25 @@ class CudaBackend final : public Backend {
           throw gr::Error("kernel " + name + ": parameter " + std::to_string(i) + " is " + std::to_string(size) +
                           " bytes; gradrun kernel parameters are 8 bytes (pointer, long long, double)");
     }
+    // The kernel's own block limit: its registers (and the device) may allow fewer than 1024
+    // threads per block (96 registers per thread: 672). Launchers fit their block to it
+    // (device::fit_block); launch() refuses a larger one.
+    int max_threads = 0, regs = 0;
+    check(d_.cuFuncGetAttribute(&max_threads, kFuncMaxThreads, fn), "cuFuncGetAttribute(MAX_THREADS_PER_BLOCK)");
+    check(d_.cuFuncGetAttribute(&regs, kFuncNumRegs, fn), "cuFuncGetAttribute(NUM_REGS)");
+    if (max_threads < 1)
+      throw gr::Error("kernel " + name + " of module '" + module->name + "': the driver reports a limit of " +
+                      std::to_string(max_threads) + " threads per block");
+    k->max_block = static_cast<unsigned>(std::min(max_threads, 1024));
+    k->registers = regs;
     Kernel* raw = k.get();
     kernels_.emplace(std::make_pair(module, name), std::move(k));
     return raw;
+  }
+
+  unsigned max_block(Kernel* k) const override {
+    if (!k || k->owner != this) throw gr::Error("cuda backend: max_block of a kernel from another backend");
+    return k->max_block;
   }
 
   Buffer alloc(size_t bytes) override {
@@ -309,6 +328,11 @@ class CudaBackend final : public Backend {
     if (grid == 0 || block == 0 || block > 1024)
       throw gr::Error("launch of " + k->name + ": grid " + std::to_string(grid) + ", block " + std::to_string(block) +
                       " (need grid >= 1 and 1 <= block <= 1024)");
+    if (block > k->max_block)
+      throw gr::Error("launch of " + k->name + ": block " + std::to_string(block) + " exceeds the kernel's limit of " +
+                      std::to_string(k->max_block) + " threads per block on this device (" + std::to_string(k->registers) +
+                      " registers per thread); launch it with at most " + std::to_string(k->max_block) +
+                      " (device::fit_block)");
     bind();
     check(d_.cuLaunchKernel(static_cast<CUfunction>(k->entry), grid, 1, 1, block, 1, 1, 0, stream_, args, nullptr),
           ("cuLaunchKernel(" + k->name + ")").c_str());
@@ -338,9 +362,18 @@ class CudaBackend final : public Backend {
       if (graph) d_.cuGraphDestroy(graph);
       check(r, "cuStreamEndCapture");
     }
+    // Instantiate before dropping anything: when it fails, the episode held before stays (the
+    // Backend contract), and the new graph goes.
+    CUgraphExec exec = nullptr;
+    const CUresult ri = d_.cuGraphInstantiateWithFlags(&exec, graph, 0);
+    if (ri != kSuccess) {
+      if (exec) d_.cuGraphExecDestroy(exec);
+      d_.cuGraphDestroy(graph);
+      check(ri, "cuGraphInstantiateWithFlags");
+    }
     drop_episode();
     graph_ = graph;
-    check(d_.cuGraphInstantiateWithFlags(&exec_, graph_, 0), "cuGraphInstantiateWithFlags");
+    exec_ = exec;
     episode_id_ = ++captures_;
   }
 
@@ -379,13 +412,6 @@ class CudaBackend final : public Backend {
     const int newest = *std::max_element(archs.begin(), archs.end());
     if (sm > newest) return "compute_" + std::to_string(newest);  // a newer GPU: the driver JITs PTX
     throw DeviceUnavailable("unavailable: NVRTC " + nvrtc_version() + " cannot compile for sm_" + std::to_string(sm));
-  }
-
-  std::string build(const std::string& text, const std::string& name, const std::string& path) {
-    std::string image = nvrtc_compile(text, name, target_, nullptr);
-    make_dirs(root_);
-    write_file_atomic(path, seal_module(image));
-    return image;
   }
 
   CUresult load(std::string image, bool cubin, CUmodule* mod) const {

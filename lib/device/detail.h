@@ -3,6 +3,7 @@
 #include "tensor/sha256.h"
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,8 @@ struct Kernel {
   std::string name;
   void* entry = nullptr;  // host: gr_host_launch_<name>; cuda: CUfunction
   unsigned nargs = 0;     // host: always known; cuda: known when the driver can tell (0 otherwise)
+  unsigned max_block = 1024;  // threads per block the kernel can launch with (cuda: the driver's answer)
+  int registers = -1;         // cuda: registers per thread (-1: not known)
 };
 
 namespace detail {
@@ -79,6 +82,23 @@ std::string read_file(const std::string& path);  // throws gr::Error
 // Writes via a temp file in the same directory and rename(2), so readers never see a torn file.
 void write_file_atomic(const std::string& path, std::string_view data);
 std::string temp_name(const std::string& final_path);  // unique sibling temp path
+
+// One build per key at a time, process-wide (the module cache's in-flight map): the first caller of
+// a key runs `make`; callers that arrive while it runs wait and get its result (or its exception)
+// instead of building the same module again. The key is forgotten when `make` returns, so `make`
+// leaves its result where a later caller finds it (the disk cache) before returning. Different
+// keys build in parallel. `waited`, when given, says whether this caller waited for another's.
+std::string build_once(const std::string& key, const std::function<std::string()>& make, bool* waited = nullptr);
+
+// The CUDA backend's cache step, without a device: the module image (cubin or PTX, unsealed) for
+// `text` from `path` in the module cache when it is there and sealed, else compiled by NVRTC for
+// `target`, sealed and stored at `path` (the folder `root` made private first). One NVRTC compile
+// per path even when many threads miss at once (build_once). `rebuild`: ignore the cached file
+// (it failed to load). `compiled`, when given, says whether this caller ran NVRTC (false: the
+// image came from the disk cache, or from another thread's compile it waited for).
+std::string cuda_module_image(const std::string& root, const std::string& path, const std::string& text,
+                              const std::string& name, const std::string& target, bool rebuild,
+                              bool* compiled = nullptr);
 
 // Runs argv (no shell), stdout+stderr into `output`; returns the exit status (-1: not started).
 int run_process(const std::vector<std::string>& argv, std::string* output, std::string* start_error = nullptr);

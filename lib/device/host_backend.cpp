@@ -2,6 +2,7 @@
 // disk cache → dlopen; launches run on the CPU (host_exec.cpp); capture records launches.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -114,16 +115,19 @@ class HostBackend final : public Backend {
     make_dirs(root_);
     const std::string so = root_ + "/" + key + ".so";
     const std::string src = root_ + "/" + key + ".cpp";
+    // One compiler run per module even when several threads' backends miss at once (build_once:
+    // the others wait for it, then load the file it wrote); different modules compile in parallel.
     bool fresh = false;
-    if (!file_exists(so)) {
+    build_once(so, [&]() -> std::string {
+      if (file_exists(so)) return "";
       const auto t0 = std::chrono::steady_clock::now();
       build(text, name, src, so), fresh = true;
       diag::debug("host backend: compiled kernel module '" + name + "' in " +
                   std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()) +
                   " ms (" + so + ")");
-    } else {
-      diag::debug("host backend: kernel module '" + name + "' from the cache (" + so + ")");
-    }
+      return "";
+    });
+    if (!fresh) diag::debug("host backend: kernel module '" + name + "' from the cache (" + so + ")");
     std::string load_error;
     void* handle = open_cached_module(so, &load_error);  // owner, mode and seal checked first (cache.cpp)
     if (!handle && !fresh) {  // a damaged cache entry (e.g. a disk that filled up): rebuild once
@@ -166,9 +170,15 @@ class HostBackend final : public Backend {
     k->name = name;
     std::memcpy(&k->entry, &entry, sizeof entry);
     k->nargs = nargs();
+    k->max_block = std::clamp(options_.max_block, 1u, 1024u);
     Kernel* raw = k.get();
     kernels_.emplace(std::make_pair(module, name), std::move(k));
     return raw;
+  }
+
+  unsigned max_block(Kernel* k) const override {
+    if (!k || k->owner != this) throw gr::Error("host backend: max_block of a kernel from another backend");
+    return k->max_block;
   }
 
   Buffer alloc(size_t bytes) override {
@@ -319,6 +329,10 @@ class HostBackend final : public Backend {
     if (grid == 0 || block == 0 || block > 1024)
       throw gr::Error("launch of " + k->name + ": grid " + std::to_string(grid) + ", block " + std::to_string(block) +
                       " (need grid >= 1 and 1 <= block <= 1024)");
+    if (block > k->max_block)
+      throw gr::Error("launch of " + k->name + ": block " + std::to_string(block) + " exceeds the kernel's limit of " +
+                      std::to_string(k->max_block) + " threads per block (HostOptions::max_block); launch it with at most " +
+                      std::to_string(k->max_block) + " (device::fit_block)");
     if (k->nargs > 0 && !args) throw gr::Error("launch of " + k->name + ": null argument array");
   }
 

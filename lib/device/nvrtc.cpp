@@ -5,9 +5,14 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "device/detail.h"
 
@@ -81,6 +86,36 @@ Nvrtc load() {
   return n;
 }
 
+// At most this many NVRTC compiles run at once (one per hardware thread; ~140 MB each for the
+// per-node module): different modules compile in parallel, more would only share the cores.
+class CompileSlots {
+ public:
+  CompileSlots() {
+    const unsigned hw = std::thread::hardware_concurrency();
+    free_ = std::max(2u, hw);
+    if (const char* v = std::getenv("GRADRUN_NVRTC_JOBS"); v && *v) free_ = std::max(1, std::atoi(v));
+  }
+  void acquire() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return free_ > 0; });
+    --free_;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++free_;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int free_ = 2;
+};
+
+std::atomic<unsigned long> g_compiles{0}, g_compile_us{0};
+
 const Nvrtc& api() {
   static const Nvrtc n = load();
   if (!n.error.empty()) throw DeviceUnavailable("unavailable: " + n.error);
@@ -112,8 +147,24 @@ const std::vector<std::string>& nvrtc_options() {
 std::string nvrtc_compile(const std::string& text, const std::string& name, const std::string& arch,
                           std::string* log) {
   const Nvrtc& n = api();
-  static std::mutex serialize;  // NVRTC is thread-safe, but one compile at a time keeps memory flat
-  std::lock_guard<std::mutex> lock(serialize);
+  // NVRTC is thread-safe for distinct programs (each call here creates, compiles and destroys its
+  // own), so different modules compile in parallel, bounded by CompileSlots; the same module is
+  // compiled once at a time by the callers' in-flight map (detail::build_once).
+  static CompileSlots slots;
+  slots.acquire();
+  struct Release {
+    CompileSlots& s;
+    ~Release() { s.release(); }
+  } release{slots};
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Count {
+    std::chrono::steady_clock::time_point t0;
+    ~Count() {
+      ++g_compiles;
+      g_compile_us += static_cast<unsigned long>(
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+    }
+  } count{t0};
   std::vector<const char*> header_text, header_names;
   for (const EmbeddedHeader& h : embedded_headers()) {
     header_text.push_back(h.text);
@@ -155,6 +206,8 @@ std::string nvrtc_compile(const std::string& text, const std::string& name, cons
   if (!cubin && !code.empty() && code.back() == '\0') code.pop_back();  // nvrtcGetPTXSize counts the NUL
   return code;
 }
+
+NvrtcStats nvrtc_stats() { return NvrtcStats{g_compiles.load(), g_compile_us.load() / 1e3}; }
 
 }  // namespace detail
 

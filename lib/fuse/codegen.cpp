@@ -4,8 +4,8 @@
 //
 // Bit-exactness: every fused element is computed by one thread with the same shared functions the
 // per-node kernels call (each elementwise op's row functions gr_<stem>_*, rendered by
-// lib/grad/op_render.h; gr_accumulate; the lane functions, all from kernel_source(dtype), which the generated text is
-// appended to) and with the same accumulation orders (gr_dot / gr_sum of kernels/gr_reduce.h: matmul over k,
+// lib/grad/op_render.h; gr_accumulate; the lane functions, all from replay::kernel_prelude(dtype), which the
+// generated text is appended to) and with the same accumulation orders (gr_dot / gr_sum of kernels/gr_reduce.h: matmul over k,
 // dW over rows then added,
 // broadcast b-side walks adding straight into the slot in ascending output order). Gradient slots
 // receive their contributions in the per-node order (descending node id, a-side before b-side):

@@ -61,7 +61,7 @@ struct Plan {
   std::string fill;         // the one-launch zero fill (+ seed) kernel; "" when nothing has a gradient
   int64_t fill_width = 0;   // gradient elements
   std::string module_name;  // "gr_fuse_<id>"
-  std::string source;       // the complete module text (kernel_source(dtype) + generated kernels)
+  std::string source;       // the complete module text (replay::kernel_prelude(dtype) + generated kernels)
   std::string generated;    // the generated part alone
   // Launches per forward / backward: the per-node replay vs this plan.
   size_t fwd_per_node = 0, bwd_per_node = 0, fwd_fused = 0, bwd_fused = 0;

@@ -22,16 +22,20 @@ FusedProgram::FusedProgram(replay::Program& prog, Plan plan) : prog_(prog), be_(
   module_ = be_.compile(plan_.source, plan_.module_name);
 
   const unsigned block = prog.block(), maxg = prog.max_grid();
-  auto grid_for = [&](int64_t work, bool rows) {
-    const int64_t blocks = rows ? std::max<int64_t>(work, 1) : (std::max<int64_t>(work, 1) + block - 1) / block;
+  // Row kernels: one block per row; the others: grid-stride over `work` elements.
+  auto grid_for = [&](int64_t work, bool rows, unsigned blk) {
+    const int64_t blocks = rows ? std::max<int64_t>(work, 1) : (std::max<int64_t>(work, 1) + blk - 1) / blk;
     return static_cast<unsigned>(std::min<int64_t>(blocks, maxg));
   };
-  auto gen = [&](const std::string& name, unsigned grid, unsigned blk, int64_t rows) {
+  // A generated kernel's block is fitted to its own limit first (fused kernels hold more registers
+  // than per-node ones: on CUDA fewer threads per block may fit); every kernel strides, so any
+  // block size gives the same bits.
+  auto gen = [&](const std::string& name, int64_t work, bool per_row, unsigned blk, int64_t rows) {
     Step s;
     s.rows = rows;
     s.kernel = be_.kernel(module_, name);
-    s.grid = grid;
-    s.block = blk;
+    s.block = device::fit_block(be_, s.kernel, blk);
+    s.grid = grid_for(work, per_row, s.block);
     return s;
   };
   auto node = [](int32_t id) {
@@ -47,22 +51,22 @@ FusedProgram::FusedProgram(replay::Program& prog, Plan plan) : prog_(prog), be_(
   // Forward: tape order; a segment at its first id.
   for (int32_t id = 0; id < n; ++id) {
     if (const Segment* seg = at_lo[static_cast<size_t>(id)]) {
-      fwd_.push_back(seg->kind == SegKind::Row ? gen(seg->fwd, grid_for(seg->rows, true), block, seg->rows) : gen(seg->fwd, 1, 1, 1));
+      fwd_.push_back(seg->kind == SegKind::Row ? gen(seg->fwd, seg->rows, true, block, seg->rows) : gen(seg->fwd, 1, true, 1, 1));
       id = seg->hi;
       continue;
     }
     if (prog.node_forward_launches(id) > 0) fwd_.push_back(node(id));
   }
   // Backward: the fill (+ seed), then descending ids; a segment at its last id.
-  if (!plan_.fill.empty()) bwd_.push_back(gen(plan_.fill, grid_for(plan_.fill_width, false), block, 0));
+  if (!plan_.fill.empty()) bwd_.push_back(gen(plan_.fill, plan_.fill_width, false, block, 0));
   for (int32_t id = n - 1; id >= 0; --id) {
     const Segment* seg = at_hi[static_cast<size_t>(id)];
     if (seg && seg->bwd_fused) {
       if (seg->kind == SegKind::Row) {
-        if (!seg->bwd_row.empty()) bwd_.push_back(gen(seg->bwd_row, grid_for(seg->rows, true), block, seg->rows));
-        if (!seg->bwd_param.empty()) bwd_.push_back(gen(seg->bwd_param, grid_for(seg->param_width, false), block, seg->rows));
+        if (!seg->bwd_row.empty()) bwd_.push_back(gen(seg->bwd_row, seg->rows, true, block, seg->rows));
+        if (!seg->bwd_param.empty()) bwd_.push_back(gen(seg->bwd_param, seg->param_width, false, block, seg->rows));
       } else {
-        bwd_.push_back(gen(seg->bwd_row, 1, 1, 1));
+        bwd_.push_back(gen(seg->bwd_row, 1, true, 1, 1));
       }
       id = seg->lo;
       continue;

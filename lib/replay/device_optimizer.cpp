@@ -14,6 +14,13 @@ namespace gr::replay {
 
 using namespace detail;
 
+namespace {
+// The control buffer (gr_opt_kernels.cuh): ctl[0..4] the step's scalars, ctl[8..24) the gradient
+// norm's lanes between grk_clip_scale's two phases.
+constexpr unsigned kNormLanes = 16;  // GR_NORM_LANES (kernels/gr_optim.h)
+constexpr size_t kCtlDoubles = 8 + kNormLanes;
+}  // namespace
+
 // ---- the device optimizer ----------------------------------------------------------------------------
 DeviceOptimizer::DeviceOptimizer(Program& prog, const Optimizer& config, bool track_norm)
     : prog_(prog), cpu_(config), t_(config.t()) {
@@ -33,7 +40,7 @@ DeviceOptimizer::DeviceOptimizer(Program& prog, const Optimizer& config, bool tr
     }
   }
   device::Backend& be = prog.be_;
-  ctl_ = be.alloc(8 * sizeof(double));
+  ctl_ = be.alloc(kCtlDoubles * sizeof(double));
   const bool adam = cpu_.kind() == OptimizerKind::Adam;
   const SgdConfig& sc = cpu_.sgd_config();
   if (cpu_.has_moments()) {  // Adam's m and v; SGD momentum keeps its buffer in m (v stays zero)
@@ -48,8 +55,9 @@ DeviceOptimizer::DeviceOptimizer(Program& prog, const Optimizer& config, bool tr
   be.upload(tab_, tab.data(), tab.size() * sizeof(int64_t));
 
   // The device half of a step, fixed at construction (capturable).
+  // The norm's 16 lanes (docs/numerics.md) as up to 16 threads of one block, folded by thread 0.
   if ((cpu_.clip() > 0.0 || track_norm) && active_count > 0)
-    prog.add_serial(launches_, "grk_clip_scale", {prog.grads_.handle, tab_.handle, I(active_count), ctl_.handle});
+    prog.add_one_block(launches_, "grk_clip_scale", kNormLanes, {prog.grads_.handle, tab_.handle, I(active_count), ctl_.handle});
   const AdamConfig& ac = cpu_.adam_config();
   const double b1 = ac.beta1, b2 = ac.beta2;
   for (const Entry& e : params_) {

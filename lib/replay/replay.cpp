@@ -24,6 +24,11 @@ const std::string& kernel_source(DType dtype) {
   return dtype == DType::F32 ? f32 : detail_kernel_text();
 }
 
+const std::string& kernel_prelude(DType dtype) {
+  static const std::string f32 = "#define GR_F32 1\n" + detail_prelude_text();
+  return dtype == DType::F32 ? f32 : detail_prelude_text();
+}
+
 const char* detail::elementwise_kernel(Op op, int side) {
   static const auto names = [] {
     std::array<std::array<std::string, 3>, kOpCount> t;
@@ -246,8 +251,8 @@ uint64_t Program::mptr(int64_t off) const { return meta_.handle + static_cast<ui
 void Program::add(std::vector<Launch>& list, const char* name, int64_t work, std::initializer_list<uint64_t> args) {
   Launch l;
   l.kernel = kernel(name);
-  l.block = block_;
-  const int64_t blocks = (std::max<int64_t>(work, 1) + block_ - 1) / block_;
+  l.block = device::fit_block(be_, l.kernel, block_);  // the kernel's own limit may be lower (CUDA registers)
+  const int64_t blocks = (std::max<int64_t>(work, 1) + l.block - 1) / l.block;
   l.grid = static_cast<unsigned>(std::min<int64_t>(blocks, opt_.max_grid));
   l.nargs = static_cast<int>(args.size());
   std::copy(args.begin(), args.end(), l.args);
@@ -257,6 +262,16 @@ void Program::add(std::vector<Launch>& list, const char* name, int64_t work, std
 void Program::add_serial(std::vector<Launch>& list, const char* name, std::initializer_list<uint64_t> args) {
   Launch l;
   l.kernel = kernel(name);
+  l.nargs = static_cast<int>(args.size());
+  std::copy(args.begin(), args.end(), l.args);
+  list.push_back(l);
+}
+
+void Program::add_one_block(std::vector<Launch>& list, const char* name, unsigned threads,
+                            std::initializer_list<uint64_t> args) {
+  Launch l;
+  l.kernel = kernel(name);
+  l.block = device::fit_block(be_, l.kernel, std::max(1u, std::min(threads, block_)));
   l.nargs = static_cast<int>(args.size());
   std::copy(args.begin(), args.end(), l.args);
   list.push_back(l);

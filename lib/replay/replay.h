@@ -34,6 +34,12 @@ enum class DType { F64, F32 };
 // module is the same text with `#define GR_F32 1` in front.
 const std::string& kernel_source(DType dtype = DType::F64);
 const std::string& detail_kernel_text();  // the generated concatenation (f64)
+// The head of that text alone (kernels/device/gr_prelude.cuh: the shared headers, gr_real, the GRK_
+// macros), with `#define GR_F32 1` in front for f32: what a generated module (lib/fuse) compiles
+// against. Its kernels call only the shared inline/template functions of the headers, so a fused
+// module carries no per-node kernel (those run from the Program's own module).
+const std::string& kernel_prelude(DType dtype = DType::F64);
+const std::string& detail_prelude_text();  // the generated prelude text (f64)
 // Every kernel name the source exports (for tests and diagnostics).
 const std::vector<std::string>& kernel_names();
 
@@ -157,6 +163,9 @@ class Program final : public Episode {
   void download_real(double* dst, device::Buffer src, int64_t n, int64_t elem_off);
   void add(std::vector<Launch>& list, const char* kernel, int64_t work, std::initializer_list<uint64_t> args);
   void add_serial(std::vector<Launch>& list, const char* kernel, std::initializer_list<uint64_t> args);
+  // One block of min(threads, block()) threads (fitted to the kernel's limit): a kernel whose
+  // threads split a fixed amount of work and meet at a barrier (the gradient norm's 16 lanes).
+  void add_one_block(std::vector<Launch>& list, const char* kernel, unsigned threads, std::initializer_list<uint64_t> args);
   void run(const std::vector<Launch>& list);
   void run_range(const std::vector<Launch>& list, size_t begin, size_t end);
   void plan_forward(int32_t id);

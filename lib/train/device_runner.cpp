@@ -91,6 +91,7 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   device::Module* module = backend_->compile(kBatchKernels, "gradrun_batches");
   const bool f32 = ro.dtype == replay::DType::F32;
   gather_ = backend_->kernel(module, f32 ? "gr_gather_rows_f32" : "gr_gather_rows_f64");
+  gather_block_ = device::fit_block(*backend_, gather_, episode_->program().block());
   store_loss_ = backend_->kernel(module, f32 ? "gr_store_loss_f32" : "gr_store_loss_f64");
   store_norm_ = backend_->kernel(module, "gr_store_loss_f64");  // the norm lives in the optimizer's double control buffer
   for (const Tensor& t : model.data().train.tensors) {
@@ -131,7 +132,7 @@ void DeviceRunner::step(std::span<const int64_t> rows, int64_t step_in_epoch, in
       uint64_t src = data_[i].handle, idx = index_.handle, dst = prog.value_address(slots[i].id);
       long long width = t.numel() / t.shape()[0], n = width * width_rows, count = width_rows;
       void* args[] = {&src, &idx, &dst, &width, &count};
-      const unsigned block = prog.block();
+      const unsigned block = gather_block_;
       const unsigned grid = static_cast<unsigned>(std::min<long long>((n + block - 1) / block, prog.max_grid()));
       backend_->launch(gather_, std::max(1u, grid), block, args);
     }

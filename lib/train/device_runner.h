@@ -77,6 +77,7 @@ class DeviceRunner {
   std::vector<device::Buffer> data_;
   device::Buffer index_{}, losses_{}, norms_{};
   device::Kernel *gather_ = nullptr, *store_loss_ = nullptr, *store_norm_ = nullptr;
+  unsigned gather_block_ = 1;  // the program's block, fitted to the gather kernel's limit
   int64_t losses_capacity_ = 0;
   HostCopies host_copies_{model_};
 };
