@@ -7,7 +7,10 @@
 //   bench_replay --nvrtc        NVRTC compile times of the modules a CUDA run builds (no GPU needed)
 // Prints ms per run and µs per episode, launches per episode, the setup time of each device path
 // (capture, compile or disk-cache fetch, upload), and checks that the four paths end on the same
-// parameter bytes (f64). Exit 1 when they do not, 3 on an error (no GPU, no NVRTC).
+// parameter bytes (f64), naming the first path and parameter element that differs.
+// Exit status (scripts/gpu-check tells them apart): 0 bit-equal; 1 a path differs; 2 the backend
+// cannot be had (no driver, no device, no NVRTC: one line "bench_replay: no usable CUDA device:
+// REASON"); 3 any other error, e.g. a CUDA error in a launch.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -123,7 +126,15 @@ int main(int argc, char** argv) {
   }
   try {
     if (nvrtc) return nvrtc_times();
-    auto sel = device::select_backend(backend_kind);
+    device::Selection sel;
+    try {
+      sel = device::select_backend(backend_kind);
+    } catch (const device::DeviceUnavailable& e) {
+      std::string why = e.what();
+      if (why.rfind("unavailable: ", 0) == 0) why = why.substr(13);
+      std::fprintf(stderr, "bench_replay: no usable CUDA device: %s\n", why.c_str());
+      return 2;
+    }
     device::Backend& be = *sel.backend;
     // 1. CPU tape.
     Ae cpu;
@@ -183,14 +194,25 @@ int main(int argc, char** argv) {
     }
     const std::vector<double> ref = params_of(cpu.tape, cpu.params);
     bool same = true;
-    for (const auto& f : final_params)
-      same = same && f.size() == ref.size() && std::memcmp(ref.data(), f.data(), ref.size() * sizeof(double)) == 0;
+    std::string first_difference;
+    for (int m = 0; m < 3 && same; ++m) {
+      const std::vector<double>& f = final_params[m];
+      for (size_t i = 0; i < ref.size() && same; ++i)
+        if (i >= f.size() || std::memcmp(&ref[i], &f[i], sizeof(double)) != 0) {
+          same = false;
+          char buf[200];
+          std::snprintf(buf, sizeof buf, "%s: parameter element %zu: CPU tape %.17g, device %.17g", names[m], i, ref[i],
+                        i < f.size() ? f[i] : 0.0);
+          first_difference = buf;
+        }
+    }
     std::printf("autoencoder 6-64-32-64-6, batch 200, Adam, %d episodes on %s\n", episodes, be.describe().c_str());
     std::printf("  %-20s %10.1f ms  %8.1f us/episode\n", "CPU tape", ms_cpu, 1e3 * ms_cpu / episodes);
     for (int m = 0; m < 3; ++m)
       std::printf("  %-20s %10.1f ms  %8.1f us/episode  %4zu launches/episode  setup %.1f ms\n", names[m], ms_dev[m],
                   1e3 * ms_dev[m] / episodes, launches[m], ms_setup[m]);
     std::printf("  final parameters bit-equal on all four paths: %s\n", same ? "yes" : "NO");
+    if (!same) std::printf("  first difference: %s\n", first_difference.c_str());
     return same ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_replay: %s\n", e.what());

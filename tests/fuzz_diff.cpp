@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -406,7 +407,11 @@ int main(int argc, char** argv) {
     }
   }
   std::string temp_cache;
-  if (o.run.cache_dir.empty()) {  // a clean cache, as on CI
+  // Without --cache: $GR_TEST_CACHE (scripts/gpu-check's one warm cache for every step), else a clean
+  // cache, as on CI.
+  if (const char* shared = std::getenv("GR_TEST_CACHE"); o.run.cache_dir.empty() && shared && *shared)
+    o.run.cache_dir = shared;
+  if (o.run.cache_dir.empty()) {
     std::string t = (std::filesystem::temp_directory_path() / "gr_fuzz_cache_XXXXXX").string();
     if (!mkdtemp(t.data())) return usage("cannot create a temp dir");
     temp_cache = o.run.cache_dir = t;

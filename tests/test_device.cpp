@@ -78,11 +78,11 @@ extern "C" __global__ void t_divergent(double* out) {
 GR_EXPORT_KERNEL(t_divergent)
 )";
 
-// A fresh cache directory per test process, removed at exit.
+// A fresh cache directory per test process, removed at exit ($GR_TEST_CACHE instead when set).
 using TempDir = gr::test::TempDir;
 
 const std::string& cache_dir() {
-  static TempDir dir("gr_test_device");
+  static gr::test::CacheDir dir("gr_test_device");  // $GR_TEST_CACHE when set (support/temp_dir.h)
   return dir.path;
 }
 

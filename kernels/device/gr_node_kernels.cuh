@@ -94,6 +94,7 @@ GR_HD static inline void grk_binary_bwd(int side, const gr_real* g, const gr_rea
   extern "C" __global__ void grk_##stem##_fwd(const gr_real* a, const gr_real* b, gr_real* y, const long long* m,  \
                                               long long n) {                                                   \
     grk_binary_fwd<gr_ew_##stem>(a, b, y, m, n);                                                                \
+    GRK_TEST_FLIP("grk_" #stem "_fwd", y, n)                                                                    \
   }                                                                                                             \
   GR_EXPORT_KERNEL(grk_##stem##_fwd)                                                                            \
   extern "C" __global__ void grk_##stem##_bwd_a(const gr_real* g, const gr_real* a, const gr_real* b,              \
@@ -111,6 +112,7 @@ GR_HD static inline void grk_binary_bwd(int side, const gr_real* g, const gr_rea
 #define GRK_UNARY_KERNELS(stem)                                                                                 \
   extern "C" __global__ void grk_##stem##_fwd(const gr_real* x, gr_real* y, double s, long long n) {              \
     GRK_LOOP(e, n) y[e] = gr_ew_##stem::fwd(x[e], (gr_real)0, GRK_REAL(s));                                     \
+    GRK_TEST_FLIP("grk_" #stem "_fwd", y, n)                                                                    \
   }                                                                                                             \
   GR_EXPORT_KERNEL(grk_##stem##_fwd)                                                                            \
   extern "C" __global__ void grk_##stem##_bwd(const gr_real* g, const gr_real* x, const gr_real* y, gr_real* slot,  \

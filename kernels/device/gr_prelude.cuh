@@ -33,3 +33,30 @@ typedef double gr_real;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
 #define GRK_FIRST_THREAD (blockIdx.x == 0 && threadIdx.x == 0)
 #define GRK_MAXD 8
+
+// The planted mismatch (docs/verification.md "GPU first contact"): only in a build with
+// GR_TEST_PLANT_MISMATCH=ON and GRADRUN_TEST_FLIP_BIT=KERNEL set does lib/replay define
+// GR_TEST_FLIP_KERNEL as the name of one elementwise forward kernel, which then flips the lowest bit
+// of its output element 0 (the thread that wrote it, after its loop). Everywhere else GRK_TEST_FLIP
+// is empty: the generated code is the same.
+#ifdef GR_TEST_FLIP_KERNEL
+GR_HD static inline int grk_test_same(const char* a, const char* b) {
+  while (*a && *a == *b) {
+    ++a;
+    ++b;
+  }
+  return *a == *b;
+}
+#define GRK_TEST_FLIP(name, y, n)                                               \
+  if (GRK_FIRST_THREAD && (n) > 0 && grk_test_same(name, GR_TEST_FLIP_KERNEL)) { \
+    union {                                                                     \
+      gr_real r;                                                                \
+      unsigned char b[sizeof(gr_real)];                                         \
+    } u_;                                                                       \
+    u_.r = (y)[0];                                                              \
+    u_.b[0] ^= 1;                                                               \
+    (y)[0] = u_.r;                                                              \
+  }
+#else
+#define GRK_TEST_FLIP(name, y, n)
+#endif

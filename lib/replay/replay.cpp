@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 
+#include "tensor/diag.h"
 #include "tensor/reduce.h"
 
 namespace gr::replay {
@@ -19,9 +21,38 @@ namespace gr::replay {
 using namespace detail;
 
 
+namespace {
+
+// The planted mismatch (docs/verification.md "GPU first contact"): in a GR_TEST_PLANT_MISMATCH build,
+// GRADRUN_TEST_FLIP_BIT=grk_<stem>_fwd (an elementwise forward kernel) makes that kernel flip the lowest
+// bit of its output element 0 (kernels/device/gr_prelude.cuh, GRK_TEST_FLIP), so scripts/gpu-check can
+// show that a wrong kernel is reported as a failure naming its step. The define changes the module
+// text, so the flipping modules have their own cache entries. Other builds ignore the variable.
+std::string planted_mismatch() {
+#ifdef GR_TEST_PLANT_MISMATCH
+  const char* v = std::getenv("GRADRUN_TEST_FLIP_BIT");
+  if (!v || !*v) return "";
+  const std::string name = v;
+  bool known = false;
+  for (const OpInfo& info : kOps)
+    known = known || (info.elementwise() && name == detail::elementwise_kernel(info.op, -1));
+  if (!known)
+    throw Error("GRADRUN_TEST_FLIP_BIT=" + name + ": not an elementwise forward kernel (grk_<op>_fwd, e.g. grk_tanh_fwd)");
+  diag::warn("GRADRUN_TEST_FLIP_BIT=" + name + ": this test build's kernel " + name +
+             " flips one bit of its output (a planted mismatch)");
+  return "#define GR_TEST_FLIP_KERNEL \"" + name + "\"\n";
+#else
+  return "";
+#endif
+}
+
+}  // namespace
+
 const std::string& kernel_source(DType dtype) {
-  static const std::string f32 = "#define GR_F32 1\n" + detail_kernel_text();
-  return dtype == DType::F32 ? f32 : detail_kernel_text();
+  static const std::string planted = planted_mismatch();
+  static const std::string f64 = planted + detail_kernel_text();
+  static const std::string f32 = "#define GR_F32 1\n" + planted + detail_kernel_text();
+  return dtype == DType::F32 ? f32 : f64;
 }
 
 const std::string& kernel_prelude(DType dtype) {

@@ -29,7 +29,7 @@ using gr::test::Rng;
 using TempDir = gr::test::TempDir;
 
 inline const std::string& cache_dir() {
-  static TempDir dir("gr_test_replay");
+  static gr::test::CacheDir dir("gr_test_replay");  // $GR_TEST_CACHE when set (temp_dir.h)
   return dir.path;
 }
 

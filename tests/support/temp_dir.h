@@ -7,8 +7,10 @@
 #include <stdlib.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -38,6 +40,25 @@ struct TempDir {
     std::ofstream(file(name), std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     return file(name);
   }
+};
+
+// A test process's kernel cache folder: $GR_TEST_CACHE when it is set (scripts/gpu-check points every
+// step's test suites and the fuzzer at one warm cache, so a module NVRTC compiled for one step is a
+// disk-cache hit in the next), else a fresh private TempDir, removed at exit (the default: CI's
+// tests start cold and leave nothing behind).
+struct CacheDir {
+  std::string path;
+  explicit CacheDir(const std::string& prefix) {
+    if (const char* shared = std::getenv("GR_TEST_CACHE"); shared && *shared) {
+      path = shared;
+    } else {
+      temp_ = std::make_unique<TempDir>(prefix);
+      path = temp_->path;
+    }
+  }
+
+ private:
+  std::unique_ptr<TempDir> temp_;
 };
 
 }  // namespace gr::test
