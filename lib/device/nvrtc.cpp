@@ -4,6 +4,9 @@
 #include "device/nvrtc.h"
 
 #include <dlfcn.h>
+#include <link.h>
+
+#include <filesystem>
 
 #include <algorithm>
 #include <atomic>
@@ -49,6 +52,24 @@ bool resolve(void* lib, const char* name, Fn* out) {
   return p != nullptr;
 }
 
+// NVRTC dlopens libnvrtc-builtins.so.<major>.<minor> by its bare name when it compiles, which fails
+// where the toolkit's lib folder is not on the loader's path (the GPU image, a chroot with the toolkit
+// mounted: the rehearsal found it) even though libnvrtc itself was found by its full path here. Loaded
+// first from libnvrtc's own folder, it is already in the process, and the loader matches it by soname.
+void preload_builtins(void* nvrtc) {
+  link_map* map = nullptr;
+  if (dlinfo(nvrtc, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr || map->l_name == nullptr) return;
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::path(map->l_name).parent_path();
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("libnvrtc-builtins.so.", 0) == 0 && name.find(".alt.") == std::string::npos) {
+      dlopen(entry.path().c_str(), RTLD_NOW | RTLD_GLOBAL);  // never closed, like libnvrtc
+      return;
+    }
+  }
+}
+
 Nvrtc load() {
   Nvrtc n;
   std::vector<std::string> names;
@@ -67,6 +88,7 @@ Nvrtc load() {
     n.error = "NVRTC not found (tried " + tried + "; set GRADRUN_NVRTC to its path)";
     return n;
   }
+  preload_builtins(lib);
   bool ok = resolve(lib, "nvrtcVersion", &n.Version) && resolve(lib, "nvrtcCreateProgram", &n.CreateProgram) &&
             resolve(lib, "nvrtcCompileProgram", &n.CompileProgram) &&
             resolve(lib, "nvrtcGetProgramLogSize", &n.GetProgramLogSize) &&
