@@ -2,6 +2,8 @@
 // naming the file and the line.
 #include "support/io_support.h"
 
+#include <charconv>
+
 using namespace gr;
 using namespace gr::iotest;
 
@@ -95,6 +97,79 @@ TEST_CASE("csv: errors name the file and the line") {
     read_csv(p);
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).size() < 200);
+  }
+}
+
+TEST_CASE("csv: dialects detected from the header and given") {
+  struct Case {
+    std::string text;
+    char delimiter;  // expected
+  };
+  const Case cases[] = {
+      {"a,b;c\n1,2\n", ','},       {"a;b;c\n1;2;3\n", ';'},     {"a\tb\n1\t2\n", '\t'},
+      {"a|b\n1|2\n", '|'},         {"  a   b \n 1  2\n", ' '},  {"\"x;y\",b\n1,2\n", ','},
+      {"single\n1\n", ','},        {"\n\n a ; b\n1;2\n", ';'},
+  };
+  for (const Case& c : cases) {
+    INFO("csv text: " << c.text);
+    CsvReader r = CsvReader::over(c.text, "d.csv", {});
+    CHECK(r.delimiter() == c.delimiter);
+    CHECK(r.delimiter_detected());
+  }
+  CsvDialect given;
+  given.delimiter = ';';
+  CsvReader r = CsvReader::over("a,b;c\n1,2;3\n", "d.csv", given);
+  CHECK((!r.delimiter_detected() && r.header() == std::vector<std::string>{"a,b", "c"}));
+}
+
+TEST_CASE("csv: RFC 4180 quoting, spaces, BOM and na_values") {
+  // Quoted header names, doubled quotes, delimiters and a line break inside quotes; a \r\n end.
+  const std::string text = "\xEF\xBB\xBF\"a b\",\"say \"\"hi\"\"\"\r\n\"x,\ny\",1\r\nNA,\"2\"\r\n  \r\n\"\",?\n";
+  CsvReader r = CsvReader::over(text, "q.csv", {});
+  CHECK(r.header() == std::vector<std::string>{"a b", "say \"hi\""});
+  CsvField text_field{0, true, true, ""}, number_field{1, false, true, ""};
+  const CsvData d = r.read({{text_field, number_field}});
+  REQUIRE(d.rows == 3);
+  CHECK(d.texts[0][0] == std::vector<std::string>{"x,\ny"});
+  CHECK(d.groups[0][0] == 0.0);
+  CHECK(d.groups[0][1] == 1.0);
+  CHECK((std::isnan(d.groups[0][2]) && d.groups[0][3] == 2.0));     // NA text; a quoted number
+  CHECK((std::isnan(d.groups[0][4]) && std::isnan(d.groups[0][5])));  // "" and ? are missing
+  CHECK((d.lines.line(0) == 2 && d.lines.line(1) == 4 && d.lines.line(2) == 6));
+  // Runs of spaces: leading and trailing blanks are no cells; a quoted cell may hold spaces.
+  CsvDialect spaces;
+  spaces.delimiter = ' ';
+  CsvReader s = CsvReader::over(" name   v \n \"General Motors\"  1.5 \nford\t2\n", "s.csv", spaces);
+  const CsvData ds = s.read({{CsvField{0, true, false, ""}, CsvField{1, false, false, ""}}});
+  CHECK(ds.texts[0][0] == std::vector<std::string>{"General Motors", "ford"});
+  CHECK((ds.groups[0][1] == 1.5 && ds.groups[0][3] == 2.0));
+  // The single quote; custom na_values (then an empty cell is a plain empty text).
+  CsvDialect q;
+  q.quote = '\'';
+  q.na_values = {"-"};
+  CsvReader t = CsvReader::over("k;v\n'a;b';-\n;3\n", "t.csv", q);
+  const CsvData dt = t.read({{CsvField{0, true, false, ""}, CsvField{1, false, true, ""}}});
+  CHECK(dt.texts[0][0] == std::vector<std::string>{"a;b", ""});
+  CHECK((std::isnan(dt.groups[0][1]) && dt.groups[0][3] == 3.0));
+}
+
+TEST_CASE("csv: missing cells where none is allowed, and the fast decimal path") {
+  TempDir t;
+  CsvField strict{0, false, false, "set \"missing\" on input \"x\" to fill it"};
+  CsvReader r = CsvReader::over("x\n1\nNA\n", "m.csv", {});
+  expect_input_error([&] { r.read({{strict}}); }, "m.csv", "line 3, column \"x\"",
+                     "cell \"NA\" is not a number (a missing value: set \"missing\" on input \"x\" to fill it)");
+  // Decimal text of up to 19 digits reads to from_chars' double (Clinger's fast path, and beyond it).
+  const char* numbers[] = {"0.1",    "-0.00123015", "123456789012345678.9", "0.30000000000000004", "9007199254740993",
+                           "+2.5",   "-0",          "1234567890123456789",  "0.0000000000000000000001", "5."};
+  for (const char* n : numbers) {
+    const CsvTable c = parse_csv(std::string("v\n") + n + "\n", "n.csv");
+    double want = 0;
+    std::string_view sv(n);
+    if (sv.front() == '+') sv.remove_prefix(1);
+    std::from_chars(sv.data(), sv.data() + sv.size(), want);
+    INFO(n);
+    check_same_bits(c.values, {want});
   }
 }
 

@@ -35,9 +35,9 @@ void run_evaluate(const EvaluateFlags& f) {
     const Datasets& d = model->data();
     for (size_t i = 0; i < spec.data->inputs.size(); ++i) {
       const InputPrep& ip = *w.prep.find(spec.data->inputs[i].name);
-      if (d.mean[i] != ip.mean || d.std[i] != ip.std)
+      if (d.mean[i] != ip.mean || d.std[i] != ip.std || d.fit[i] != ip.fit)
         throw InputError(spec.path, spec.data->inputs[i].pointer,
-                         "the data's training-row statistics differ from those saved in " + w.path +
+                         "the data's training-row statistics (standardization, fill values or categories) differ from those saved in " + w.path +
                              " (the data file changed since training); pass --data");
     }
     if (d.validation.rows == 0) throw InputError(spec.path, "/data/validation", "the spec has no validation rows; pass --data FILE");
@@ -51,12 +51,22 @@ void run_evaluate(const EvaluateFlags& f) {
   const Evaluation ev = evaluate_metrics(*model, *rows, f.data.empty() ? "the validation split" : f.data);
   const double loss = ev.loss, accuracy = ev.accuracy;
   const bool regression = regression_of(*model).output >= 0;
+  // A classifier whose label has categories: its class names, in id order (the class ids' meaning).
+  std::vector<std::string> classes;
+  if (spec.metrics.accuracy) {
+    const auto it = model->program().names.find(spec.metrics.logits);
+    if (it != model->program().names.end() && it->second.kind == Ref::Kind::Node) {
+      const Shape& shape = model->program().nodes[static_cast<size_t>(it->second.index)].shape;
+      classes = class_names(model->program(), w.prep, shape.numel() / std::max<int64_t>(shape[0], 1));
+    }
+  }
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
   const std::string source = f.data.empty() ? "validation" : f.data;
   if (!f.json.empty()) {
     nlohmann::ordered_json j = {{"spec", spec.path}, {"weights", w.path}, {"data", source}, {"rows", rows->rows},
                                 {"loss", number(loss)}};
     if (spec.metrics.accuracy) j["accuracy"] = number(accuracy);
+    if (!classes.empty()) j["classes"] = classes;
     if (regression) j["mae"] = number(ev.mae), j["rmse"] = number(ev.rmse), j["r2"] = number(ev.r2);
     write_file_atomic(f.json, j.dump(2) + "\n");
   }
@@ -64,6 +74,11 @@ void run_evaluate(const EvaluateFlags& f) {
     std::printf("%-10s %s (%lld rows)\n", "data", source.c_str(), static_cast<long long>(rows->rows));
     std::printf("%-10s %s\n", "loss", format_double(loss).c_str());
     if (spec.metrics.accuracy) std::printf("%-10s %s\n", "accuracy", format_double(accuracy).c_str());
+    if (!classes.empty()) {
+      std::string list;
+      for (const std::string& c : classes) list += (list.empty() ? "" : ", ") + c;
+      std::printf("%-10s %s\n", "classes", list.c_str());
+    }
     if (regression)
       for (const auto& [name, v] : {std::pair<const char*, double>{"mae", ev.mae}, {"rmse", ev.rmse}, {"r2", ev.r2}})
         std::printf("%-10s %s\n", name, format_double(v).c_str());

@@ -50,12 +50,33 @@ struct TensorFileRecord {
   std::string sha256;
 };
 
+// A cell value of a table as the spec writes it: a number, or (CSV categories) a string.
+struct DataValue {
+  bool is_text = false;
+  std::string text;   // is_text
+  double number = 0;  // !is_text
+  bool operator==(const DataValue&) const = default;
+};
+
 struct InputSpec {
   std::string name, pointer;
   std::vector<std::string> columns;  // CSV: "columns" ([B, n]) or "column" ([B, 1])
   std::string tensor;                // tensor files: the tensor's name
   int64_t one_hot = 0;               // > 0: labels → [B, one_hot]
   bool standardize = false;
+  // **(addition)** tabular data (docs/spec.md "Missing values and categories"; spec/dataset.h).
+  // "missing": error | mean | median | most_frequent | value (a number, or a string for categories)
+  std::string missing = "error";
+  DataValue missing_value;  // missing == "value"
+  bool missing_indicator = false;
+  // "categories": "auto" (the training rows' distinct values, sorted) or the list as given.
+  bool categorical = false, categories_auto = false;
+  std::vector<DataValue> categories;  // explicit: all numbers or all strings
+  bool unknown_zeros = false;         // "unknown": "zeros" (default "error")
+  bool encode_ids = false;            // "encode": "ids" (default "one_hot")
+  bool has_threshold = false;         // "threshold": t → 1 ⇔ value > t
+  double threshold = 0;
+  bool is_label = false;  // the accuracy metric's labels, a regression target or a loss's data input
 };
 
 struct DataSpec {
@@ -65,6 +86,9 @@ struct DataSpec {
   std::vector<InputSpec> inputs;
   double validation = 0.0;
   std::string pointer = "/data";
+  // CSV dialect **(addition)**: io/csv.h. delimiter 0: detected from the header line.
+  char delimiter = 0, quote = '"';
+  std::vector<std::string> na_values = {"", "NA", "N/A", "NaN", "nan", "null", "?"};
 };
 
 struct NodeSpec {

@@ -35,10 +35,10 @@ const char* onnx_elementwise(Op op) {
 // tests/test_export_onnx.py checks each f64 model's operators against onnx.defs.get_schema(op, 13).
 bool onnx_has_double(std::string_view op) {
   static constexpr std::string_view kOps[] = {
-      "Abs",      "Add",       "Cast",       "Concat",    "Cos",       "Div",  "Equal",   "Exp",
-      "Identity", "Log",       "LogSoftmax", "MatMul",    "Mul",       "Neg",  "Pow",     "ReduceMax",
-      "ReduceMean", "ReduceSum", "Relu",     "Reshape",   "Sigmoid",   "Sin",  "Slice",   "Softmax",
-      "Sqrt",     "Sub",       "Tanh",       "Transpose"};
+      "Abs",      "Add",       "ArgMax",     "Cast",      "Concat",    "Cos",  "Div",     "Equal",
+      "Exp",      "Greater",   "Identity",   "IsNaN",     "Log",       "LogSoftmax", "MatMul", "Mul",
+      "Neg",      "Pow",       "ReduceMax",  "ReduceMean", "ReduceSum", "Relu", "Reshape", "Sigmoid",
+      "Sin",      "Slice",     "Softmax",    "Sqrt",      "Sub",       "Tanh", "Transpose", "Where"};
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 
@@ -255,17 +255,47 @@ struct Builder {
       const onnx::Dim batch_dim = symbolic ? onnx::Dim{-1, "batch"} : onnx::Dim{s[0], ""};
       vi.dims.push_back(batch_dim);
       std::string v = vi.name;
-      if (!ip->one_hot_classes.empty()) {
-        vi.dims.push_back({1, ""});  // class labels, one per row
+      // The tabular transforms (spec/dataset.h): indicator, fill, encoding, indicator columns appended.
+      const InputFit& f = ip->fit;
+      const int64_t row_numel = s.numel() / std::max<int64_t>(s[0], 1);
+      const int64_t raw_w = export_raw_width(*ip, row_numel);
+      const bool single = f.categorical || f.has_threshold || !ip->one_hot_classes.empty();
+      if (single) vi.dims.push_back({1, ""});  // one raw value per row: a class label, a category, a number to threshold
+      else if (f.indicator) vi.dims.push_back({raw_w, ""});
+      else
+        for (int d = 1; d < s.rank(); ++d) vi.dims.push_back({s[d], ""});
+      std::string mask;
+      if (f.indicator) mask = emit("Cast", {emit("IsNaN", {v}, name + "_isnan")}, name + "_missing", {attr_int("to", static_cast<int64_t>(elem))});
+      if (!f.fill.empty()) {
+        const std::vector<double> fill = export_fill(f);
+        std::vector<int64_t> fill_dims;
+        if (single) fill_dims = {1};
+        else if (f.indicator) fill_dims = {raw_w};
+        else fill_dims.assign(s.dims().begin() + 1, s.dims().end());
+        const std::string fb = initializer_f(name + "_fill", fill_dims, fill);
+        v = emit("Where", {emit("IsNaN", {v}, name + "_is_missing"), fb, v}, name + "_filled");
+      }
+      if (f.categorical) {
+        const std::vector<double> cats = export_category_values(f);
+        const auto k = static_cast<int64_t>(cats.size());
+        const std::string cb = initializer_f(name + "_categories", {k}, cats);
+        const std::string eq = emit("Equal", {v, cb}, name + "_is_category");  // [batch, 1] vs [k] → [batch, k]
+        v = emit("Cast", {eq}, name + "_one_hot", {attr_int("to", static_cast<int64_t>(elem))});
+        if (f.ids)
+          v = emit("Cast", {emit("ArgMax", {v}, name + "_argmax", {attr_int("axis", 1), attr_int("keepdims", 1)})}, name + "_id",
+                   {attr_int("to", static_cast<int64_t>(elem))});
+      } else if (f.has_threshold) {
+        const std::string t = initializer_f(name + "_threshold", {}, std::span<const double>(&f.threshold, 1));
+        v = emit("Cast", {emit("Greater", {v, t}, name + "_above")}, name + "_binary", {attr_int("to", static_cast<int64_t>(elem))});
+      } else if (!ip->one_hot_classes.empty()) {
         const auto k = static_cast<int64_t>(ip->one_hot_classes.size());
         std::vector<double> classes(static_cast<size_t>(k));
         for (int64_t c = 0; c < k; ++c) classes[static_cast<size_t>(c)] = static_cast<double>(c);
         const std::string cls = initializer_f(name + "_classes", {k}, classes);
         const std::string eq = emit("Equal", {v, cls}, name + "_is_class");  // [batch, 1] vs [k] → [batch, k]
         v = emit("Cast", {eq}, name + "_one_hot", {attr_int("to", static_cast<int64_t>(elem))});
-      } else {
-        for (int d = 1; d < s.rank(); ++d) vi.dims.push_back({s[d], ""});
       }
+      if (f.indicator) v = emit("Concat", {v, mask}, name + "_with_indicator", {attr_int("axis", 1)});
       g().inputs.push_back(vi);
       if (!ip->mean.empty()) {
         std::vector<int64_t> row(s.dims().begin() + 1, s.dims().end());

@@ -3,9 +3,14 @@
 //
 // export_onnx() translates the part of the forward graph that the prediction depends on:
 //   - graph inputs: the spec's inputs that the prediction reads, in the spec's input order, RAW as
-//     read from the data file (float32 or float64; one-hot inputs as class labels [batch, 1]),
-//     followed by the saved preprocessing as nodes: one-hot (Equal against the class indices, Cast), then
-//     Sub "<input>_mean" / Div "<input>_std" initializers in the input's row shape;
+//     read from the data file (float32 or float64; one-hot inputs as class labels [batch, 1]; NaN
+//     where a cell is missing; a categorical column [batch, 1] as its value, or its id when the
+//     categories are strings: preprocess.h), followed by the saved preprocessing as nodes: the
+//     missing indicator (IsNaN, Cast), the fill (Where(IsNaN(x), "<input>_fill", x)), the encoding —
+//     categories (Equal against "<input>_categories", Cast; ArgMax for ids; a value in none is a
+//     row of zeros), threshold (Greater, Cast), one-hot (Equal against the class indices, Cast) —,
+//     the indicator columns appended (Concat), then Sub "<input>_mean" / Div "<input>_std"
+//     initializers in the input's row shape;
 //   - spec parameters and consts → float32 (float64) initializers named as in the spec;
 //   - dense layers → MatMul(x, <id>.W [in, units]) + Add <id>.b, then the activation;
 //   - elementwise rows of the op table → Add/Sub/Mul/Div/Neg/Relu/Sigmoid/Tanh/Exp/Log/Sqrt/Abs/Pow/

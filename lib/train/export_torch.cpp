@@ -234,13 +234,44 @@ struct Emitter {
       out.input_names.push_back(name);
       input_var[i] = arg;
       fwd << "        " << arg << " = torch.as_tensor(" << arg << ", dtype=" << dtype() << ")\n";
-      if (!ip->one_hot_classes.empty())
-        fwd << "        " << arg << " = torch.nn.functional.one_hot(" << arg << ".reshape(-1).long(), "
-            << ip->one_hot_classes.size() << ").to(" << dtype() << ")\n";
-      if (ip->mean.empty()) continue;
       std::vector<int64_t> row(p.input_shapes[i].dims().begin() + 1, p.input_shapes[i].dims().end());
       if (row.empty()) row.push_back(1);
       const Shape rs{std::span<const int64_t>(row)};
+      // The tabular transforms (spec/dataset.h): indicator, fill, encoding, indicator columns appended.
+      const InputFit& f = ip->fit;
+      const int64_t raw_w = export_raw_width(*ip, rs.numel());
+      std::string mask;
+      if (f.indicator) {
+        mask = names.take(arg + "_missing");
+        fwd << "        " << mask << " = torch.isnan(" << arg << ").to(" << dtype() << ").reshape(" << arg << ".shape[0], -1)\n";
+      }
+      if (!f.fill.empty()) {
+        const std::vector<double> fill = export_fill(f);
+        std::vector<int64_t> fill_shape = f.categorical || f.has_threshold || f.one_hot ? std::vector<int64_t>{1} : row;
+        if (f.indicator) fill_shape = {raw_w};
+        const std::string fb = names.take(arg + "_fill");
+        buffer(fb, Tensor(Shape(std::span<const int64_t>(fill_shape)), fill));
+        fwd << "        " << arg << " = torch.where(torch.isnan(" << arg << "), self." << fb << ", " << arg << ")\n";
+      }
+      if (f.categorical) {
+        const std::vector<double> cats = export_category_values(f);
+        const std::string cb = names.take(arg + "_categories");
+        buffer(cb, Tensor(Shape{static_cast<int64_t>(cats.size())}, cats));
+        fwd << "        " << arg << " = (" << arg << ".reshape(-1, 1) == self." << cb << ").to(" << dtype() << ")\n";
+        if (!f.unknown_zeros)
+          fwd << "        if not bool(torch.all(" << arg << ".sum(dim=1) == 1)):\n"
+              << "            raise ValueError(" << py_str("input " + name + ": a value that is not one of its " +
+                                                           std::to_string(cats.size()) + " categories") << ")\n";
+        if (f.ids) fwd << "        " << arg << " = torch.argmax(" << arg << ", dim=1, keepdim=True).to(" << dtype() << ")\n";
+      } else if (f.has_threshold) {
+        fwd << "        " << arg << " = (" << arg << ".reshape(-1, 1) > " << py_num(f.threshold) << ").to(" << dtype() << ")\n";
+      } else if (!ip->one_hot_classes.empty()) {
+        fwd << "        " << arg << " = torch.nn.functional.one_hot(" << arg << ".reshape(-1).long(), "
+            << ip->one_hot_classes.size() << ").to(" << dtype() << ")\n";
+      }
+      if (f.indicator)
+        fwd << "        " << arg << " = torch.cat((" << arg << ".reshape(" << arg << ".shape[0], -1), " << mask << "), dim=1)\n";
+      if (ip->mean.empty()) continue;
       if (static_cast<int64_t>(ip->mean.size()) != rs.numel() || ip->std.size() != ip->mean.size())
         throw InputError(p.spec->path, "/data/inputs/" + name,
                          "the saved standardization has " + std::to_string(ip->mean.size()) + " columns; the input's row " +

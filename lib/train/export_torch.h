@@ -11,8 +11,12 @@
 //   - consts → buffers "c_<name>"; preprocessing → buffers "<input>_mean" / "<input>_std" in the
 //     input's row shape (literal values in model.py as well, so the module alone preprocesses).
 // forward(*raw_inputs) takes the spec's inputs that the prediction reads, in the spec's input order,
-// as read from the data file (one-hot inputs as class labels), applies the saved preprocessing
-// ((x − mean) / std), runs the graph and returns the prediction after its transform.
+// as read from the data file (one-hot inputs as class labels; NaN where a cell is missing; a
+// categorical column as its value, or its id when the categories are strings: preprocess.h),
+// applies the saved preprocessing — missing indicator (torch.isnan), fill (torch.where with the
+// buffer "<input>_fill"), categories (== "<input>_categories", argmax for ids; a value in none
+// raises ValueError unless "unknown" is "zeros"), threshold, the indicator columns appended, then
+// (x − mean) / std —, runs the graph and returns the prediction after its transform.
 // A node the export cannot express (a loss inside the prediction's graph) is refused with an
 // InputError at that node's pointer.
 #pragma once

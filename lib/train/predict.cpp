@@ -111,6 +111,7 @@ PredictTarget predict_target(const Program& p, const Preprocessing& prep) {
   const int64_t width = shape.numel() / p.batch;
   t.classifier = t.transform == "softmax" || (spec.metrics.accuracy && spec.metrics.logits == t.name) ||
                  (t.transform == "sigmoid" && width == 1);
+  if (t.classifier) t.class_names = class_names(p, prep, width);
   // A regression on a standardized target: the prediction in the data's units.
   const Regression reg = regression_of(p);
   if (reg.output == t.node && (t.transform == "none" || t.transform.empty())) {
@@ -120,6 +121,26 @@ PredictTarget predict_target(const Program& p, const Preprocessing& prep) {
     }
   }
   return t;
+}
+
+std::vector<std::string> class_names(const Program& p, const Preprocessing& prep, int64_t width) {
+  const Spec& spec = *p.spec;
+  std::string label = spec.metrics.accuracy ? spec.metrics.labels : "";
+  if (label.empty()) {  // the classification loss's labels: softmax_cross_entropy / cross_entropy / bce_with_logits
+    for (const NodeSpec& n : spec.graph)
+      if (n.kind == NodeSpec::Kind::Op && n.inputs.size() == 2 &&
+          (n.op == Op::SoftmaxCrossEntropy || n.op == Op::CrossEntropy || n.op == Op::BceWithLogits) && prep.find(n.inputs[1])) {
+        label = n.inputs[1];
+        break;
+      }
+  }
+  const InputPrep* ip = label.empty() ? nullptr : prep.find(label);
+  if (!ip || !ip->fit.categorical) return {};
+  const auto k = static_cast<int64_t>(ip->fit.categories.size());
+  if (k != width && !(width == 1 && k == 2)) return {};
+  std::vector<std::string> names;
+  for (const DataValue& v : ip->fit.categories) names.push_back(category_name(v));
+  return names;
 }
 
 std::vector<bool> inputs_needed(const Program& p, int node) {
@@ -203,9 +224,9 @@ DataTable read_data_file(const Spec& spec, const Preprocessing& prep, const std:
     throw InputError(file, "", "unknown data format \"" + ext + "\" (known: .csv, .npy, .npz, .safetensors)");
   }
   d.inputs = wanted;
-  const DataTable raw = read_inputs(s);
-  DataTable t;
-  t.rows = raw.rows;
+  RawTable raw = read_raw(s);
+  DataTable t, labels;
+  t.rows = labels.rows = raw.rows;
   size_t k = 0;
   for (size_t i = 0; i < spec.data->inputs.size(); ++i) {
     const InputSpec& in = spec.data->inputs[i];
@@ -215,13 +236,16 @@ DataTable read_data_file(const Spec& spec, const Preprocessing& prep, const std:
       t.tensors.push_back(zeros(t.rows, ip.row_shape));
       continue;
     }
-    Tensor x = raw.tensors[k++];
+    // The saved fill, categories and encodings: never refitted on new data.
+    Tensor x = apply_fit(raw.inputs[k], ip.fit, {}, raw, wanted[k]);
+    ++k;
     const auto dims = x.shape().dims();
     const std::vector<int64_t> row(dims.begin() + 1, dims.end());
     if (row != ip.row_shape)
       throw InputError(file, ext == ".csv" ? in.name : wanted[k - 1].tensor,
                        "input \"" + in.name + "\" has rows of shape " + shape_str(row) + ", the model was trained on " +
                            shape_str(ip.row_shape));
+    if (spec.metrics.accuracy && in.name == spec.metrics.labels) labels.names.push_back(in.name), labels.tensors.push_back(x);
     if (!ip.mean.empty()) {
       const int64_t cols = x.numel() / t.rows;
       if (static_cast<int64_t>(ip.mean.size()) != cols)
@@ -232,6 +256,7 @@ DataTable read_data_file(const Spec& spec, const Preprocessing& prep, const std:
     }
     t.tensors.push_back(std::move(x));
   }
+  check_labels(s, labels);
   return t;
 }
 
@@ -284,12 +309,39 @@ Predictions predict_rows_device(Model& model, const PredictTarget& target, const
   return p;
 }
 
+namespace {
+
+// A CSV cell: quoted (RFC 4180) when it holds a delimiter, a quote, a line break or edge blanks.
+std::string csv_cell(const std::string& v) {
+  const bool plain = !v.empty() && v.find_first_of(",;\t|\"'\r\n") == std::string::npos && v.front() != ' ' && v.back() != ' ';
+  if (plain) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+}  // namespace
+
 std::string render_predictions(const Predictions& p, const PredictTarget& target, const std::string& path) {
+  const bool named = target.classifier && !target.class_names.empty();
   if (ends_with(path, ".safetensors")) {
     std::vector<double> classes(p.classes.begin(), p.classes.end());
     StTensorList list{{target.name, ConstTensorView{Shape{p.rows, p.width}, p.values.data()}}};
     if (target.classifier) list.emplace_back("class", ConstTensorView{Shape{p.rows}, classes.data()});
-    return encode_safetensors(list, {{"transform", target.transform}}, StDtype::F64);
+    std::map<std::string, std::string> meta{{"transform", target.transform}};
+    if (named) {
+      std::string names = "[";
+      for (size_t i = 0; i < target.class_names.size(); ++i) {
+        names += i ? ", \"" : "\"";
+        for (char c : target.class_names[i]) {
+          if (c == '"' || c == '\\') names += '\\';
+          names += c;
+        }
+        names += '"';
+      }
+      meta["class_names"] = names + "]";
+    }
+    return encode_safetensors(list, meta, StDtype::F64);
   }
   if (ends_with(path, ".npy")) {
     std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (" + std::to_string(p.rows) + ", " +
@@ -308,7 +360,10 @@ std::string render_predictions(const Predictions& p, const PredictTarget& target
   s += target.classifier ? ",class\n" : "\n";
   for (int64_t r = 0; r < p.rows; ++r) {
     for (int64_t j = 0; j < p.width; ++j) s += (j ? "," : "") + shortest(p.values[static_cast<size_t>(r * p.width + j)]);
-    if (target.classifier) s += "," + std::to_string(p.classes[static_cast<size_t>(r)]);
+    if (target.classifier) {
+      const int64_t c = p.classes[static_cast<size_t>(r)];
+      s += "," + (named ? csv_cell(target.class_names[static_cast<size_t>(c)]) : std::to_string(c));
+    }
     s += '\n';
   }
   return s;

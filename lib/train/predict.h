@@ -33,9 +33,15 @@ struct PredictTarget {
   int node = -1;
   std::string name, transform;  // transform: softmax | sigmoid | none
   bool classifier = false;
+  // A classifier whose label input has categories (spec/dataset.h): the class names in id order
+  // (predict writes them in its class column); empty: classes are written as ids.
+  std::vector<std::string> class_names;
   OutputUnits units;  // a standardized regression target's statistics; empty: no mapping
 };
 PredictTarget predict_target(const Program& program, const Preprocessing& prep);
+// The class names of a classifier's label input (the accuracy metric's labels, else the data input
+// its classification loss compares with), in id order, when that input has categories; else empty.
+std::vector<std::string> class_names(const Program& program, const Preprocessing& prep, int64_t width);
 // Per program input: does the node depend on it (inputs that only feed the loss do not).
 std::vector<bool> inputs_needed(const Program& program, int node);
 
@@ -75,8 +81,10 @@ Predictions predict_rows(Model& model, const PredictTarget& target, const DataTa
 Predictions predict_rows_device(Model& model, const PredictTarget& target, const DataTable& table,
                                 std::unique_ptr<device::Backend> backend);
 
-// CSV (NAME_j columns, then class), .npy ([rows, width] f8) or .safetensors (NAME, class) by the
-// extension of `path`; numbers in shortest round-trip form.
+// CSV (NAME_j columns, then class: the class name when the label has categories, CSV-quoted when
+// it needs it, else the id), .npy ([rows, width] f8) or .safetensors (NAME, class ids; the names in
+// the metadata "class_names" as a JSON array) by the extension of `path`; numbers in shortest
+// round-trip form.
 std::string render_predictions(const Predictions& p, const PredictTarget& target, const std::string& path);
 
 }  // namespace gr

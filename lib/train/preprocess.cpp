@@ -55,6 +55,34 @@ std::vector<double> numbers_at(const JsonAt& a) {
 
 }  // namespace
 
+int64_t export_raw_width(const InputPrep& ip, int64_t row_numel) {
+  const InputFit& f = ip.fit;
+  if (f.categorical || f.has_threshold || !ip.one_hot_classes.empty()) return 1;
+  return f.indicator ? row_numel / 2 : row_numel;
+}
+
+std::vector<double> export_category_values(const InputFit& fit) {
+  std::vector<double> v;
+  for (size_t i = 0; i < fit.categories.size(); ++i)
+    v.push_back(fit.categories[i].is_text ? static_cast<double>(i) : fit.categories[i].number);
+  return v;
+}
+
+std::vector<double> export_fill(const InputFit& fit) {
+  std::vector<double> v;
+  for (const DataValue& x : fit.fill) {
+    if (!x.is_text && !(fit.categorical && !fit.categories.empty() && fit.categories[0].is_text)) {
+      v.push_back(x.number);
+      continue;
+    }
+    double id = -1;  // a string fill (or a number among string categories): its position in the list
+    for (size_t i = 0; i < fit.categories.size(); ++i)
+      if (category_name(fit.categories[i]) == category_name(x)) id = static_cast<double>(i);
+    v.push_back(id);
+  }
+  return v;
+}
+
 const InputPrep* Preprocessing::find(const std::string& name) const {
   for (const InputPrep& in : inputs)
     if (in.name == name) return &in;
@@ -73,6 +101,8 @@ Preprocessing make_preprocessing(const Spec& spec, const Datasets& data) {
     if (spec.data->source == DataSpec::Source::Csv) ip.columns = in.columns;
     else ip.tensor = in.tensor;
     if (i < data.mean.size()) ip.mean = data.mean[i], ip.std = data.std[i];
+    if (i < data.fit.size()) ip.fit = data.fit[i];
+    ip.fit.one_hot = in.one_hot;
     for (int64_t k = 0; k < in.one_hot; ++k) ip.one_hot_classes.push_back(std::to_string(k));
     ip.dtype = "f64";
     if (i < data.train.tensors.size()) {
@@ -84,18 +114,55 @@ Preprocessing make_preprocessing(const Spec& spec, const Datasets& data) {
   return p;
 }
 
+namespace {
+
+Json values_json(const std::vector<DataValue>& v) {
+  Json a = Json::array();
+  for (const DataValue& x : v) {
+    if (x.is_text) a.push_back(x.text);
+    else a.push_back(x.number);
+  }
+  return a;
+}
+
+std::vector<DataValue> values_at(const JsonAt& a) {
+  if (!a.json().is_array()) a.fail("expected an array of numbers and strings");
+  std::vector<DataValue> out;
+  for (size_t i = 0; i < a.json().size(); ++i) {
+    const JsonAt x = a.at(i);
+    if (x.is_string()) out.push_back(DataValue{true, x.str(), 0});
+    else if (x.is_number()) out.push_back(DataValue{false, "", x.json().get<double>()});
+    else x.fail("expected a number or a string");
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string to_json(const Preprocessing& p) {
   Json inputs = Json::array();
-  for (const InputPrep& in : p.inputs)
-    inputs.push_back(Json{{"name", in.name},
-                          {"source_kind", in.source_kind},
-                          {"columns", array_of(in.columns)},
-                          {"tensor", in.tensor},
-                          {"mean", array_of(in.mean)},
-                          {"std", array_of(in.std)},
-                          {"one_hot_classes", array_of(in.one_hot_classes)},
-                          {"dtype", in.dtype},
-                          {"row_shape", array_of(in.row_shape)}});
+  for (const InputPrep& in : p.inputs) {
+    Json j{{"name", in.name},
+           {"source_kind", in.source_kind},
+           {"columns", array_of(in.columns)},
+           {"tensor", in.tensor},
+           {"mean", array_of(in.mean)},
+           {"std", array_of(in.std)},
+           {"one_hot_classes", array_of(in.one_hot_classes)},
+           {"dtype", in.dtype},
+           {"row_shape", array_of(in.row_shape)}};
+    // The tabular transforms, only where they apply: a run without them saves what it always did.
+    const InputFit& f = in.fit;
+    if (f.missing != "error") j["missing"] = f.missing, j["fill"] = values_json(f.fill);
+    if (f.indicator) j["missing_indicator"] = true;
+    if (f.categorical) {
+      j["categories"] = values_json(f.categories);
+      j["encode"] = f.ids ? "ids" : "one_hot";
+      j["unknown"] = f.unknown_zeros ? "zeros" : "error";
+    }
+    if (f.has_threshold) j["threshold"] = f.threshold;
+    inputs.push_back(std::move(j));
+  }
   return Json{{"spec_sha256", p.spec_sha256}, {"inputs", inputs}}.dump();
 }
 
@@ -125,6 +192,25 @@ Preprocessing preprocessing_from_json(const std::string& text) {
     in.one_hot_classes = strings_at(j.at("one_hot_classes"));
     in.dtype = j.at("dtype").str();
     if (j.has("row_shape")) in.row_shape = j.at("row_shape").integers(1, std::numeric_limits<int64_t>::max());
+    InputFit& f = in.fit;
+    f.one_hot = static_cast<int64_t>(in.one_hot_classes.size());
+    if (j.has("missing")) {
+      f.missing = j.at("missing").str();
+      f.fill = values_at(j.at("fill"));
+    }
+    if (j.has("missing_indicator")) f.indicator = j.at("missing_indicator").boolean();
+    if (j.has("categories")) {
+      f.categorical = true;
+      f.categories = values_at(j.at("categories"));
+      if (f.categories.empty()) j.at("categories").fail("expected at least one category");
+      f.ids = j.has("encode") && j.at("encode").str() == "ids";
+      f.unknown_zeros = j.has("unknown") && j.at("unknown").str() == "zeros";
+    }
+    if (j.has("threshold")) {
+      f.has_threshold = true;
+      if (!j.at("threshold").is_number()) j.at("threshold").fail("expected a number");
+      f.threshold = j.at("threshold").json().get<double>();
+    }
     p.inputs.push_back(std::move(in));
   }
   return p;
