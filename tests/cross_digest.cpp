@@ -25,6 +25,7 @@
 #include "spec/dataset.h"
 #include "spec/spec.h"
 #include "support/fuzz_graph.h"
+#include "support/rng.h"
 #include "tensor/same_bits.h"
 #include "tensor/sha256.h"
 #include "train/model.h"
@@ -32,17 +33,6 @@
 namespace {
 
 using namespace gr;
-
-// SplitMix64 (Steele, Lea, Flood 2014), written out so the arguments never depend on a library.
-struct SplitMix64 {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-};
 
 double from_bits(uint64_t b) {
   double x;
@@ -59,7 +49,7 @@ std::vector<double> math_arguments() {
                             std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::min(),
                             std::numeric_limits<double>::max(), 709.782712893384, -745.1332191019411, 1e-300,
                             3.141592653589793, 1.5707963267948966, 1e22, -1e22};
-  SplitMix64 r{0x5eed};
+  test::Rng r(0x5eed);  // SplitMix64: the same arguments on every platform
   for (int i = 0; i < (1 << 19); ++i) xs.push_back(from_bits(r.next()));
   for (int i = 0; i < (1 << 19); ++i) {
     const double u = static_cast<double>(r.next() >> 11) * 0x1p-53;  // [0, 1)
