@@ -454,8 +454,10 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
       EarlyStoppingSpec es;
       if (e.has("monitor")) {
         es.monitor = e.at("monitor").str();
-        if (es.monitor != "val_loss" && es.monitor != "val_accuracy" && es.monitor != "train_loss" && es.monitor != "train_accuracy")
-          e.at("monitor").fail("unknown monitor \"" + es.monitor + "\" (known: val_loss, val_accuracy, train_loss, train_accuracy)");
+        if (es.monitor != "val_loss" && es.monitor != "val_accuracy" && es.monitor != "train_loss" && es.monitor != "train_accuracy" &&
+            es.monitor != "val_f1" && es.monitor != "val_auc")
+          e.at("monitor").fail("unknown monitor \"" + es.monitor +
+                               "\" (known: val_loss, val_accuracy, train_loss, train_accuracy, val_f1, val_auc)");
       }
       if (e.has("patience")) es.patience = e.at("patience").integer(1, 100000000);
       if (e.has("min_delta")) {
@@ -490,8 +492,9 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
   if (s.optimizer.schedule && s.optimizer.schedule->kind == "cosine" && s.optimizer.schedule->epochs == 0)
     s.optimizer.schedule->epochs = s.train.epochs;  // the period as written, not a later --epochs
   mark_labels(s);
-  if (s.train.early_stopping && (s.train.early_stopping->monitor == "val_accuracy" || s.train.early_stopping->monitor == "train_accuracy") &&
-      !s.metrics.accuracy)
+  if (s.train.early_stopping && !s.metrics.accuracy &&
+      (s.train.early_stopping->monitor == "val_accuracy" || s.train.early_stopping->monitor == "train_accuracy" ||
+       s.train.early_stopping->monitor == "val_f1" || s.train.early_stopping->monitor == "val_auc"))
     root.at("train").at("early_stopping").at("monitor").fail(s.train.early_stopping->monitor + " needs an accuracy metric (metrics.accuracy)");
   if (root.has("device")) {
     const JsonAt d = root.at("device");

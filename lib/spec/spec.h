@@ -132,7 +132,7 @@ struct OptimizerSpec {
 // train.early_stopping: stop when `monitor` has not improved by more than min_delta for `patience`
 // epochs, keeping the best epoch's weights (lib/train/early_stopping.h).
 struct EarlyStoppingSpec {
-  std::string monitor = "val_loss";  // val_loss | val_accuracy | train_loss | train_accuracy
+  std::string monitor = "val_loss";  // val_loss | val_accuracy | train_loss | train_accuracy | val_f1 | val_auc
   int64_t patience = 10;
   double min_delta = 0.0;
 };

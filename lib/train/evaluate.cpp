@@ -2,6 +2,7 @@
 #include "train/evaluate.h"
 
 #include <cmath>
+#include <optional>
 #include <vector>
 
 namespace gr {
@@ -33,6 +34,12 @@ InputError unfit_batch_error(const Model& model, int64_t table_rows, const std::
                         rows_name + " does not fit the graph's fixed shapes (batch " + std::to_string(batch) +
                         "), so those rows could not be evaluated; choose a batch_size that divides " + std::to_string(table_rows) +
                         " (or change the rows), or make the graph's shapes follow the batch");
+}
+
+int64_t classifier_classes(const Program& p) {
+  if (p.metric_logits < 0) return 0;
+  const Shape& s = p.nodes[static_cast<size_t>(p.metric_logits)].shape;
+  return s.rank() == 2 ? class_count(s[1]) : 0;
 }
 
 Regression regression_of(const Model& model) { return regression_of(model.program()); }
@@ -86,6 +93,7 @@ Evaluation evaluate_metrics(Model& model, const DataTable& table, const std::str
   for (double& m : mean) m = m / static_cast<double>(table.rows);
   double loss_sum = 0.0, rows_seen = 0.0, correct = 0.0, abs_sum = 0.0, sq_sum = 0.0;
   std::vector<int64_t> rows;
+  std::optional<ClassTally> tally;
   for (int64_t start = 0; start < table.rows; start += p.batch) {
     const int64_t end = std::min(table.rows, start + p.batch);
     rows.clear();
@@ -103,11 +111,16 @@ Evaluation evaluate_metrics(Model& model, const DataTable& table, const std::str
       const ConstTensorView logits = model.tape().value(nodes[static_cast<size_t>(p.metric_logits)]);
       const Tensor& labels = table.tensors[static_cast<size_t>(p.metric_labels)];
       const int64_t cols = logits.shape[1];
+      if (!tally) tally.emplace(class_count(cols));
       for (size_t i = 0; i < rows.size(); ++i) {
         const int64_t predicted = predicted_class(logits.data + static_cast<int64_t>(i) * cols, cols);
-        const bool hit = p.metric_label_ids || p.metric_binary ? static_cast<double>(predicted) == labels.data()[rows[i]]
-                                                               : predicted == argmax_row(labels.data() + rows[i] * cols, cols);
+        const double label = p.metric_label_ids || p.metric_binary ? labels.data()[rows[i]] : 0.0;
+        const int64_t truth = p.metric_label_ids || p.metric_binary
+                                  ? (label >= 0.0 && label < static_cast<double>(class_count(cols)) ? static_cast<int64_t>(label) : -1)
+                                  : argmax_row(labels.data() + rows[i] * cols, cols);
+        const bool hit = p.metric_label_ids || p.metric_binary ? static_cast<double>(predicted) == label : predicted == truth;
         if (hit) correct = correct + 1.0;
+        tally->add(truth, logits.data + static_cast<int64_t>(i) * cols, cols);
       }
     }
     if (target) {  // residuals element by element: rows ascending, columns ascending
@@ -132,6 +145,7 @@ Evaluation evaluate_metrics(Model& model, const DataTable& table, const std::str
   if (rows_seen == 0) return ev;
   ev.loss = loss_sum / rows_seen;
   if (p.metric_logits >= 0) ev.accuracy = correct / rows_seen;
+  if (tally) ev.classes = tally->finish();
   if (target && width > 0) {
     const double elems = rows_seen * static_cast<double>(width);
     ev.mae = abs_sum / elems;
