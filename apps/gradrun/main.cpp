@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "child_jobs.h"
 #include "cli.h"
 #include "spec/overrides.h"
 #include "spec/suggest.h"
@@ -37,6 +38,8 @@ void configure_diagnostics(const CLI::App& app) {
   diag::configure(console, g_log_file, level);
 }
 }  // namespace
+
+const std::vector<std::string>& command_line_sets() { return g_sets; }
 
 Spec load_with_overrides(const std::string& path, const Overrides& o) {
   Spec s = load_spec(path, g_sets);
@@ -217,6 +220,8 @@ int main(int argc, char** argv) {
   cli::add_import(app);
   cli::add_diff(app);
   cli::add_regress(app);
+  cli::add_cv(app);
+  cli::add_sweep(app);
   for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     sub->add_option("--set", cli::g_sets,
                     "Override a spec value before it is read: PATH=VALUE, PATH dotted (optimizer.lr) or a JSON pointer "

@@ -1,4 +1,5 @@
 #include "spec/dataset.h"
+#include "spec/folds.h"
 
 #include <algorithm>
 #include <charconv>
@@ -566,7 +567,9 @@ Datasets load_datasets(const Spec& spec) {
   if (!spec.data) return out;
   RawTable raw = read_raw(spec);
   const int64_t rows = raw.rows;
-  const int64_t n_val = static_cast<int64_t>(std::floor(spec.data->validation * static_cast<double>(rows)));
+  const std::vector<int64_t> fold = spec.data->cv_folds > 0 ? assign_folds(spec, raw) : std::vector<int64_t>{};
+  int64_t n_val = static_cast<int64_t>(std::floor(spec.data->validation * static_cast<double>(rows)));
+  for (int64_t f : fold) n_val += f == spec.data->cv_fold ? 1 : 0;
   if (spec.data->validation > 0 && (n_val == 0 || n_val == rows))
     throw InputError(spec.path, "/data/validation",
                      "a validation fraction of " + std::to_string(spec.data->validation) + " leaves an empty split of " +
@@ -574,7 +577,9 @@ Datasets load_datasets(const Spec& spec) {
   std::vector<int64_t> val, train;  // each ascending: the permutation's first n_val entries, and the rest
   {
     std::vector<bool> held(static_cast<size_t>(rows), false);
-    {
+    if (!fold.empty()) {  // data.cv: fold cv_fold is the validation rows (spec/folds.h)
+      for (int64_t r = 0; r < rows; ++r) held[static_cast<size_t>(r)] = fold[static_cast<size_t>(r)] == spec.data->cv_fold;
+    } else {
       const std::vector<int64_t> perm = random_permutation(rows, spec.seed, kSplitStream);
       for (int64_t i = 0; i < n_val; ++i) held[static_cast<size_t>(perm[static_cast<size_t>(i)])] = true;
     }

@@ -191,7 +191,7 @@ char read_delimiter(const JsonAt& j) {
 }
 
 DataSpec read_data(const JsonAt& j, const std::string& dir) {
-  j.only_keys({"csv", "safetensors", "npy", "npz", "inputs", "validation", "delimiter", "quote", "na_values"});
+  j.only_keys({"csv", "safetensors", "npy", "npz", "inputs", "validation", "delimiter", "quote", "na_values", "cv"});
   DataSpec d;
   int sources = 0;
   auto path_of = [&](const JsonAt& p) { return (std::filesystem::path(dir) / p.str()).lexically_normal().string(); };
@@ -257,6 +257,13 @@ DataSpec read_data(const JsonAt& j, const std::string& dir) {
   if (j.has("validation")) {
     d.validation = j.at("validation").number();
     if (d.validation < 0 || d.validation >= 1) j.at("validation").fail("validation must be a fraction in [0, 1)");
+  }
+  if (j.has("cv")) {  // the validation rows are one fold of K (gradrun cv writes this)
+    const JsonAt cv = j.at("cv");
+    cv.only_keys({"folds", "fold"});
+    d.cv_folds = cv.at("folds").integer(2, 1 << 30);
+    d.cv_fold = cv.at("fold").integer(1, d.cv_folds);
+    if (d.validation > 0) cv.fail("\"cv\" chooses the validation rows itself: remove \"validation\" (or set it to 0)");
   }
   return d;
 }

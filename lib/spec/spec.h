@@ -85,6 +85,9 @@ struct DataSpec {
   std::map<std::string, std::string> files;  // npy: tensor name → path; others: "" → path (resolved)
   std::vector<InputSpec> inputs;
   double validation = 0.0;
+  // "cv": {"folds": K, "fold": i} **(addition)**: the validation rows are fold i (1-based) of K
+  // (spec/folds.h; written by `gradrun cv`). 0: no folds.
+  int64_t cv_folds = 0, cv_fold = 0;
   std::string pointer = "/data";
   // CSV dialect **(addition)**: io/csv.h. delimiter 0: detected from the header line.
   char delimiter = 0, quote = '"';
