@@ -101,8 +101,10 @@ bool training_finished(const std::string& dir, const std::vector<std::string>& o
   if (!std::filesystem::exists(dir + "/run.json", ec)) return false;
   try {
     const nlohmann::json run = nlohmann::json::parse(read_file(dir + "/run.json"));
-    return run.value("status", std::string()) == "complete" && run.contains("overrides") &&
-           run["overrides"].get<std::vector<std::string>>() == overrides;
+    if (run.value("status", std::string()) != "complete" || !run.contains("overrides")) return false;
+    // The run's overrides begin with these (a "balanced" class weight appends its resolved list).
+    const std::vector<std::string> had = run["overrides"].get<std::vector<std::string>>();
+    return had.size() >= overrides.size() && std::equal(overrides.begin(), overrides.end(), had.begin());
   } catch (const std::exception&) {
     return false;
   }

@@ -7,6 +7,7 @@
 
 #include "child_jobs.h"
 #include "cli.h"
+#include "spec/class_weight.h"
 #include "spec/overrides.h"
 #include "spec/suggest.h"
 #include "tensor/diag.h"
@@ -45,6 +46,13 @@ Spec load_with_overrides(const std::string& path, const Overrides& o) {
   Spec s = load_spec(path, g_sets);
   if (o.seed) s.seed = *o.seed;
   if (o.epochs) s.train.epochs = *o.epochs;
+  if (!s.balanced_weights.empty()) {  // "class_weight": "balanced": counted on the training rows, kept as --set items
+    std::vector<std::string> sets = g_sets;
+    for (const std::string& item : resolve_balanced_weights(s)) sets.push_back(item);
+    s = load_spec(path, sets);
+    if (o.seed) s.seed = *o.seed;
+    if (o.epochs) s.train.epochs = *o.epochs;
+  }
   return s;
 }
 

@@ -13,6 +13,7 @@
 #include "io/atomic_file.h"
 #include "spec/json_reader.h"
 #include "spec/schedule_spec.h"
+#include "spec/class_weight.h"
 #include "spec/spec_graph.h"
 #include "spec/suggest.h"
 #include "spec/tensor_file.h"
@@ -276,12 +277,14 @@ void mark_labels(Spec& s) {
   for (InputSpec& in : s.data->inputs) {
     bool target = in.name == s.metrics.labels || (s.metrics.regression && in.name == s.metrics.target), other = false;
     for (const NodeSpec& n : s.graph)
-      for (size_t k = 0; k < n.inputs.size(); ++k) {
-        if (n.inputs[k] != in.name) continue;
+      for (size_t k = 0; k < (n.generated ? 0 : n.weighted ? n.weighted_inputs.size() : n.inputs.size()); ++k) {
+        // a weighted loss (spec/class_weight.h) counts as the loss it weighs; its helper nodes not at all
+        if ((n.weighted ? n.weighted_inputs[k] : n.inputs[k]) != in.name) continue;
+        const Op op = n.weighted.value_or(n.op);
         const bool loss_target =
             n.kind == NodeSpec::Kind::Mse ||
             (n.kind == NodeSpec::Kind::Op && k == 1 &&
-             (n.op == Op::SoftmaxCrossEntropy || n.op == Op::CrossEntropy || n.op == Op::BceWithLogits));
+             (op == Op::SoftmaxCrossEntropy || op == Op::CrossEntropy || op == Op::BceWithLogits));
         (loss_target ? target : other) = true;
       }
     in.is_label = target && !other;
@@ -383,6 +386,16 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
     if (n.kind == NodeSpec::Kind::Dense) {
       names.insert(n.id + ".W");
       names.insert(n.id + ".b");
+    }
+    std::vector<NodeSpec> lowered;  // a weighted loss: the ops that compute it (spec/class_weight.h)
+    const size_t consts_before = s.consts.size();
+    if (lower_class_weight(j, n, s, lowered)) {
+      for (size_t c = consts_before; c < s.consts.size(); ++c) define(s.consts[c].name, j.at("id"));
+      for (NodeSpec& g : lowered) {
+        if (g.id != n.id) define(g.id, j.at("id"));
+        s.graph.push_back(std::move(g));
+      }
+      continue;
     }
     s.graph.push_back(std::move(n));
   }
