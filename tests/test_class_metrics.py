@@ -12,6 +12,8 @@ usage: test_class_metrics.py GRADRUN   (run from the repository root; numpy)
   rows against numpy on predict's probabilities and classes (confusion, precision, recall, F1,
   ROC-AUC with averaged ties, average precision, log loss from the logits); metrics.csv's last
   val_f1 / val_auc equal evaluate's macro_f1 / roc_auc on the validation rows bit for bit;
+- the same model without metrics.accuracy (its loss, a mean of bce_with_logits, makes it a
+  classifier): the same class metrics and val_f1 / val_auc;
 - penguins (3 classes): the confusion matrix against predict's named classes;
 - early stopping with monitor val_f1 keeps the best epoch by that column; val_auc on a 3-class
   model is refused (exit 2).
@@ -201,6 +203,20 @@ def main():
     neg = [s for s, t in zip(score, truth) if t == 0]
     pairs = sum((p > q) + 0.5 * (p == q) for p in pos for q in neg) / (len(pos) * len(neg))
     check(abs(pairs - ev["roc_auc"]) < 1e-12, f"binary: roc_auc {ev['roc_auc']} vs pairwise {pairs}")
+
+    # The same classifier without metrics.accuracy: its loss (mean of bce_with_logits) makes it one.
+    del spec["metrics"]
+    with open(f"{tmp}/bin-nometric.json", "w") as f:
+        json.dump(spec, f)
+    cli.run("train", f"{tmp}/bin-nometric.json", "--out", f"{tmp}/bin-nm", "-q")
+    cli.run("evaluate", f"{tmp}/bin-nm", "--data", f"{tmp}/bin.csv", "--json", f"{tmp}/bin-nm-ev.json", "-q")
+    nm = json.load(open(f"{tmp}/bin-nm-ev.json"))
+    for key in ("confusion_matrix", "per_class", "macro_f1", "balanced_accuracy", "roc_auc", "pr_auc", "log_loss", "class_names"):
+        check(nm.get(key) == ev.get(key), f"binary without metrics.accuracy: {key} {nm.get(key)} != {ev.get(key)}")
+    check("accuracy" not in nm, "binary without metrics.accuracy: an accuracy was reported")
+    rows_nm = read_csv_rows(f"{tmp}/bin-nm/metrics.csv")
+    check([r.get("val_f1") for r in rows_nm] == [r.get("val_f1") for r in rows] and [r.get("val_auc") for r in rows_nm] == [r.get("val_auc") for r in rows],
+          "binary without metrics.accuracy: metrics.csv val_f1/val_auc differ from the declared classifier's")
 
     # ---- 3. penguins: 3 classes with names --------------------------------------------------------
     cli.run("train", "specs/penguins.json", "--out", f"{tmp}/peng", "--epochs", "3", "-q")

@@ -11,7 +11,8 @@ cv (penguins, 3 folds, stratified by species):
   values equal each fold's own evaluate.json;
 - --jobs 1 and --jobs 2 give the same bytes: cv.json, and in every fold loss.csv, weights, init,
   spec.json, receipt.json, evaluate.json and metrics.csv without its seconds column;
-- without a label metric the folds are plain (j mod K over the permutation).
+- a regression's folds are plain (j mod K over the permutation); a classifier without
+  metrics.accuracy is stratified by its loss's labels.
 sweep (2 x 2 grid on penguins):
 - RUN/1..4 hold the combinations in order (first --grid slowest): each run's run.json overrides;
 - sweep.csv is ranked by the metric (val_f1: higher first) and its values equal each run's
@@ -138,17 +139,23 @@ def test_cv(tmp):
     for c in set(species):  # stratified: every class spread evenly (counts differ by at most one)
         counts = [sum(1 for s, f in zip(species, fold) if f == i and s == c) for i in (1, 2, 3)]
         check(max(counts) - min(counts) <= 1, f"cv: class {c} over folds {counts}")
-    # Plain folds without a label metric: the permutation dealt j mod K.
+    # Plain folds for a regression (no classifier labels): the permutation dealt j mod K.
+    n_lin = sum(1 for _ in csv.DictReader(open("datasets/linreg.csv")))
+    cli.run("cv", "specs/linreg.json", "--folds", "4", "--out", f"{tmp}/cv-plain", "--set", "train.epochs=1", "-q")
+    plain = json.load(open(f"{tmp}/cv-plain/cv.json"))
+    want = folds_of(list(range(n_lin)), 4, json.load(open("specs/linreg.json")).get("seed", 0), False)
+    check(plain["stratified"] is False and plain["validation_rows"] == [want.count(i) for i in (1, 2, 3, 4)] and "mae" in plain["metrics"],
+          f"cv plain: {plain['stratified']} {plain['validation_rows']} {list(plain['metrics'])}")
+    # A classifier without metrics.accuracy: stratified by its loss's labels.
     spec = json.load(open(SPEC))
     del spec["metrics"]
     spec["data"]["csv"] = os.path.abspath("datasets/penguins.csv")
-    with open(f"{tmp}/plain.json", "w") as f:
+    with open(f"{tmp}/nometric.json", "w") as f:
         json.dump(spec, f)
-    cli.run("cv", f"{tmp}/plain.json", "--folds", "4", "--out", f"{tmp}/cv-plain", "--set", "train.epochs=1", "-q")
-    plain = json.load(open(f"{tmp}/cv-plain/cv.json"))
-    want = folds_of(species, 4, 7, False)
-    check(plain["stratified"] is False and plain["validation_rows"] == [want.count(i) for i in (1, 2, 3, 4)],
-          f"cv plain: {plain['stratified']} {plain['validation_rows']}")
+    cli.run("cv", f"{tmp}/nometric.json", "--folds", "3", "--out", f"{tmp}/cv-nometric", "--set", "train.epochs=1", "-q")
+    nm = json.load(open(f"{tmp}/cv-nometric/cv.json"))
+    check(nm["stratified"] is True and nm["labels"] == "species" and nm["validation_rows"] == cv["validation_rows"] and "macro_f1" in nm["metrics"],
+          f"cv without metrics.accuracy: {nm['stratified']} {nm['labels']} {nm['validation_rows']} {list(nm['metrics'])}")
     cli.run("cv", SPEC, "--folds", "1", "--out", f"{tmp}/cv-bad", code=2)
     return cv
 

@@ -51,13 +51,14 @@ void run_cv(const CvFlags& f) {
   fs::create_directories(run, ec);
   if (ec || !fs::is_directory(run)) throw IoError(run, "cannot create the output folder");
   const bool stratified = folds_stratified(spec);
+  const std::string label = folds_label(spec);
   std::vector<Training> runs;
   for (int i = 1; i <= f.folds; ++i)
     runs.push_back({run + "/fold-" + std::to_string(i),
                     {"data.validation=0", "data.cv={\"folds\": " + std::to_string(f.folds) + ", \"fold\": " + std::to_string(i) + "}"}});
   if (!f.quiet)
     std::printf("cv: %d folds of %s%s, %d at a time, in %s\n", f.folds, f.spec.c_str(),
-                stratified ? (" (stratified by \"" + spec.metrics.labels + "\")").c_str() : "", f.jobs, run.c_str());
+                stratified ? (" (stratified by \"" + label + "\")").c_str() : "", f.jobs, run.c_str());
   std::fflush(stdout);
   size_t finished = 0;
   const int failed = run_trainings(f.spec, runs, f.jobs, run + "/logs", [&](size_t i) {
@@ -109,7 +110,7 @@ void run_cv(const CvFlags& f) {
                                 {"seed", spec.seed},
                                 {"folds", f.folds},
                                 {"stratified", stratified},
-                                {"labels", stratified ? nlohmann::ordered_json(spec.metrics.labels) : nlohmann::ordered_json(nullptr)},
+                                {"labels", stratified ? nlohmann::ordered_json(label) : nlohmann::ordered_json(nullptr)},
                                 {"runs", nlohmann::ordered_json::array()},
                                 {"validation_rows", rows},
                                 {"metrics", nlohmann::ordered_json::object()}};

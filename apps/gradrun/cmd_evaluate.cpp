@@ -77,12 +77,9 @@ void run_evaluate(const EvaluateFlags& f) {
   const bool regression = regression_of(*model).output >= 0;
   // A classifier whose label has categories: its class names, in id order (the class ids' meaning).
   std::vector<std::string> classes;
-  if (spec.metrics.accuracy) {
-    const auto it = model->program().names.find(spec.metrics.logits);
-    if (it != model->program().names.end() && it->second.kind == Ref::Kind::Node) {
-      const Shape& shape = model->program().nodes[static_cast<size_t>(it->second.index)].shape;
-      classes = class_names(model->program(), w.prep, shape.numel() / std::max<int64_t>(shape[0], 1));
-    }
+  if (const Classifier c = classifier_of(model->program()); c.logits >= 0) {  // metrics.accuracy's, or the loss's
+    const Shape& shape = model->program().nodes[static_cast<size_t>(c.logits)].shape;
+    classes = class_names(model->program(), w.prep, shape.numel() / std::max<int64_t>(shape[0], 1));
   }
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
   const std::string source = f.data.empty() ? "validation" : f.data;

@@ -12,17 +12,41 @@ namespace gr {
 
 namespace {
 
-// The index of the accuracy metric's labels among the spec's inputs, -1 when there is none.
+const NodeSpec* node_named(const Spec& spec, const std::string& id) {
+  for (const NodeSpec& n : spec.graph)
+    if (n.id == id) return &n;
+  return nullptr;
+}
+
+// The classifier's labels: the accuracy metric's, else the loss's (the second input of
+// softmax_cross_entropy or cross_entropy, or of the bce_with_logits under a mean or sum; weighted
+// or not). Their index among the spec's inputs, -1 when there is none.
 int label_input(const Spec& spec) {
-  if (!spec.data || !spec.metrics.accuracy) return -1;
+  if (!spec.data) return -1;
+  std::string label = spec.metrics.accuracy ? spec.metrics.labels : "";
+  const NodeSpec* n = spec.metrics.accuracy ? nullptr : node_named(spec, spec.loss);
+  auto op_of = [](const NodeSpec& m) { return m.weighted.value_or(m.op); };
+  auto inputs_of = [](const NodeSpec& m) -> const std::vector<std::string>& { return m.weighted ? m.weighted_inputs : m.inputs; };
+  if (n && n->kind == NodeSpec::Kind::Op && (op_of(*n) == Op::Mean || op_of(*n) == Op::Sum) && inputs_of(*n).size() == 1) {
+    n = node_named(spec, inputs_of(*n)[0]);
+    if (n && (n->kind != NodeSpec::Kind::Op || op_of(*n) != Op::BceWithLogits)) n = nullptr;
+  }
+  if (n && n->kind == NodeSpec::Kind::Op && inputs_of(*n).size() == 2 &&
+      (op_of(*n) == Op::SoftmaxCrossEntropy || op_of(*n) == Op::CrossEntropy || op_of(*n) == Op::BceWithLogits))
+    label = inputs_of(*n)[1];
   for (size_t i = 0; i < spec.data->inputs.size(); ++i)
-    if (spec.data->inputs[i].name == spec.metrics.labels) return static_cast<int>(i);
+    if (!label.empty() && spec.data->inputs[i].name == label) return static_cast<int>(i);
   return -1;
 }
 
 }  // namespace
 
 bool folds_stratified(const Spec& spec) { return label_input(spec) >= 0; }
+
+std::string folds_label(const Spec& spec) {
+  const int i = label_input(spec);
+  return i < 0 ? std::string() : spec.data->inputs[static_cast<size_t>(i)].name;
+}
 
 std::vector<int64_t> assign_folds(const Spec& spec, const RawTable& raw) {
   const int64_t rows = raw.rows, k = spec.data->cv_folds;

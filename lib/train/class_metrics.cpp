@@ -19,7 +19,10 @@ double ratio(int64_t num, int64_t den) { return den == 0 ? 0.0 : static_cast<dou
 }  // namespace
 
 void ClassTally::add(int64_t truth, const double* x, int64_t cols) {
-  if (truth < 0 || truth >= classes_) return;
+  if (truth < 0 || truth >= classes_) {
+    invalid_ = true;
+    return;
+  }
   truth_.push_back(truth);
   predicted_.push_back(predicted_class(x, cols));
   if (classes_ != 2) return;
@@ -37,7 +40,7 @@ void ClassTally::add(int64_t truth, const double* x, int64_t cols) {
 ClassMetrics ClassTally::finish() const {
   ClassMetrics m;
   const size_t n = truth_.size();
-  if (n == 0 || classes_ <= 0) return m;
+  if (n == 0 || classes_ <= 0 || invalid_) return m;
   const int64_t k = classes_;
   m.classes = k;
   m.binary = k == 2;

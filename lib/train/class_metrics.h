@@ -47,7 +47,8 @@ class ClassTally {
   // `classes`: the logits' columns, or 2 for one logit.
   explicit ClassTally(int64_t classes) : classes_(classes) {}
   // One row: its true class and its logits (`cols` of them: 1 for a one-logit binary classifier).
-  // A true class outside [0, classes) is not counted (the labels were checked before).
+  // A true class outside [0, classes) (a label that is no class: soft 0.3 targets of a BCE) makes
+  // the rows no classification: finish() then reports none (classes 0).
   void add(int64_t truth, const double* logits, int64_t cols);
   ClassMetrics finish() const;
 
@@ -56,6 +57,7 @@ class ClassTally {
   std::vector<int64_t> truth_, predicted_;
   std::vector<double> score_;    // binary: the probability of class 1
   double log_loss_sum_ = 0.0;    // binary: Σ −log p(true class), rows in order
+  bool invalid_ = false;         // a row whose label is no class
 };
 
 // The class count of a classifier's logits of `cols` columns (one logit: 2).

@@ -38,7 +38,17 @@ struct Regression {
 Regression regression_of(const Model& model);
 Regression regression_of(const Program& program);
 
-// The class count of the model's accuracy metric (its logits' columns; one logit: 2), 0 without one.
+// The classifier whose class metrics (class_metrics.h) evaluate reports: the accuracy metric's
+// logits and labels, else the loss's — softmax_cross_entropy(logits, one-hot data input),
+// cross_entropy(logits, ids input), or the mean or sum of bce_with_logits(logit [B,1], 0/1 input)
+// (weighted or not: spec/class_weight.h). logits -1: not a classifier.
+struct Classifier {
+  int logits = -1;  // program node index
+  int labels = -1;  // program input index
+  bool ids = false, binary = false;  // labels are class ids / one logit with 0/1 labels
+};
+Classifier classifier_of(const Program& program);
+// The class count of classifier_of (its logits' columns; one logit: 2), 0 without one.
 int64_t classifier_classes(const Program& program);
 
 // Every row counts: when the graph's fixed shapes cannot take the last partial batch it throws
