@@ -44,7 +44,8 @@ pid_t spawn_child(const std::vector<std::string>& argv, const std::string& log, 
 
 }  // namespace
 
-void run_children(std::vector<ChildJob>& jobs, int n, const std::function<void(size_t)>& done) {
+void run_children(std::vector<ChildJob>& jobs, int n, const std::function<void(size_t)>& done,
+                  const std::function<void(size_t)>& started) {
   using Clock = std::chrono::steady_clock;
   std::vector<std::pair<pid_t, size_t>> running;
   std::vector<Clock::time_point> start(jobs.size());
@@ -53,6 +54,7 @@ void run_children(std::vector<ChildJob>& jobs, int n, const std::function<void(s
     while (next < jobs.size() && static_cast<int>(running.size()) < std::max(n, 1)) {
       start[next] = Clock::now();
       running.emplace_back(spawn_child(jobs[next].argv, jobs[next].log, jobs[next].cwd), next);
+      if (started) started(next);
       ++next;
     }
     int status = 0;
@@ -111,7 +113,7 @@ bool training_finished(const std::string& dir, const std::vector<std::string>& o
 }
 
 int run_trainings(const std::string& spec, std::vector<Training>& runs, int jobs, const std::string& logs,
-                  const std::function<void(size_t)>& done) {
+                  const std::function<void(size_t)>& done, const std::function<void(size_t)>& started) {
   const std::string exe = gradrun_executable();
   std::filesystem::create_directories(logs);
   std::vector<ChildJob> children;
@@ -135,12 +137,17 @@ int run_trainings(const std::string& spec, std::vector<Training>& runs, int jobs
   for (size_t i = 0; i < runs.size(); ++i)
     if (runs[i].skipped && done) done(i);
   int failed = 0;
-  run_children(children, jobs, [&](size_t k) {
-    Training& t = runs[index[k]];
-    t.code = children[k].code;
-    if (t.code != 0) ++failed;
-    if (done) done(index[k]);
-  });
+  run_children(
+      children, jobs,
+      [&](size_t k) {
+        Training& t = runs[index[k]];
+        t.code = children[k].code;
+        if (t.code != 0) ++failed;
+        if (done) done(index[k]);
+      },
+      [&](size_t k) {
+        if (started) started(index[k]);
+      });
   return failed;
 }
 

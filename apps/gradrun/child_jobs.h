@@ -18,9 +18,10 @@ struct ChildJob {
   double seconds = 0.0;           // wall time
 };
 
-// Runs the jobs, at most `n` at a time, in index order of start; `done(i)` is called (in this
-// process) as each one ends, in the order they end.
-void run_children(std::vector<ChildJob>& jobs, int n, const std::function<void(size_t)>& done = {});
+// Runs the jobs, at most `n` at a time, in index order of start; `started(i)` is called as each
+// one starts and `done(i)` as each one ends (in this process, in the order they end).
+void run_children(std::vector<ChildJob>& jobs, int n, const std::function<void(size_t)>& done = {},
+                  const std::function<void(size_t)>& started = {});
 
 // The log's error lines (gradrun's "error:" lines, joined by " | "), else its last line.
 std::string child_log_detail(const std::string& log);
@@ -46,9 +47,9 @@ bool training_finished(const std::string& dir, const std::vector<std::string>& o
 
 // Trains every run not finished, at most `jobs` at a time (each child with the default --threads
 // auto, so that the runs' files do not depend on --jobs) with their output in LOGS/<name>.log; `done(i)` after each one ends
-// (also for skipped ones, first). Returns the number of failed runs.
+// (also for skipped ones, first), `started(i)` as one starts. Returns the number of failed runs.
 int run_trainings(const std::string& spec, std::vector<Training>& runs, int jobs, const std::string& logs,
-                  const std::function<void(size_t)>& done);
+                  const std::function<void(size_t)>& done, const std::function<void(size_t)>& started = {});
 
 // The --set items of this command line (every subcommand has the flag; main.cpp).
 const std::vector<std::string>& command_line_sets();

@@ -169,6 +169,11 @@ void run_sweep(const SweepFlags& f) {
     std::string what = t.skipped ? "finished earlier, not rerun" : t.code == 0 ? "trained" : "FAILED, exit " + std::to_string(t.code);
     if (t.code == 0) what += ", " + metric + " " + format_shortest(value[i].first);
     std::fprintf(stderr, "sweep: %zu/%zu runs done (run %zu: %s)\n", finished, total, i + 1, what.c_str());
+  }, [&](size_t i) {
+    if (f.quiet) return;
+    std::string sets;
+    for (const std::string& s : runs[i].sets) sets += (sets.empty() ? "" : " ") + s;
+    std::fprintf(stderr, "sweep: run %zu of %zu started (%s)\n", i + 1, total, sets.c_str());
   });
   // Ranked: best first, NaN (and failed runs) last, ties by run number.
   std::vector<size_t> order(total);
