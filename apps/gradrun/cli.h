@@ -86,5 +86,7 @@ void add_evaluate(CLI::App& app);
 void add_import(CLI::App& app);
 void add_diff(CLI::App& app);
 void add_regress(CLI::App& app);
+void add_cv(CLI::App& app);
+void add_sweep(CLI::App& app);
 
 }  // namespace gr::cli

@@ -8,16 +8,14 @@
 // an optional "-f32" (--dtype f32). The golden of a case is GOLDENS/NAME (f64) or GOLDENS/NAME-f32:
 // a run folder's loss.csv, metrics.csv, weights, receipt.json, run.json and spec.json. Every
 // engine of one dtype must land on the same golden: that is the bit-exact promise.
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "child_jobs.h"
 #include "cli.h"
 #include "io/atomic_file.h"
 #include "spec/json_reader.h"
@@ -114,70 +112,12 @@ std::vector<Case> read_suite(const std::string& path, std::string& goldens) {
   return out;
 }
 
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw Error("regress: cannot find the gradrun executable (/proc/self/exe)");
-  return std::string(buf, static_cast<size_t>(n));
-}
-
-pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
-  const pid_t pid = fork();
-  if (pid < 0) throw Error("regress: fork failed");
-  if (pid == 0) {
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// Runs the jobs, at most `n` at a time; each job's exit code and wall time.
+// Runs the jobs, at most `n` at a time (child_jobs.h); each job's exit code and wall time.
 void run_jobs(std::vector<Job>& jobs, int n) {
-  using Clock = std::chrono::steady_clock;
-  std::vector<std::pair<pid_t, size_t>> running;
-  std::vector<Clock::time_point> start(jobs.size());
-  size_t next = 0;
-  while (next < jobs.size() || !running.empty()) {
-    while (next < jobs.size() && static_cast<int>(running.size()) < n) {
-      start[next] = Clock::now();
-      running.emplace_back(spawn(jobs[next].argv, jobs[next].log), next);
-      ++next;
-    }
-    int status = 0;
-    const pid_t done = wait(&status);
-    for (size_t i = 0; i < running.size(); ++i) {
-      if (running[i].first != done) continue;
-      Job& j = jobs[running[i].second];
-      j.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-      j.seconds = std::chrono::duration<double>(Clock::now() - start[running[i].second]).count();
-      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
-      break;
-    }
-  }
-}
-
-// The log's error lines (gradrun's "error:" lines), else its last line.
-std::string log_detail(const std::string& log) {
-  std::string s, last;
-  try {
-    const std::string text = read_file(log);
-    size_t start = 0;
-    while (start < text.size()) {
-      size_t end = text.find('\n', start);
-      if (end == std::string::npos) end = text.size();
-      const std::string line = text.substr(start, end - start);
-      if (line.find("error: ") != std::string::npos) s += (s.empty() ? "" : " | ") + line.substr(line.find("error: ") + 7);
-      if (!line.empty()) last = line;
-      start = end + 1;
-    }
-  } catch (const std::exception&) {
-  }
-  return s.empty() ? last : s;
+  std::vector<ChildJob> children;
+  for (const Job& j : jobs) children.push_back({j.argv, j.log});
+  run_children(children, n);
+  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].code = children[i].code, jobs[i].seconds = children[i].seconds;
 }
 
 void promote(const std::string& run, const std::string& golden) {
@@ -199,7 +139,7 @@ void run_regress(const RegressFlags& f) {
     if (!mkdtemp(tmpl.data())) throw IoError(tmpl, "cannot create a work folder");
     work = tmpl;
   }
-  const std::string exe = self_exe();
+  const std::string exe = gradrun_executable();
   std::vector<Job> jobs;
   for (const Case& c : cases)
     for (const Engine& e : c.engines) {
@@ -223,13 +163,13 @@ void run_regress(const RegressFlags& f) {
   std::error_code ec;
   for (Job& j : jobs) {
     if (j.code != 0 && j.code != 1) {
-      j.verdict = "ERROR", j.detail = "exit " + std::to_string(j.code) + ": " + log_detail(j.log);
+      j.verdict = "ERROR", j.detail = "exit " + std::to_string(j.code) + ": " + child_log_detail(j.log);
       continue;
     }
     if (!f.update) {
       const bool has = fs::exists(j.golden + "/receipt.json", ec);
       j.verdict = !has ? "NO GOLDEN" : j.code == 0 ? "pass" : "FAIL";
-      j.detail = !has ? "no golden run in " + j.golden + " (regress --update makes it)" : j.code == 0 ? "" : log_detail(j.log);
+      j.detail = !has ? "no golden run in " + j.golden + " (regress --update makes it)" : j.code == 0 ? "" : child_log_detail(j.log);
       continue;
     }
     // --update: the first engine of each (case, dtype) is compared with the golden and promoted when it
@@ -240,7 +180,7 @@ void run_regress(const RegressFlags& f) {
       if (o.c == j.c && o.e.f32 == j.e.f32 && o.code == 0) first = false;
     }
     if (j.code != 0) {
-      j.verdict = "FAIL", j.detail = log_detail(j.log);
+      j.verdict = "FAIL", j.detail = child_log_detail(j.log);
       continue;
     }
     if (first) {

@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <vector>
 
+#include "child_jobs.h"
 #include "cli.h"
+#include "spec/class_weight.h"
 #include "spec/overrides.h"
 #include "spec/suggest.h"
 #include "tensor/diag.h"
@@ -38,10 +40,19 @@ void configure_diagnostics(const CLI::App& app) {
 }
 }  // namespace
 
+const std::vector<std::string>& command_line_sets() { return g_sets; }
+
 Spec load_with_overrides(const std::string& path, const Overrides& o) {
   Spec s = load_spec(path, g_sets);
   if (o.seed) s.seed = *o.seed;
   if (o.epochs) s.train.epochs = *o.epochs;
+  if (!s.balanced_weights.empty()) {  // "class_weight": "balanced": counted on the training rows, kept as --set items
+    std::vector<std::string> sets = g_sets;
+    for (const std::string& item : resolve_balanced_weights(s)) sets.push_back(item);
+    s = load_spec(path, sets);
+    if (o.seed) s.seed = *o.seed;
+    if (o.epochs) s.train.epochs = *o.epochs;
+  }
   return s;
 }
 
@@ -217,6 +228,8 @@ int main(int argc, char** argv) {
   cli::add_import(app);
   cli::add_diff(app);
   cli::add_regress(app);
+  cli::add_cv(app);
+  cli::add_sweep(app);
   for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     sub->add_option("--set", cli::g_sets,
                     "Override a spec value before it is read: PATH=VALUE, PATH dotted (optimizer.lr) or a JSON pointer "

@@ -3,7 +3,8 @@
 // training split's statistics.
 //
 // Split: perm = random_permutation(rows, seed, kSplitStream); the first floor(validation·rows)
-// entries are the validation rows, the rest training; each keeps ascending row order.
+// entries are the validation rows, the rest training; each keeps ascending row order. With data.cv
+// the validation rows are one fold instead (spec/folds.h).
 //
 // From the raw values of an input (numbers, NaN where a cell is missing; a CSV categorical column
 // as its texts) to the model's rows, in this order (docs/spec.md, "Missing values and categories"):

@@ -13,6 +13,7 @@
 #include "io/atomic_file.h"
 #include "spec/json_reader.h"
 #include "spec/schedule_spec.h"
+#include "spec/class_weight.h"
 #include "spec/spec_graph.h"
 #include "spec/suggest.h"
 #include "spec/tensor_file.h"
@@ -100,167 +101,6 @@ InitSpec read_init(const JsonAt& j) {
 
 namespace {
 
-DataValue read_value(const JsonAt& v) {
-  DataValue out;
-  if (v.is_string()) {
-    out.is_text = true;
-    out.text = v.str();
-  } else if (v.is_number()) {
-    out.number = v.number();
-  } else {
-    v.fail("expected a number or a string, got " + v.type_name());
-  }
-  return out;
-}
-
-// The tabular keys of a binding (docs/spec.md, "Missing values and categories").
-void read_tabular(const JsonAt& b, InputSpec& in, bool single_column) {
-  if (b.has("categories")) {
-    const JsonAt c = b.at("categories");
-    in.categorical = true;
-    if (c.is_string()) {
-      if (c.str() != "auto") c.fail("expected \"auto\" or a list of categories, got \"" + c.str() + "\"");
-      in.categories_auto = true;
-    } else {
-      const auto list = c.array();
-      if (list.empty()) c.fail("expected at least one category");
-      if (list.size() > (size_t{1} << 20)) c.fail("more than 1048576 categories");
-      for (const JsonAt& v : list) {
-        DataValue d = read_value(v);
-        if (d.is_text != read_value(list[0]).is_text) v.fail("categories must be all numbers or all strings");
-        for (const DataValue& seen : in.categories)
-          if (seen == d) v.fail("category " + v.json().dump() + " is listed twice");
-        in.categories.push_back(std::move(d));
-      }
-    }
-    if (!single_column) b.fail("categories need a single column (\"column\")");
-    if (in.one_hot) b.at("one_hot").fail("a binding has either \"one_hot\" (class ids) or \"categories\", not both");
-    if (in.standardize) b.at("standardize").fail("a categorical input cannot also be standardized");
-  }
-  if (b.has("encode")) {
-    const JsonAt e = b.at("encode");
-    if (!in.categorical) e.fail("\"encode\" applies to an input with \"categories\"");
-    if (e.str() != "one_hot" && e.str() != "ids") e.fail("unknown encoding \"" + e.str() + "\" (known: one_hot, ids)");
-    in.encode_ids = e.str() == "ids";
-  }
-  if (b.has("unknown")) {
-    const JsonAt u = b.at("unknown");
-    if (!in.categorical) u.fail("\"unknown\" applies to an input with \"categories\"");
-    if (u.str() != "error" && u.str() != "zeros") u.fail("unknown policy \"" + u.str() + "\" (known: error, zeros)");
-    in.unknown_zeros = u.str() == "zeros";
-    if (in.unknown_zeros && in.encode_ids) u.fail("\"unknown\": \"zeros\" needs the one-hot encoding (an id has no zero row)");
-  }
-  if (b.has("threshold")) {
-    const JsonAt t = b.at("threshold");
-    in.has_threshold = true;
-    in.threshold = t.number();
-    if (!single_column) b.fail("a threshold needs a single column (\"column\")");
-    if (in.one_hot || in.categorical) t.fail("\"threshold\" binarizes a numeric column: not with \"one_hot\" or \"categories\"");
-    if (in.standardize) b.at("standardize").fail("a thresholded (0/1) input cannot also be standardized");
-  }
-  if (b.has("missing")) {
-    const JsonAt m = b.at("missing");
-    if (m.is_number()) {
-      in.missing = "value";
-      in.missing_value = read_value(m);
-    } else {
-      const std::string w = m.str();
-      if (w == "error" || w == "most_frequent" || ((w == "mean" || w == "median") && !in.categorical)) {
-        in.missing = w;
-      } else if (in.categorical && (w == "mean" || w == "median")) {
-        m.fail("\"" + w + "\" needs numbers; a categorical input takes \"most_frequent\" or a value");
-      } else if (in.categorical) {
-        in.missing = "value";
-        in.missing_value = read_value(m);
-      } else {
-        m.fail("unknown policy \"" + w + "\" (known: error, mean, median, most_frequent, or a number)");
-      }
-    }
-  }
-  if (b.has("missing_indicator")) {
-    in.missing_indicator = b.at("missing_indicator").boolean();
-    if (in.missing_indicator && in.missing == "error")
-      b.at("missing_indicator").fail("a missing indicator needs \"missing\" to fill the cells (mean, median, most_frequent or a value)");
-  }
-}
-
-char read_delimiter(const JsonAt& j) {
-  const std::string d = j.str();
-  if (d == "," || d == ";" || d == "\t" || d == "|" || d == " ") return d[0];
-  j.fail("unknown delimiter " + j.json().dump() + R"( (known: ",", ";", "\t", "|", and " " for runs of spaces))");
-}
-
-DataSpec read_data(const JsonAt& j, const std::string& dir) {
-  j.only_keys({"csv", "safetensors", "npy", "npz", "inputs", "validation", "delimiter", "quote", "na_values"});
-  DataSpec d;
-  int sources = 0;
-  auto path_of = [&](const JsonAt& p) { return (std::filesystem::path(dir) / p.str()).lexically_normal().string(); };
-  if (j.has("csv")) sources++, d.source = DataSpec::Source::Csv, d.files[""] = path_of(j.at("csv"));
-  if (j.has("safetensors")) sources++, d.source = DataSpec::Source::Safetensors, d.files[""] = path_of(j.at("safetensors"));
-  if (j.has("npz")) sources++, d.source = DataSpec::Source::Npz, d.files[""] = path_of(j.at("npz"));
-  if (j.has("npy")) {
-    sources++;
-    d.source = DataSpec::Source::Npy;
-    const JsonAt npy = j.at("npy");
-    if (npy.is_string()) {  // one file: its tensor is named after the file's stem
-      d.files[std::filesystem::path(npy.str()).stem().string()] = path_of(npy);
-    } else {
-      if (!npy.is_object()) npy.fail("expected a path or an object {tensor name: path}");
-      for (auto it = npy.json().begin(); it != npy.json().end(); ++it)
-        d.files[it.key()] = path_of(npy.at(it.key()));
-    }
-  }
-  if (sources != 1) j.fail("data needs exactly one source: csv, safetensors, npy or npz");
-  for (const char* k : {"delimiter", "quote", "na_values"})
-    if (j.has(k) && d.source != DataSpec::Source::Csv) j.at(k).fail(std::string("\"") + k + "\" applies to CSV data only");
-  if (j.has("delimiter")) d.delimiter = read_delimiter(j.at("delimiter"));
-  if (j.has("quote")) {
-    const std::string q = j.at("quote").str();
-    if (q != "\"" && q != "'") j.at("quote").fail(R"(the quote is "\"" (the default) or "'")");
-    d.quote = q[0];
-  }
-  if (j.has("na_values")) {
-    d.na_values.clear();
-    for (const JsonAt& v : j.at("na_values").array()) d.na_values.push_back(v.str());
-  }
-  const JsonAt inputs = j.at("inputs");
-  if (!inputs.is_object() || inputs.json().empty()) inputs.fail("expected a non-empty object {name: binding}");
-  for (auto it = inputs.json().begin(); it != inputs.json().end(); ++it) {
-    const JsonAt b = inputs.at(it.key());
-    InputSpec in;
-    in.name = it.key();
-    in.pointer = b.pointer();
-    if (d.source == DataSpec::Source::Csv) {
-      b.only_keys({"columns", "column", "one_hot", "standardize", "missing", "missing_indicator", "categories", "unknown",
-                   "encode", "threshold"});
-      if (b.has("columns") == b.has("column")) b.fail("a CSV binding needs exactly one of \"columns\" or \"column\"");
-      if (b.has("columns")) {
-        for (const JsonAt& c : b.at("columns").array()) in.columns.push_back(c.str());
-        if (in.columns.empty()) b.at("columns").fail("expected at least one column");
-      } else {
-        in.columns.push_back(b.at("column").str());
-      }
-    } else {
-      b.only_keys({"tensor", "one_hot", "standardize", "missing", "missing_indicator", "categories", "unknown", "encode",
-                   "threshold"});
-      in.tensor = b.at("tensor").str();
-    }
-    if (b.has("one_hot")) {
-      in.one_hot = b.at("one_hot").integer(2, 1 << 20);
-      if (in.columns.size() > 1) b.fail("one_hot needs a single label column (\"column\")");
-    }
-    if (b.has("standardize")) in.standardize = b.at("standardize").boolean();
-    if (in.one_hot && in.standardize) b.fail("a one-hot input cannot also be standardized");
-    read_tabular(b, in, d.source != DataSpec::Source::Csv || in.columns.size() == 1);
-    d.inputs.push_back(in);
-  }
-  if (j.has("validation")) {
-    d.validation = j.at("validation").number();
-    if (d.validation < 0 || d.validation >= 1) j.at("validation").fail("validation must be a fraction in [0, 1)");
-  }
-  return d;
-}
-
 // Labels: inputs read only as the target of a loss (the second input of softmax_cross_entropy,
 // cross_entropy or bce_with_logits, either input of mse) or named by a metric as labels or target.
 // A row without its label cannot be filled in: "missing" other than "error" is refused on them.
@@ -269,12 +109,14 @@ void mark_labels(Spec& s) {
   for (InputSpec& in : s.data->inputs) {
     bool target = in.name == s.metrics.labels || (s.metrics.regression && in.name == s.metrics.target), other = false;
     for (const NodeSpec& n : s.graph)
-      for (size_t k = 0; k < n.inputs.size(); ++k) {
-        if (n.inputs[k] != in.name) continue;
+      for (size_t k = 0; k < (n.generated ? 0 : n.weighted ? n.weighted_inputs.size() : n.inputs.size()); ++k) {
+        // a weighted loss (spec/class_weight.h) counts as the loss it weighs; its helper nodes not at all
+        if ((n.weighted ? n.weighted_inputs[k] : n.inputs[k]) != in.name) continue;
+        const Op op = n.weighted.value_or(n.op);
         const bool loss_target =
             n.kind == NodeSpec::Kind::Mse ||
             (n.kind == NodeSpec::Kind::Op && k == 1 &&
-             (n.op == Op::SoftmaxCrossEntropy || n.op == Op::CrossEntropy || n.op == Op::BceWithLogits));
+             (op == Op::SoftmaxCrossEntropy || op == Op::CrossEntropy || op == Op::BceWithLogits));
         (loss_target ? target : other) = true;
       }
     in.is_label = target && !other;
@@ -377,6 +219,16 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
       names.insert(n.id + ".W");
       names.insert(n.id + ".b");
     }
+    std::vector<NodeSpec> lowered;  // a weighted loss: the ops that compute it (spec/class_weight.h)
+    const size_t consts_before = s.consts.size();
+    if (lower_class_weight(j, n, s, lowered)) {
+      for (size_t c = consts_before; c < s.consts.size(); ++c) define(s.consts[c].name, j.at("id"));
+      for (NodeSpec& g : lowered) {
+        if (g.id != n.id) define(g.id, j.at("id"));
+        s.graph.push_back(std::move(g));
+      }
+      continue;
+    }
     s.graph.push_back(std::move(n));
   }
   s.loss = root.at("loss").str();
@@ -454,8 +306,10 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
       EarlyStoppingSpec es;
       if (e.has("monitor")) {
         es.monitor = e.at("monitor").str();
-        if (es.monitor != "val_loss" && es.monitor != "val_accuracy" && es.monitor != "train_loss" && es.monitor != "train_accuracy")
-          e.at("monitor").fail("unknown monitor \"" + es.monitor + "\" (known: val_loss, val_accuracy, train_loss, train_accuracy)");
+        if (es.monitor != "val_loss" && es.monitor != "val_accuracy" && es.monitor != "train_loss" && es.monitor != "train_accuracy" &&
+            es.monitor != "val_f1" && es.monitor != "val_auc")
+          e.at("monitor").fail("unknown monitor \"" + es.monitor +
+                               "\" (known: val_loss, val_accuracy, train_loss, train_accuracy, val_f1, val_auc)");
       }
       if (e.has("patience")) es.patience = e.at("patience").integer(1, 100000000);
       if (e.has("min_delta")) {
@@ -490,8 +344,9 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
   if (s.optimizer.schedule && s.optimizer.schedule->kind == "cosine" && s.optimizer.schedule->epochs == 0)
     s.optimizer.schedule->epochs = s.train.epochs;  // the period as written, not a later --epochs
   mark_labels(s);
-  if (s.train.early_stopping && (s.train.early_stopping->monitor == "val_accuracy" || s.train.early_stopping->monitor == "train_accuracy") &&
-      !s.metrics.accuracy)
+  if (s.train.early_stopping && !s.metrics.accuracy &&
+      (s.train.early_stopping->monitor == "val_accuracy" || s.train.early_stopping->monitor == "train_accuracy" ||
+       s.train.early_stopping->monitor == "val_f1" || s.train.early_stopping->monitor == "val_auc"))
     root.at("train").at("early_stopping").at("monitor").fail(s.train.early_stopping->monitor + " needs an accuracy metric (metrics.accuracy)");
   if (root.has("device")) {
     const JsonAt d = root.at("device");

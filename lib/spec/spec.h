@@ -85,6 +85,9 @@ struct DataSpec {
   std::map<std::string, std::string> files;  // npy: tensor name → path; others: "" → path (resolved)
   std::vector<InputSpec> inputs;
   double validation = 0.0;
+  // "cv": {"folds": K, "fold": i} **(addition)**: the validation rows are fold i (1-based) of K
+  // (spec/folds.h; written by `gradrun cv`). 0: no folds.
+  int64_t cv_folds = 0, cv_fold = 0;
   std::string pointer = "/data";
   // CSV dialect **(addition)**: io/csv.h. delimiter 0: detected from the header line.
   char delimiter = 0, quote = '"';
@@ -106,6 +109,12 @@ struct NodeSpec {
   std::string activation = "none";  // none | relu | tanh | sigmoid | gelu; dense dropout: its rate in scalar
   InitSpec w_init{InitSpec::Kind::XavierUniform, 0.0, 0.0, {}}, b_init{InitSpec::Kind::Zeros, 0.0, 0.0, {}};
   bool trainable = true;  // false: <id>.W and <id>.b are frozen
+  // "class_weight" **(addition)**, lowered into existing ops by the parser (spec/class_weight.h):
+  // generated: a helper node of a lowering (not written in the spec); weighted: on the node that
+  // replaces a weighted loss (it keeps the loss's id), the loss op it computes and its inputs.
+  bool generated = false;
+  std::optional<Op> weighted{};
+  std::vector<std::string> weighted_inputs{};
 };
 
 // optimizer.schedule: the learning rate of each step, computed on the host (lib/train/schedule.h).
@@ -132,7 +141,7 @@ struct OptimizerSpec {
 // train.early_stopping: stop when `monitor` has not improved by more than min_delta for `patience`
 // epochs, keeping the best epoch's weights (lib/train/early_stopping.h).
 struct EarlyStoppingSpec {
-  std::string monitor = "val_loss";  // val_loss | val_accuracy | train_loss | train_accuracy
+  std::string monitor = "val_loss";  // val_loss | val_accuracy | train_loss | train_accuracy | val_f1 | val_auc
   int64_t patience = 10;
   double min_delta = 0.0;
 };
@@ -246,6 +255,9 @@ struct Spec {
   std::vector<TensorFileRecord> tensor_files;  // every file of an init or const, first use first
   // release_tensor_values ran: the values of "values" inits and of consts are gone (a Model holds them).
   bool values_released = false;
+  // Graph nodes whose "class_weight" is "balanced", not yet resolved into a list (their JSON
+  // pointers): resolve_balanced_weights (spec/class_weight.h) gives the --set items that do it.
+  std::vector<std::string> balanced_weights{};
 };
 
 // Throws IoError (unreadable file) or InputError (everything else).

@@ -105,7 +105,8 @@ NodeSpec read_node(const JsonAt& j) {
     op.fail("unknown op \"" + name + "\"" + did_you_mean(name, words) + " (known: " + known + ", mse; or a \"layer\")");
   }
   n.op = *found;
-  j.only_keys({"id", "op", "inputs", "scalar", "axis", "keepdims", "shape", "starts", "stops", "eps", "rate"});
+  j.only_keys({"id", "op", "inputs", "scalar", "axis", "keepdims", "shape", "starts", "stops", "eps", "rate", "class_weight",
+               "pos_weight"});  // class weights: spec/class_weight.h
   const int arity = op_info(n.op).arity;
   if (static_cast<int>(n.inputs.size()) != arity)
     j.at("inputs").fail("op \"" + name + "\" takes " + std::to_string(arity) + " input" + (arity == 1 ? "" : "s") +

@@ -1,5 +1,6 @@
-// spec_graph.h — the parts of the spec parser shared between spec.cpp (the document) and
-// spec_graph.cpp (graph nodes: ops with their attributes, dense layers). Internal to lib/spec.
+// spec_graph.h — the parts of the spec parser shared between spec.cpp (the document),
+// spec_graph.cpp (graph nodes: ops with their attributes, dense layers) and spec_data.cpp (data).
+// Internal to lib/spec.
 #pragma once
 #include "spec/json_reader.h"
 #include "spec/spec.h"
@@ -10,5 +11,7 @@ namespace gr {
 InitSpec read_init(const JsonAt& j);
 // One graph node: an op with its inputs and attributes, "mse", or a dense layer.
 NodeSpec read_node(const JsonAt& j);
+// The "data" object (spec_data.cpp); relative paths resolve against `dir`.
+DataSpec read_data(const JsonAt& j, const std::string& dir);
 
 }  // namespace gr

@@ -189,12 +189,13 @@ Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt,
   }
   if (const Tensor* m = f.find("epoch_metrics")) {
     const int64_t cols = m->shape().rank() == 2 ? m->shape()[1] : 0;
-    if (cols != 6 && cols != kEpochColumns)  // 6: a checkpoint from before the newer metrics (they read as NaN)
-      throw InputError(path, "epoch_metrics", "expected shape [epochs, " + std::to_string(kEpochColumns) + "] or [epochs, 6]");
+    if (cols != 6 && cols != 11 && cols != kEpochColumns)  // 6, 11: a checkpoint from before the newer metrics (they read as NaN)
+      throw InputError(path, "epoch_metrics", "expected shape [epochs, " + std::to_string(kEpochColumns) + "], [epochs, 11] or [epochs, 6]");
     for (int64_t r = 0; r < m->shape()[0]; ++r) {
       const double* v = m->data() + r * cols;
       EpochRecord e{static_cast<int64_t>(v[0]), v[1], v[2], v[3], v[4], static_cast<int64_t>(v[5])};
-      if (cols == kEpochColumns) e.train_accuracy = v[6], e.grad_norm = v[7], e.val_mae = v[8], e.val_rmse = v[9], e.val_r2 = v[10];
+      if (cols >= 11) e.train_accuracy = v[6], e.grad_norm = v[7], e.val_mae = v[8], e.val_rmse = v[9], e.val_r2 = v[10];
+      if (cols >= 13) e.val_f1 = v[11], e.val_auc = v[12];
       c.epochs.push_back(e);
     }
   }

@@ -11,6 +11,8 @@ double EarlyStopping::value(const EpochRecord& e) const {
   if (spec_.monitor == "val_accuracy") return e.val_accuracy;
   if (spec_.monitor == "train_loss") return e.train_loss;
   if (spec_.monitor == "train_accuracy") return e.train_accuracy;
+  if (spec_.monitor == "val_f1") return e.val_f1;
+  if (spec_.monitor == "val_auc") return e.val_auc;
   return e.val_loss;
 }
 
@@ -18,7 +20,8 @@ bool EarlyStopping::improves(const EpochRecord& e) const {
   const double v = value(e);
   if (!std::isfinite(v)) return false;
   if (best_.epoch == 0) return true;
-  const bool higher = spec_.monitor == "val_accuracy" || spec_.monitor == "train_accuracy";
+  const bool higher = spec_.monitor == "val_accuracy" || spec_.monitor == "train_accuracy" || spec_.monitor == "val_f1" ||
+                      spec_.monitor == "val_auc";
   return higher ? v > best_.value + spec_.min_delta : v < best_.value - spec_.min_delta;
 }
 

@@ -2,7 +2,7 @@
 // epoch's parameters, stop once `patience` epochs in a row brought no improvement.
 //
 // An epoch improves when its monitored value beats the best so far by more than min_delta: lower
-// for val_loss and train_loss, higher for val_accuracy and train_accuracy; the first epoch with a
+// for val_loss and train_loss, higher for val_accuracy, train_accuracy, val_f1 and val_auc; the first epoch with a
 // finite value always improves, a NaN never does. The run stops after the epoch for which
 // epoch − best_epoch reaches patience, so it always stops within `patience` epochs of its best.
 // The state is a function of the epoch log alone, so a resumed run rebuilds it from the

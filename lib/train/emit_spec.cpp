@@ -41,7 +41,7 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
 SpecEmitter::SpecEmitter(const Spec& spec) : spec_(spec) {
   // One example: one row per data input, the whole data set in file order.
   spec_.train.batch_size = 1;
-  if (spec_.data) spec_.data->validation = 0.0;
+  if (spec_.data) spec_.data->validation = 0.0, spec_.data->cv_folds = spec_.data->cv_fold = 0;
   const std::string& file = spec_.path;
   if (const std::string why = function_name_problem(spec_.emit.function); !why.empty())
     throw InputError(file, "/emit/function", why);

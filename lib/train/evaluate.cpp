@@ -2,6 +2,7 @@
 #include "train/evaluate.h"
 
 #include <cmath>
+#include <optional>
 #include <vector>
 
 namespace gr {
@@ -33,6 +34,45 @@ InputError unfit_batch_error(const Model& model, int64_t table_rows, const std::
                         rows_name + " does not fit the graph's fixed shapes (batch " + std::to_string(batch) +
                         "), so those rows could not be evaluated; choose a batch_size that divides " + std::to_string(table_rows) +
                         " (or change the rows), or make the graph's shapes follow the batch");
+}
+
+Classifier classifier_of(const Program& p) {
+  if (p.metric_logits >= 0) return {p.metric_logits, p.metric_labels, p.metric_label_ids, p.metric_binary};
+  if (p.loss < 0 || !p.spec || !p.spec->data) return {};
+  auto ref = [&](const std::string& name, Ref::Kind kind) {
+    const auto it = p.names.find(name);
+    return it != p.names.end() && it->second.kind == kind ? it->second.index : -1;
+  };
+  auto op_of = [](const NodeSpec& n) { return n.weighted.value_or(n.op); };
+  auto inputs_of = [](const NodeSpec& n) -> const std::vector<std::string>& { return n.weighted ? n.weighted_inputs : n.inputs; };
+  const NodeSpec* n = p.nodes[static_cast<size_t>(p.loss)].spec;
+  if (n->kind != NodeSpec::Kind::Op) return {};
+  bool bce = false;
+  if ((op_of(*n) == Op::Mean || op_of(*n) == Op::Sum) && inputs_of(*n).size() == 1) {  // mean(bce_with_logits(z, y))
+    const int inner = ref(inputs_of(*n)[0], Ref::Kind::Node);
+    if (inner < 0) return {};
+    n = p.nodes[static_cast<size_t>(inner)].spec;
+    if (n->kind != NodeSpec::Kind::Op || op_of(*n) != Op::BceWithLogits) return {};
+    bce = true;
+  }
+  const Op op = op_of(*n);
+  if (!bce && op != Op::SoftmaxCrossEntropy && op != Op::CrossEntropy) return {};
+  const std::vector<std::string>& in = inputs_of(*n);
+  if (in.size() != 2) return {};
+  Classifier c{ref(in[0], Ref::Kind::Node), ref(in[1], Ref::Kind::Input), op == Op::CrossEntropy, bce};
+  if (c.logits < 0 || c.labels < 0) return {};
+  const Shape& sx = p.nodes[static_cast<size_t>(c.logits)].shape;
+  const Shape& sy = p.input_shapes[static_cast<size_t>(c.labels)];
+  const bool one_per_row = sy.rank() == 1 || (sy.rank() == 2 && sy[1] == 1);
+  if (sx.rank() != 2 || (bce && (sx[1] != 1 || !one_per_row)) || (c.ids && !one_per_row) || (!bce && !c.ids && !(sx == sy))) return {};
+  return c;
+}
+
+int64_t classifier_classes(const Program& p) {
+  const Classifier c = classifier_of(p);
+  if (c.logits < 0) return 0;
+  const Shape& s = p.nodes[static_cast<size_t>(c.logits)].shape;
+  return s.rank() == 2 ? class_count(s[1]) : 0;
 }
 
 Regression regression_of(const Model& model) { return regression_of(model.program()); }
@@ -86,6 +126,8 @@ Evaluation evaluate_metrics(Model& model, const DataTable& table, const std::str
   for (double& m : mean) m = m / static_cast<double>(table.rows);
   double loss_sum = 0.0, rows_seen = 0.0, correct = 0.0, abs_sum = 0.0, sq_sum = 0.0;
   std::vector<int64_t> rows;
+  std::optional<ClassTally> tally;
+  const Classifier cls = classifier_of(p);
   for (int64_t start = 0; start < table.rows; start += p.batch) {
     const int64_t end = std::min(table.rows, start + p.batch);
     rows.clear();
@@ -99,15 +141,20 @@ Evaluation evaluate_metrics(Model& model, const DataTable& table, const std::str
     const double n = static_cast<double>(rows.size());
     loss_sum = loss_sum + model.tape().scalar(nodes[static_cast<size_t>(p.loss)]) * n;
     rows_seen = rows_seen + n;
-    if (p.metric_logits >= 0) {
-      const ConstTensorView logits = model.tape().value(nodes[static_cast<size_t>(p.metric_logits)]);
-      const Tensor& labels = table.tensors[static_cast<size_t>(p.metric_labels)];
+    if (cls.logits >= 0) {  // accuracy (with metrics.accuracy) and the class metrics
+      const ConstTensorView logits = model.tape().value(nodes[static_cast<size_t>(cls.logits)]);
+      const Tensor& labels = table.tensors[static_cast<size_t>(cls.labels)];
       const int64_t cols = logits.shape[1];
+      if (!tally) tally.emplace(class_count(cols));
       for (size_t i = 0; i < rows.size(); ++i) {
         const int64_t predicted = predicted_class(logits.data + static_cast<int64_t>(i) * cols, cols);
-        const bool hit = p.metric_label_ids || p.metric_binary ? static_cast<double>(predicted) == labels.data()[rows[i]]
-                                                               : predicted == argmax_row(labels.data() + rows[i] * cols, cols);
+        const double label = cls.ids || cls.binary ? labels.data()[rows[i]] : 0.0;
+        const bool counted = label >= 0.0 && label < static_cast<double>(class_count(cols)) && label == std::floor(label);
+        const int64_t truth = cls.ids || cls.binary ? (counted ? static_cast<int64_t>(label) : -1)
+                                                    : argmax_row(labels.data() + rows[i] * cols, cols);
+        const bool hit = cls.ids || cls.binary ? static_cast<double>(predicted) == label : predicted == truth;
         if (hit) correct = correct + 1.0;
+        tally->add(truth, logits.data + static_cast<int64_t>(i) * cols, cols);
       }
     }
     if (target) {  // residuals element by element: rows ascending, columns ascending
@@ -132,6 +179,7 @@ Evaluation evaluate_metrics(Model& model, const DataTable& table, const std::str
   if (rows_seen == 0) return ev;
   ev.loss = loss_sum / rows_seen;
   if (p.metric_logits >= 0) ev.accuracy = correct / rows_seen;
+  if (tally) ev.classes = tally->finish();
   if (target && width > 0) {
     const double elems = rows_seen * static_cast<double>(width);
     ev.mae = abs_sum / elems;

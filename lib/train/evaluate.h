@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "io/errors.h"
+#include "train/class_metrics.h"
 #include "train/model.h"
 
 namespace gr {
@@ -22,6 +23,9 @@ struct Evaluation {
   // about the column's mean over the table's rows (a constant column's r2 is NaN; unit-free).
   // NaN where not applicable.
   double loss = kNaN, accuracy = kNaN, mae = kNaN, rmse = kNaN, r2 = kNaN;
+  // A classifier (metrics.accuracy): the confusion matrix and per-class numbers (class_metrics.h);
+  // classes 0 otherwise.
+  ClassMetrics classes;
 };
 
 // The regression a spec measures: metrics.regression, else a loss node of op mse whose inputs are
@@ -33,6 +37,19 @@ struct Regression {
 // Throws InputError at /metrics/regression/... when a declared regression does not fit the graph.
 Regression regression_of(const Model& model);
 Regression regression_of(const Program& program);
+
+// The classifier whose class metrics (class_metrics.h) evaluate reports: the accuracy metric's
+// logits and labels, else the loss's — softmax_cross_entropy(logits, one-hot data input),
+// cross_entropy(logits, ids input), or the mean or sum of bce_with_logits(logit [B,1], 0/1 input)
+// (weighted or not: spec/class_weight.h). logits -1: not a classifier.
+struct Classifier {
+  int logits = -1;  // program node index
+  int labels = -1;  // program input index
+  bool ids = false, binary = false;  // labels are class ids / one logit with 0/1 labels
+};
+Classifier classifier_of(const Program& program);
+// The class count of classifier_of (its logits' columns; one logit: 2), 0 without one.
+int64_t classifier_classes(const Program& program);
 
 // Every row counts: when the graph's fixed shapes cannot take the last partial batch it throws
 // unfit_batch_error (`rows_name` says whose rows) rather than leave those rows out, unless

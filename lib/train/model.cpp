@@ -16,6 +16,8 @@ namespace gr {
 Model::Model(const Spec& spec, Datasets data, Real real)
     : spec_(spec), identity_(model_identity(spec)), data_(std::move(data)), tape_(real) {
   GR_ASSERT(!spec.values_released);  // release_tensor_values: only after the one Model of a run
+  if (!spec.balanced_weights.empty())  // the CLI resolves them (spec/class_weight.h resolve_balanced_weights)
+    throw InputError(spec.path, spec.balanced_weights[0] + "/class_weight", "\"balanced\" class weights were not resolved from the training rows");
   program_ = resolve_program(spec_, data_.train);
   check_class_ids(program_, data_.train, "the training rows");
   check_class_ids(program_, data_.validation, "the validation rows");

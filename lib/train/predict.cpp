@@ -86,15 +86,18 @@ PredictTarget predict_target(const Program& p, const Preprocessing& prep) {
     t.transform = spec.predict.transform;
   } else {
     const NodeSpec& loss = *p.nodes[static_cast<size_t>(p.loss)].spec;
-    t.name = loss.inputs.empty() ? "" : loss.inputs[0];
-    t.transform = loss.kind == NodeSpec::Kind::Op && (loss.op == Op::SoftmaxCrossEntropy || loss.op == Op::CrossEntropy) ? "softmax" : "none";
+    const Op loss_op = loss.weighted.value_or(loss.op);  // a weighted loss predicts as the loss it weighs
+    const std::vector<std::string>& loss_inputs = loss.weighted ? loss.weighted_inputs : loss.inputs;
+    t.name = loss_inputs.empty() ? "" : loss_inputs[0];
+    t.transform = loss.kind == NodeSpec::Kind::Op && (loss_op == Op::SoftmaxCrossEntropy || loss_op == Op::CrossEntropy) ? "softmax" : "none";
     // mean(bce_with_logits(z, y)) (or sum): the prediction is the probability sigmoid(z), not the per-row loss.
     const auto reduced = p.names.find(t.name);
     if (loss.kind == NodeSpec::Kind::Op && (loss.op == Op::Mean || loss.op == Op::Sum) && reduced != p.names.end() &&
         reduced->second.kind == Ref::Kind::Node) {
       const NodeSpec& inner = *p.nodes[static_cast<size_t>(reduced->second.index)].spec;
-      if (inner.kind == NodeSpec::Kind::Op && inner.op == Op::BceWithLogits && !inner.inputs.empty()) {
-        t.name = inner.inputs[0];
+      const std::vector<std::string>& inner_inputs = inner.weighted ? inner.weighted_inputs : inner.inputs;
+      if (inner.kind == NodeSpec::Kind::Op && inner.weighted.value_or(inner.op) == Op::BceWithLogits && !inner_inputs.empty()) {
+        t.name = inner_inputs[0];
         t.transform = "sigmoid";
       }
     }
@@ -127,12 +130,15 @@ std::vector<std::string> class_names(const Program& p, const Preprocessing& prep
   const Spec& spec = *p.spec;
   std::string label = spec.metrics.accuracy ? spec.metrics.labels : "";
   if (label.empty()) {  // the classification loss's labels: softmax_cross_entropy / cross_entropy / bce_with_logits
-    for (const NodeSpec& n : spec.graph)
-      if (n.kind == NodeSpec::Kind::Op && n.inputs.size() == 2 &&
-          (n.op == Op::SoftmaxCrossEntropy || n.op == Op::CrossEntropy || n.op == Op::BceWithLogits) && prep.find(n.inputs[1])) {
-        label = n.inputs[1];
+    for (const NodeSpec& n : spec.graph) {
+      const Op op = n.weighted.value_or(n.op);  // a weighted loss: the loss it weighs (spec/class_weight.h)
+      const std::vector<std::string>& in = n.weighted ? n.weighted_inputs : n.inputs;
+      if (n.kind == NodeSpec::Kind::Op && !n.generated && in.size() == 2 &&
+          (op == Op::SoftmaxCrossEntropy || op == Op::CrossEntropy || op == Op::BceWithLogits) && prep.find(in[1])) {
+        label = in[1];
         break;
       }
+    }
   }
   const InputPrep* ip = label.empty() ? nullptr : prep.find(label);
   if (!ip || !ip->fit.categorical) return {};

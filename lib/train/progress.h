@@ -39,6 +39,8 @@ class Progress {
     if (!std::isnan(e.val_loss)) n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  val_loss %.6g", e.val_loss);
     if (!std::isnan(e.val_accuracy))
       n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  val_accuracy %.4f", e.val_accuracy);
+    if (!std::isnan(e.val_f1)) n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  val_f1 %.4f", e.val_f1);
+    if (!std::isnan(e.val_auc)) n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  val_auc %.4f", e.val_auc);
     if (!std::isnan(e.train_accuracy))
       n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  train_accuracy %.4f", e.train_accuracy);
     if (!std::isnan(e.val_rmse))  // a regression model: its error in the target's units

@@ -49,11 +49,12 @@ std::string format_shortest(double v) {
   return std::string(buf, res.ptr);
 }
 
-std::string render_metrics_csv(const RunLog& log) {
+std::string render_metrics_csv(const RunLog& log, int64_t classes) {
   const bool lr = !log.step_lr.empty();  // a schedule: the rate of the epoch's last step
   // The columns of before come first, in their order (scripts read them by position).
   std::string s = lr ? "epoch,train_loss,val_loss,val_accuracy,seconds,lr" : "epoch,train_loss,val_loss,val_accuracy,seconds";
-  s += ",train_accuracy,grad_norm,val_mae,val_rmse,val_r2\n";
+  s += ",train_accuracy,grad_norm,val_mae,val_rmse,val_r2";
+  s += classes == 2 ? ",val_f1,val_auc\n" : classes > 0 ? ",val_f1\n" : "\n";
   char secs[32];
   for (const EpochRecord& e : log.epochs) {
     std::snprintf(secs, sizeof secs, "%.3f", e.seconds);
@@ -62,6 +63,8 @@ std::string render_metrics_csv(const RunLog& log) {
     const size_t last = static_cast<size_t>(e.last_step);
     if (lr) s += "," + (last >= 1 && last <= log.step_lr.size() ? format_shortest(log.step_lr[last - 1]) : std::string("nan"));
     for (double v : {e.train_accuracy, e.grad_norm, e.val_mae, e.val_rmse, e.val_r2}) s += "," + format_shortest(v);
+    if (classes > 0) s += "," + format_shortest(e.val_f1);
+    if (classes == 2) s += "," + format_shortest(e.val_auc);
     s += "\n";
   }
   return s;
@@ -100,7 +103,7 @@ void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt
   std::vector<double> rows;  // the metrics.csv rows so far: [epochs, kEpochColumns]
   for (const EpochRecord& e : log.epochs)
     rows.insert(rows.end(), {static_cast<double>(e.epoch), e.train_loss, e.val_loss, e.val_accuracy, e.seconds,
-                             static_cast<double>(e.last_step), e.train_accuracy, e.grad_norm, e.val_mae, e.val_rmse, e.val_r2});
+                             static_cast<double>(e.last_step), e.train_accuracy, e.grad_norm, e.val_mae, e.val_rmse, e.val_r2, e.val_f1, e.val_auc});
   if (!log.epochs.empty())
     tensors.emplace_back("epoch_metrics", ConstTensorView{Shape{static_cast<int64_t>(log.epochs.size()), kEpochColumns}, rows.data()});
   std::map<std::string, std::string> meta = {{"format", kFormat},

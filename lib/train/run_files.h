@@ -22,10 +22,12 @@ struct EpochRecord {
   double train_accuracy = kNaNMetric;  // classifiers: after the epoch, over the training rows
   double grad_norm = kNaNMetric;       // the mean over the epoch's steps of Optimizer::grad_norm
   double val_mae = kNaNMetric, val_rmse = kNaNMetric, val_r2 = kNaNMetric;  // regression models
+  double val_f1 = kNaNMetric, val_auc = kNaNMetric;  // classifiers: macro-F1; binary tasks: ROC-AUC (class_metrics.h)
 };
 
-// A checkpoint's epoch_metrics columns: the EpochRecord fields in declaration order.
-inline constexpr int64_t kEpochColumns = 11;
+// A checkpoint's epoch_metrics columns: the EpochRecord fields in declaration order (older
+// checkpoints hold the first 6 or 11; the rest read as NaN).
+inline constexpr int64_t kEpochColumns = 13;
 
 struct RunLog {
   std::vector<double> step_loss;      // one per optimizer step, step k at index k-1
@@ -42,7 +44,9 @@ std::string format_double(double v);
 std::string format_shortest(double v);
 
 std::string render_loss_csv(const RunLog& log);
-std::string render_metrics_csv(const RunLog& log);
+// metrics.csv; `classes`: the classifier's class count (0: not a classifier), which adds the
+// column val_f1 (and val_auc for 2 classes) at the end.
+std::string render_metrics_csv(const RunLog& log, int64_t classes = 0);
 // SHA-256 over every parameter's f64 little-endian bytes, in registration order.
 std::string weights_digest(const Model& model);
 
@@ -70,8 +74,8 @@ struct Checkpoint {
 // checkpoint/: the two newest checkpoints, state.safetensors (the newest) and previous.safetensors
 // (the one before; each write renames the newest to it first). Each holds param/<name>,
 // adam_m/<name>, adam_v/<name>, loss_history, loss_epochs, grad_norm_history, epoch_metrics
-// ([epochs, 11]: the EpochRecord fields in declaration order; [epochs, 6] from older checkpoints is
-// read with the new ones NaN); metadata: format (gradrun-checkpoint-2), spec_sha256 (the spec
+// ([epochs, 13]: the EpochRecord fields in declaration order; [epochs, 6] or [epochs, 11] from older
+// checkpoints is read with the new ones NaN); metadata: format (gradrun-checkpoint-2), spec_sha256 (the spec
 // file's text), run_identity (train/run_state.h), seed, epoch (complete epochs), step_in_epoch,
 // target_epochs, step, adam_t, dtype, the seal (io/seal.h); with best weights (epoch > 0) also
 // best/<name> and best_epoch. One file, one rename. rotate false: the newest is overwritten (a

@@ -10,6 +10,7 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "io/seal.h"
+#include "train/evaluate.h"
 #include "train/receipt.h"
 #include "train/plot_svg.h"
 #include "train/preprocess.h"
@@ -93,7 +94,7 @@ void write_run_json(Model& model, const TrainOptions& o, const TrainResult& r, c
 
 void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, const std::string& run_sha256) {
   write_file_atomic(o.out_dir + "/loss.csv", render_loss_csv(r.log));
-  write_file_atomic(o.out_dir + "/metrics.csv", render_metrics_csv(r.log));
+  write_file_atomic(o.out_dir + "/metrics.csv", render_metrics_csv(r.log, classifier_classes(model.program())));
   LossPlot plot{model.spec().name, r.log.step_loss, {}, {}};
   for (const EpochRecord& e : r.log.epochs) {
     if (!std::isnan(e.val_loss)) plot.validation.emplace_back(static_cast<double>(e.last_step), e.val_loss);

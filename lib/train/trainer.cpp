@@ -152,6 +152,8 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     if (es->monitor.rfind("val_", 0) == 0 && (!spec.data || model.data().validation.rows == 0))
       throw InputError(spec.path, "/train/early_stopping/monitor",
                        es->monitor + " needs validation rows (data.validation); monitor train_loss, or add a validation split");
+    if (es->monitor == "val_auc" && classifier_classes(p) != 2)
+      throw InputError(spec.path, "/train/early_stopping/monitor", "val_auc needs a binary classifier (metrics.accuracy with one logit or two classes)");
   }
   regression_of(model);  // a declared metrics.regression that does not fit the graph: refused before training
   if (!o.resume_dir.empty()) {
@@ -441,6 +443,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     e.train_accuracy = train_accuracy(model);
     e.grad_norm = epoch_mean(r.log.step_grad_norm, epoch_begin, steps_per_epoch);
     e.val_mae = val.mae, e.val_rmse = val.rmse, e.val_r2 = val.r2;
+    e.val_f1 = val.classes.macro_f1, e.val_auc = val.classes.roc_auc;
     r.log.epochs.push_back(e);
     if (early) early->observe(e, model);
     const bool stop_early = early && early->should_stop(epoch + 1) && epoch + 1 < target;
