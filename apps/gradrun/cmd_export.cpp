@@ -10,8 +10,8 @@
 #include "io/safetensors.h"
 #include "spec/program.h"
 #include "tensor/diag.h"
-#include "train/export_onnx.h"
-#include "train/export_torch.h"
+#include "interchange/export_onnx.h"
+#include "interchange/export_torch.h"
 #include "train/predict.h"
 
 namespace gr::cli {

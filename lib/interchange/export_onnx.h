@@ -1,5 +1,5 @@
 // export_onnx.h — a trained spec as an ONNX model (opset 13; float32, or float64 with `real` F64),
-// written with the project's own protobuf writer (train/onnx_writer.h). docs/use-a-model.md, Export.
+// written with the project's own protobuf writer (interchange/onnx_writer.h). docs/use-a-model.md, Export.
 //
 // export_onnx() translates the part of the forward graph that the prediction depends on:
 //   - graph inputs: the spec's inputs that the prediction reads, in the spec's input order, RAW as
@@ -36,7 +36,7 @@
 #include "grad/tape.h"
 #include "io/safetensors.h"
 #include "spec/program.h"
-#include "train/preprocess.h"
+#include "interchange/preprocess.h"
 
 namespace gr {
 

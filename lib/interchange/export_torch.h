@@ -26,7 +26,7 @@
 #include "grad/tape.h"
 #include "io/safetensors.h"
 #include "spec/program.h"
-#include "train/preprocess.h"
+#include "interchange/preprocess.h"
 
 namespace gr {
 

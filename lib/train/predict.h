@@ -1,6 +1,6 @@
 // predict.h — a trained model applied to new data (`gradrun predict` and `gradrun evaluate`).
 //
-// The weights file carries the preprocessing of training (train/preprocess.h); new data is read
+// The weights file carries the preprocessing of training (interchange/preprocess.h); new data is read
 // with the spec's bindings and transformed with those SAVED statistics (never recomputed). The
 // model is resolved against an all-zero table of the training batch size and the saved row
 // shapes, so its program is the one training ran. Rows are recorded in batches on the tape (the
@@ -17,7 +17,7 @@
 #include "spec/dataset.h"
 #include "spec/program.h"
 #include "train/model.h"
-#include "train/preprocess.h"
+#include "interchange/preprocess.h"
 
 namespace gr {
 

@@ -12,7 +12,7 @@
 #include "io/seal.h"
 #include "train/receipt.h"
 #include "train/plot_svg.h"
-#include "train/preprocess.h"
+#include "interchange/preprocess.h"
 #include "train/run_model.h"
 
 namespace gr {

@@ -25,7 +25,7 @@
 #include "train/early_stopping.h"
 #include "train/evaluate.h"
 #include "train/schedule.h"
-#include "train/preprocess.h"
+#include "interchange/preprocess.h"
 #include "train/progress.h"
 #include "train/receipt.h"
 #include "train/run_model.h"
