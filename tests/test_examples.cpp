@@ -30,7 +30,7 @@ TrainResult run(const std::string& spec_name, const std::string& out, int64_t ep
                 bool fuse = false) {
   Spec spec = load_spec(std::string(GR_SOURCE_DIR) + "/specs/" + spec_name + ".json");
   if (epochs) spec.train.epochs = epochs;
-  Model model(spec, load_datasets(spec), real_of(dtype));
+  Model model(spec, load_datasets(spec), dtype);
   TrainOptions o;
   o.out_dir = out;
   o.epochs = spec.train.epochs;

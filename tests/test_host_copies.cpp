@@ -118,7 +118,7 @@ TEST_CASE("host copies: a device run (f64 or f32) drops consts and frozen parame
   const Spec spec = parse_spec(trunk_spec(), "trunk.json");
   constexpr int kSteps = 6;
   const DType dtype = GENERATE(DType::F64, DType::F32);
-  const Real real = real_of(dtype);
+  const DType real = dtype;
   INFO("dtype " << to_string(dtype));
 
   // The CPU tape in the same precision: the reference bytes.

@@ -95,9 +95,9 @@ TEST_CASE("replay: the gradient norm's lanes as threads of one block (and fitted
                       {"block 64 fitted to a kernel limit of 8", 64, 8, false},
                       {"16 fibers, adversarial schedule", 16, 1024, true}};
   for (const Geo& g : geos)
-    for (const replay::DType dt : {replay::DType::F64, replay::DType::F32})
+    for (const DType dt : {DType::F64, DType::F32})
       for (const bool fused : {false, true}) {
-        INFO(g.what << (dt == replay::DType::F32 ? ", f32" : ", f64") << (fused ? ", fused" : ", per-node"));
+        INFO(g.what << (dt == DType::F32 ? ", f32" : ", f64") << (fused ? ", fused" : ", per-node"));
         device::HostOptions o;
         o.fiber_block = true;
         o.cache_dir = cache_dir();
@@ -109,7 +109,7 @@ TEST_CASE("replay: the gradient norm's lanes as threads of one block (and fitted
         replay::ReplayOptions ro;
         ro.block = g.block;
         ro.dtype = dt;
-        const RunResult cpu = cpu_run(true, 12, dt == replay::DType::F32 ? Real::F32 : Real::F64);
+        const RunResult cpu = cpu_run(true, 12, dt);
         EpisodeMaker make;
         if (fused)
           make = [](std::unique_ptr<replay::Program> p) -> std::unique_ptr<replay::Episode> {
@@ -125,10 +125,10 @@ TEST_CASE("replay f32: 40 episodes of Adam or SGD + L2 + clip equal the f32 CPU 
           "[replay][f32][train]") {
   auto be = host();
   replay::ReplayOptions ro;
-  ro.dtype = replay::DType::F32;
+  ro.dtype = DType::F32;
   for (const bool adam : {true, false}) {
     INFO((adam ? "Adam" : "SGD"));
-    const RunResult cpu = cpu_run(adam, 40, Real::F32);
+    const RunResult cpu = cpu_run(adam, 40, DType::F32);
     REQUIRE(cpu.losses.front() != cpu.losses.back());
     const RunResult f64 = cpu_run(adam, 40);
     CHECK(!same_bits(cpu.losses, f64.losses));  // it really computed in float
@@ -146,7 +146,7 @@ TEST_CASE("replay f32: 40 episodes of Adam + L2 + clip track the f64 tape", "[re
   Optimizer cpu_opt = make_opt(tape, m, true);
   const Var loss = record(tape, m);
   replay::ReplayOptions ro;
-  ro.dtype = replay::DType::F32;
+  ro.dtype = DType::F32;
   replay::Program prog(*be, tape, loss, ro);
   replay::DeviceOptimizer opt(prog, cpu_opt);
   prog.capture_episode(&opt);

@@ -47,7 +47,7 @@ void run_grad(const GradFlags& f) {
     tensors.emplace_back(model.program().params[i].name, ConstTensorView{model.program().params[i].shape, r.grads[i].data()});
   write_safetensors(f.out, tensors,
                     {{"spec", spec.path}, {"spec_sha256", spec.sha256}, {"device", to_string(d.kind)}, {"dtype", "f64"}},
-                    StDtype::F64);
+                    DType::F64);
   std::printf("loss %.17g\n", loss);
   for (size_t i = 0; i < r.grads.size(); ++i) {
     double sq = 0.0;

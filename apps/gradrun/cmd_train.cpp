@@ -100,7 +100,7 @@ void run_train(const TrainFlags& f) {
   DeviceChoice d = choose_device(spec, device_flag, dtype_flag, fuse_flag);
   Golden golden;  // a run folder, a receipt.json or a loss.csv: a missing or bad one fails now, not after training
   if (!f.expect.empty()) golden = read_golden(f.expect);
-  Model model(spec, load_datasets(spec), real_of(d.dtype));
+  Model model(spec, load_datasets(spec), d.dtype);
   if (!f.expect.empty()) {  // data, spec and model against the golden receipt: known before any step
     const std::string why = expect_inputs_difference(golden, model);
     if (!why.empty()) {

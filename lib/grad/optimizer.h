@@ -117,7 +117,7 @@ class Optimizer {
   int64_t t_ = 0;
   std::vector<Entry> params_;
   std::vector<double> m_, v_;  // on an f32 tape: floats, exactly (the device's f32 moments)
-  Real real_ = Real::F64;      // the registered parameters' tape's (add)
+  DType real_ = DType::F64;      // the registered parameters' tape's (add)
   double last_cs_ = 1.0, last_lr_t_ = 0.0, last_norm_ = 0.0;
 };
 

@@ -357,14 +357,14 @@ struct Builder : GraphWalk {
 }  // namespace
 
 OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep, int output,
-                       const std::string& transform, Real real, const OutputUnits& units) {
+                       const std::string& transform, DType real, const OutputUnits& units) {
   const Spec& spec = *program.spec;
   if (output < 0 || output >= static_cast<int>(program.nodes.size()))
     throw InputError(spec.path, spec.loss_pointer, "no prediction node to export");
   if (transform != "softmax" && transform != "sigmoid" && transform != "none" && !transform.empty())
     throw InputError(spec.path, "/predict/transform", "unknown transform \"" + transform + "\"");
   Builder b{{program, weights, {}, {}, {}, {}}, {}, {}, {}, {}, {}, {}, true, 0,
-            real == Real::F64 ? onnx::DataType::Double : onnx::DataType::Float, {}, {}, {}, {}, {}};
+            real == DType::F64 ? onnx::DataType::Double : onnx::DataType::Float, {}, {}, {}, {}, {}};
   b.mark(output);
   const ProgramNode& out_node = program.nodes[static_cast<size_t>(output)];
   for (size_t i = 0; i < program.nodes.size(); ++i)

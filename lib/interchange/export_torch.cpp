@@ -129,7 +129,7 @@ struct Emitter : GraphWalk {
   TorchExport out;
   AttrNames names;
   // The module's dtype: the run's precision (out.real).
-  const char* dtype() const { return out.real == Real::F32 ? "torch.float32" : "torch.float64"; }
+  const char* dtype() const { return out.real == DType::F32 ? "torch.float32" : "torch.float64"; }
 
   std::string ref(const Ref& r) const { return pick(r, input_var, param_ref, const_ref, node_var); }
 
@@ -300,7 +300,7 @@ struct Emitter : GraphWalk {
 }  // namespace
 
 TorchExport export_torch(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep, int output,
-                         const std::string& transform, Real real, const OutputUnits& units) {
+                         const std::string& transform, DType real, const OutputUnits& units) {
   const Spec& spec = *program.spec;
   if (output < 0 || output >= static_cast<int>(program.nodes.size()))
     throw InputError(spec.path, spec.loss_pointer, "no prediction node to export");
@@ -394,7 +394,7 @@ void write_torch_export(const TorchExport& e, const std::string& dir, const std:
   StTensorList list;
   for (const NamedTensor& t : e.state) list.emplace_back(t.name, t.tensor.view());
   write_safetensors((std::filesystem::path(dir) / "state_dict.safetensors").string(), list,
-                    {{"format", "pt"}, {"spec_sha256", spec_sha256}}, e.real == Real::F32 ? StDtype::F32 : StDtype::F64);
+                    {{"format", "pt"}, {"spec_sha256", spec_sha256}}, e.real);
   write_file_atomic((std::filesystem::path(dir) / "model.py").string(), e.model_py);
 }
 

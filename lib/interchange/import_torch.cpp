@@ -111,7 +111,7 @@ ImportResult import_torch(const Program& p, const StTensorList& init, const Safe
 
   StTensorList list;
   for (size_t i = 0; i < p.params.size(); ++i) list.emplace_back(p.params[i].name, values[i].view());
-  write_safetensors(out, list, {{"format", "gradrun-init"}, {"imported_from", state_path}}, StDtype::F64);
+  write_safetensors(out, list, {{"format", "gradrun-init"}, {"imported_from", state_path}}, DType::F64);
   return r;
 }
 

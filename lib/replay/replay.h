@@ -28,8 +28,6 @@
 
 namespace gr::replay {
 
-enum class DType { F64, F32 };
-
 // The complete device kernel text (kernels/device/*.cuh, concatenated at build time); the f32
 // module is the same text with `#define GR_F32 1` in front.
 const std::string& kernel_source(DType dtype = DType::F64);

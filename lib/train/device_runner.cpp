@@ -29,14 +29,6 @@ std::unique_ptr<device::Backend> open_backend(DeviceKind device, std::string* wh
 
 namespace {
 
-replay::DType replay_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::F64: return replay::DType::F64;
-    case DType::F32: return replay::DType::F32;
-  }
-  return replay::DType::F64;
-}
-
 // Batch gathering and loss keeping on the device: kernels/device/gr_batch_kernels.cuh.
 const std::string& kBatchKernels = batch_kernel_text();
 
@@ -64,8 +56,8 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   const Spec& spec = model.spec();
   // The program's values are the tape's: an f32 program from an f32 tape (every value a float
   // already), so downloads give the tape's bytes back.
-  if (real_of(dtype) != model.real())
-    throw Error(std::string("device: a ") + to_string(dtype) + " program needs a Model of that precision (Model(spec, data, Real))");
+  if (dtype != model.real())
+    throw Error(std::string("device: a ") + to_string(dtype) + " program needs a Model of that precision (Model(spec, data, DType))");
   if (spec.data && !spec.train.drop_last)
     throw InputError(spec.path, "/train/drop_last", "a device program has one static batch shape; set drop_last to true");
   // Record one episode (on the first rows) so the program can mirror it, then capture it.
@@ -75,7 +67,7 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   const std::vector<Var>& nodes = model.record(model.data().train, rows, model.dropout_key(1));
   const Var loss = nodes[static_cast<size_t>(model.program().loss)];
   replay::ReplayOptions ro;
-  ro.dtype = replay_dtype(dtype);
+  ro.dtype = dtype;
   ro.block = block;
   ro.max_grid = max_grid;
   auto program = std::make_unique<replay::Program>(*backend_, model.tape(), loss, ro);
@@ -89,7 +81,7 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
 
   // The training set goes to the device once; each step uploads only its row indices.
   device::Module* module = backend_->compile(kBatchKernels, "gradrun_batches");
-  const bool f32 = ro.dtype == replay::DType::F32;
+  const bool f32 = ro.dtype == DType::F32;
   gather_ = backend_->kernel(module, f32 ? "gr_gather_rows_f32" : "gr_gather_rows_f64");
   gather_block_ = device::fit_block(*backend_, gather_, episode_->program().block());
   store_loss_ = backend_->kernel(module, f32 ? "gr_store_loss_f32" : "gr_store_loss_f64");

@@ -55,7 +55,7 @@ class DeviceRunner {
   // and the host copies of the fixed leaves back (restore_host_copies): the tape is whole again.
   void sync(Optimizer& opt);
   // HostCopies over this episode, as the original library's drop_consts after a capture. Either
-  // dtype: an f32 run's tape holds its values rounded to float already (Model(.., Real::F32)), so
+  // dtype: an f32 run's tape holds its values rounded to float already (Model(.., DType::F32)), so
   // the device's float copies widen back to the same bytes.
   // Between release and restore nothing may record on the tape: the trainer restores (sync) before
   // every evaluation and file.

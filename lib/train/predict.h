@@ -53,7 +53,7 @@ struct TrainedWeights {
   std::string path;
   SafetensorsFile file;
   Preprocessing prep;
-  Real real = Real::F64;  // what the run computed in (its __metadata__ dtype): predict and evaluate do too
+  DType real = DType::F64;  // what the run computed in (its __metadata__ dtype): predict and evaluate do too
 };
 TrainedWeights read_trained(const Spec& spec, const std::string& weights_or_run_dir, const std::string& which = "best");
 

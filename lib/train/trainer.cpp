@@ -69,8 +69,8 @@ std::string divergence_advice(const Spec& spec) {
 
 TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::Backend> backend) {
   const Spec& spec = model.spec();
-  if (real_of(o.dtype) != model.real())
-    throw Error(std::string("train: --dtype ") + to_string(o.dtype) + " needs a Model built with that precision (Model(spec, data, Real))");
+  if (o.dtype != model.real())
+    throw Error(std::string("train: --dtype ") + to_string(o.dtype) + " needs a Model built with that precision (Model(spec, data, DType))");
   const Program& p = model.program();
   const DataTable& train_rows = model.data().train;
   namespace fs = std::filesystem;

@@ -100,7 +100,7 @@ struct RunResult {
   int64_t t = 0;
 };
 
-inline RunResult cpu_run(bool adam, int episodes, Real real = Real::F64) {
+inline RunResult cpu_run(bool adam, int episodes, DType real = DType::F64) {
   Rng rng(1234);
   Tape tape(real);
   const Mlp m = make_leaves(tape, rng);
@@ -135,7 +135,7 @@ using EpisodeMaker = std::function<std::unique_ptr<replay::Episode>(std::unique_
 inline RunResult episode_run(device::Backend& be, bool adam, int episodes, bool captured, const replay::ReplayOptions& ro,
                              const EpisodeMaker& make, size_t* launches = nullptr) {
   Rng rng(1234);
-  Tape tape(ro.dtype == replay::DType::F32 ? Real::F32 : Real::F64);  // an f32 program from an f32 tape, as gradrun does
+  Tape tape(ro.dtype);  // an f32 program from an f32 tape, as gradrun does
   const Mlp m = make_leaves(tape, rng);
   Optimizer cpu_opt = make_opt(tape, m, adam);
   const Var loss = record(tape, m);
