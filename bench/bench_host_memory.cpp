@@ -110,7 +110,9 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    auto counting = std::make_unique<CountingBackend>(device::select_backend(backend_kind).backend);
+    DeviceKind kind = DeviceKind::Cpu;
+    if (!parse_device_kind(backend_kind, kind) || kind == DeviceKind::Cpu) throw Error("--backend: expected host, cuda or auto");
+    auto counting = std::make_unique<CountingBackend>(device::select_backend(kind).backend);
     CountingBackend* dev = counting.get();
     const bool in_process = backend_kind == "host";
     double host_side = 0;

@@ -128,7 +128,9 @@ int main(int argc, char** argv) {
     if (nvrtc) return nvrtc_times();
     device::Selection sel;
     try {
-      sel = device::select_backend(backend_kind);
+      DeviceKind kind = DeviceKind::Cpu;
+      if (!parse_device_kind(backend_kind, kind) || kind == DeviceKind::Cpu) throw Error("--backend: expected host, cuda or auto");
+      sel = device::select_backend(kind);
     } catch (const device::DeviceUnavailable& e) {
       std::string why = e.what();
       if (why.rfind("unavailable: ", 0) == 0) why = why.substr(13);

@@ -142,7 +142,7 @@ std::string run_path(const Path& p, const Graph& g, const OptimizerChoice& opt, 
   switch (p.kind) {
     case Path::Replay: {
       Model model(spec, load_datasets(spec));
-      const ReplayCheckResult r = check_replay(model, make_backend(p, ro), ro.episodes, p.fuse, p.block, p.max_grid);
+      const ReplayCheckResult r = check_replay(model, make_backend(p, ro), ro.episodes, p.fuse ? FuseMode::On : FuseMode::Off, p.block, p.max_grid);
       return r.equal ? "" : r.first_difference;
     }
     case Path::F32: return f32_compare(spec, p, ro);

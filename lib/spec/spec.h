@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "grad/op_table.h"
+#include "device/kind.h"
 #include "tensor/dtype.h"
 
 namespace gr {
@@ -158,33 +159,13 @@ struct MetricsSpec {
   std::string output, target;
 };
 
-// Where a run trains: the CPU tape, or a device engine (lib/replay) on the host or CUDA backend;
-// auto: CUDA when usable, else the CPU tape (resolved by the CLI, which opens the backend once).
-enum class DeviceKind { Cpu, Host, Cuda, Auto };
 // Megakernel fusion (lib/fuse): off, on, or auto — fuse when the backend has launch latency to save
 // (a real GPU) and the plan removes launches.
 enum class FuseMode { Off, On, Auto };
 
-// The spellings of the spec and the command line; parse_* return false for an unknown word.
-inline const char* to_string(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::Cpu: return "cpu";
-    case DeviceKind::Host: return "host";
-    case DeviceKind::Cuda: return "cuda";
-    case DeviceKind::Auto: return "auto";
-  }
-  return "?";
-}
-
-inline bool parse_device_kind(const std::string& word, DeviceKind& out) {
-  for (DeviceKind k : {DeviceKind::Cpu, DeviceKind::Host, DeviceKind::Cuda, DeviceKind::Auto})
-    if (word == to_string(k)) {
-      out = k;
-      return true;
-    }
-  return false;
-}
-
+// The engine a command runs on (DeviceKind: device/kind.h; DType: tensor/dtype.h): the spec's
+// "device" object with the command line's --device/--dtype/--fuse applied. lib/train/engine.h
+// resolves it once (auto: cuda or cpu) and opens its backend.
 struct DeviceSpec {
   DeviceKind kind = DeviceKind::Cpu;
   DType dtype = DType::F64;

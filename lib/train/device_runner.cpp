@@ -13,20 +13,6 @@
 
 namespace gr {
 
-std::unique_ptr<device::Backend> open_backend(DeviceKind device, std::string* why) {
-  const std::string kind = to_string(device);
-  device::Selection s;
-  try {
-    s = device::select_backend(kind);
-  } catch (const device::DeviceUnavailable& e) {
-    std::string reason = e.what();
-    if (reason.rfind("unavailable: ", 0) == 0) reason = reason.substr(13);
-    throw device::DeviceUnavailable("device \"" + kind + "\" is not available: " + reason);
-  }
-  if (why) *why = s.why;
-  return std::move(s.backend);
-}
-
 namespace {
 
 // Batch gathering and loss keeping on the device: kernels/device/gr_batch_kernels.cuh.

@@ -86,8 +86,4 @@ class DeviceRunner {
 // (On; Auto when the backend has launch latency to save and the plan removes launches).
 std::unique_ptr<replay::Episode> make_episode(std::unique_ptr<replay::Program> prog, FuseMode mode);
 
-// Host | Cuda → a backend (device::DeviceUnavailable when it cannot be had); Auto → CUDA when usable,
-// else nullptr with the reason in `why`.
-std::unique_ptr<device::Backend> open_backend(DeviceKind kind, std::string* why);
-
 }  // namespace gr

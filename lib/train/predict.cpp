@@ -283,9 +283,9 @@ Predictions predict_rows(Model& model, const PredictTarget& target, const DataTa
 }
 
 Predictions predict_rows_device(Model& model, const PredictTarget& target, const DataTable& table,
-                                std::unique_ptr<device::Backend> backend) {
+                                std::unique_ptr<device::Backend> backend, FuseMode fuse) {
   Optimizer opt = model.make_optimizer();  // the runner captures a training episode; only its forward runs
-  DeviceRunner runner(model, opt, std::move(backend), model.real());
+  DeviceRunner runner(model, opt, std::move(backend), model.real(), fuse);
   const int64_t batch = model.program().batch;
   std::vector<int64_t> rows(static_cast<size_t>(batch));
   for (int64_t i = 0; i < batch; ++i) rows[static_cast<size_t>(i)] = 0;

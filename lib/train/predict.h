@@ -79,7 +79,7 @@ Predictions predict_rows(Model& model, const PredictTarget& target, const DataTa
 // first row (rows are independent, so the padding changes no kept row). Same bytes as the tape.
 // `backend`: an open Host or Cuda backend. The model must hold the trained weights already.
 Predictions predict_rows_device(Model& model, const PredictTarget& target, const DataTable& table,
-                                std::unique_ptr<device::Backend> backend);
+                                std::unique_ptr<device::Backend> backend, FuseMode fuse = FuseMode::Off);
 
 // CSV (NAME_j columns, then class: the class name when the label has categories, CSV-quoted when
 // it needs it, else the id), .npy ([rows, width] f8) or .safetensors (NAME, class ids; the names in

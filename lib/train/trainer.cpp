@@ -69,8 +69,8 @@ std::string divergence_advice(const Spec& spec) {
 
 TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::Backend> backend) {
   const Spec& spec = model.spec();
-  if (o.dtype != model.real())
-    throw Error(std::string("train: --dtype ") + to_string(o.dtype) + " needs a Model built with that precision (Model(spec, data, DType))");
+  if (o.engine.dtype != model.real())
+    throw Error(std::string("train: --dtype ") + to_string(o.engine.dtype) + " needs a Model built with that precision (Model(spec, data, DType))");
   const Program& p = model.program();
   const DataTable& train_rows = model.data().train;
   namespace fs = std::filesystem;
@@ -79,13 +79,10 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   dist::Comm& comm = o.comm ? *o.comm : *solo;
   const bool writer = comm.rank() == 0;  // rank 0 alone writes the run folder
   const bool sharded = spec.train.shards > 1 || comm.size() > 1;
-  // The engine first: a device that cannot be had (no GPU, no compiler) fails before the output
-  // folder is touched, so nothing is left behind and the next run into it is not refused.
-  if (o.device != DeviceKind::Cpu && !backend) {
-    std::string why;
-    backend = open_backend(o.device, &why);
-    if (!backend) throw Error("device " + std::string(to_string(o.device)) + ": " + why);
-  }
+  // The caller opened the engine first (open_engine): a device that cannot be had (no GPU, no
+  // compiler) failed before the output folder was touched, so nothing is left behind.
+  if (o.engine.kind != DeviceKind::Cpu && !backend)
+    throw Error(std::string("train: a ") + to_string(o.engine.kind) + " engine needs its open backend (open_engine, train/engine.h)");
   std::optional<RunFolderLock> folder_lock;  // one writer per folder, from the first check to the last write
   if (writer) {
     fs::create_directories(o.out_dir, ec);
@@ -172,7 +169,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
                            (c.step_in_epoch > 0 ? " and " + std::to_string(c.step_in_epoch) + " steps of the next" : "") +
                            "; --epochs " + std::to_string(r.target_epochs) + " is fewer (give --epochs " +
                            std::to_string(c.epoch + (c.step_in_epoch > 0 ? 1 : 0)) + " or more)");
-    if (first_step > 0 && o.device != DeviceKind::Cpu)
+    if (first_step > 0 && o.engine.kind != DeviceKind::Cpu)
       throw InputError(dir, "__metadata__",
                        "this checkpoint stopped inside an epoch (step " + std::to_string(first_step) +
                            "); resume it on the CPU tape (--device cpu), which continues from that step");
@@ -208,21 +205,13 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   std::unique_ptr<DeviceRunner> device;  // null: the CPU tape (or the sharded step)
   std::unique_ptr<ShardedStep> shards;   // train.shards > 1 or several processes
   if (sharded) {
-    if (o.dtype != DType::F64)
+    if (o.engine.dtype != DType::F64)
       throw InputError(spec.path, "/train/shards", "sharded training runs in f64 (its all-reduce and optimizer are f64); drop --dtype f32");
-    if (o.device != DeviceKind::Cpu) {
-      std::string why;
-      if (!backend) backend = open_backend(o.device, &why);
-      if (!backend) throw Error("device " + std::string(to_string(o.device)) + ": " + why);
-    }
-    shards = std::make_unique<ShardedStep>(model, opt, comm, std::move(backend), o.fuse);
+    shards = std::make_unique<ShardedStep>(model, opt, comm, std::move(backend), o.engine.fuse);
     if (writer) diag::info("shards: " + shards->describe());
     else diag::debug("shards: " + shards->describe());
-  } else if (o.device != DeviceKind::Cpu) {
-    std::string why;
-    if (!backend) backend = open_backend(o.device, &why);
-    if (!backend) throw Error("device " + std::string(to_string(o.device)) + ": " + why);  // auto found no CUDA
-    device = std::make_unique<DeviceRunner>(model, opt, std::move(backend), o.dtype, o.fuse);
+  } else if (o.engine.kind != DeviceKind::Cpu) {
+    device = std::make_unique<DeviceRunner>(model, opt, std::move(backend), o.engine.dtype, o.engine.fuse);
     r.fused = device->fused();
     diag::info("device: " + device->describe());
   }
