@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     runner.epoch_losses(1);
     row(("after " + std::to_string(steps) + " steps").c_str());
     const double training_growth = host_side - baseline;
-    runner.sync(opt);
+    runner.sync();
     row("restored (sync)");
     double trainable = 0, frozen = 0;
     for (size_t i = 0; i < model.params().size(); ++i)

@@ -147,12 +147,12 @@ TEST_CASE("host copies: a device run (f64 or f32) drops consts and frozen parame
       for (int s = 0; s < kSteps; ++s) {
         runner.step({}, 0, s + 1);
         if (s == 2) {  // a mid-run evaluation: restored, then dropped again
-          runner.sync(opt);
+          runner.sync();
           for (const Var v : m.fixed_leaves()) CHECK_FALSE(m.tape().dropped(v));
           CHECK(runner.release_host_copies() == 2 * 256 * 256 * sizeof(double));
         }
       }
-      runner.sync(opt);
+      runner.sync();
       for (size_t i = 0; i < m.fixed_leaves().size(); ++i) CHECK(same_bytes(copy_of(m.tape(), m.fixed_leaves()[i]), fixed_before[i]));
       for (size_t k = 0; k < m.params().size(); ++k)
         CHECK(same_bytes(copy_of(m.tape(), m.params()[k]), copy_of(cpu.tape(), cpu.params()[k])));

@@ -107,7 +107,8 @@ TEST_CASE("replay: what cannot be captured or driven fails closed, naming the no
   o.add(other, q);
   CHECK_THROWS_WITH(replay::DeviceOptimizer(prog, o), Catch::Contains("registered parameter 5"));
 
-  replay::DeviceOptimizer dopt(prog, Optimizer::sgd(0.1));
+  Optimizer sgd = Optimizer::sgd(0.1);
+  replay::DeviceOptimizer dopt(prog, sgd);
   prog.capture_episode();
   CHECK_THROWS_WITH(prog.run_episode(&dopt), Catch::Contains("different optimizer"));
 

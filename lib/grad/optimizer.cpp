@@ -186,6 +186,10 @@ void Optimizer::begin_step(double norm) {
   } else {
     last_cs_ = clip_ > 0.0 && norm > clip_ ? __ddiv_rn(clip_, norm) : 1.0;
   }
+  advance();
+}
+
+void Optimizer::advance() {
   if (kind_ == OptimizerKind::Adam) {
     ++t_;
     last_lr_t_ = adam_lr_t(t_);

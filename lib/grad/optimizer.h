@@ -58,8 +58,12 @@ class Optimizer {
   // of it with the tape's gradients.
   int64_t flat_size() const { return static_cast<int64_t>(m_.size()); }
   int64_t offset(size_t i) const { return params_[i].offset; }
-  // The step's scalars from the global gradient norm: clip scale, Adam's t and lr_t.
+  // The step's scalars from the global gradient norm: clip scale, then advance().
   void begin_step(double norm);
+  // The step counter's part of a step: Adam's t += 1 and lr_t for it (SGD: nothing). The device
+  // optimizer (replay::DeviceOptimizer) calls this on the Optimizer it runs for, so t and lr live
+  // here only, whichever engine steps.
+  void advance();
   // Which registered parameters the last backward touched (active[i] for parameter i).
   std::vector<char> touched(const Tape& tape) const;
   // Updates the flat elements [lo, hi) of the active parameters from g (g[0] is element lo); the

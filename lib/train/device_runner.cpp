@@ -140,10 +140,10 @@ std::vector<double> DeviceRunner::epoch_grad_norms(int64_t steps) {
   return out;
 }
 
-void DeviceRunner::sync(Optimizer& opt) {
+void DeviceRunner::sync() {
   restore_host_copies();
   episode_->sync_params_to(model_.tape());
-  dopt_->store_state_to(opt);
+  dopt_->store_moments();
 }
 
 size_t HostCopies::release() {

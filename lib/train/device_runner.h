@@ -37,6 +37,8 @@ class DeviceRunner {
   // fuse: Off — per-node launches; On — fused megakernels (lib/fuse); Auto — fused when the backend
   // has launch latency to save (Capabilities::real_gpu) and the plan removes launches.
   // block / max_grid: the launch geometry (replay::ReplayOptions; 0 = the backend's default block).
+  // opt: the run's optimizer, the one owner of its state (replay::DeviceOptimizer steps it); it must
+  // outlive the runner.
   DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, DType dtype,
                FuseMode fuse = FuseMode::Off, unsigned block = 0, unsigned max_grid = 65535);
   ~DeviceRunner();
@@ -51,9 +53,10 @@ class DeviceRunner {
   // Their gradient norms (Optimizer::grad_norm, computed by the device optimizer's clip kernel and
   // kept per step like the losses): one more download per epoch.
   std::vector<double> epoch_grad_norms(int64_t steps);
-  // Parameters back into the tape and the optimizer state back into `opt` (checkpoints, weights),
-  // and the host copies of the fixed leaves back (restore_host_copies): the tape is whole again.
-  void sync(Optimizer& opt);
+  // Parameters back into the tape and the device's moments back into the Optimizer the runner was
+  // made with (its one owner: t and lr are there already), and the host copies of the fixed leaves
+  // back (restore_host_copies): the tape is whole again (checkpoints, weights, evaluation).
+  void sync();
   // HostCopies over this episode, as the original library's drop_consts after a capture. Either
   // dtype: an f32 run's tape holds its values rounded to float already (Model(.., DType::F32)), so
   // the device's float copies widen back to the same bytes.

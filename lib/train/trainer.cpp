@@ -342,8 +342,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
   auto set_lr = [&](int64_t t, int64_t e) {
     if (!spec.optimizer.schedule) return;
     const double lr = scheduled_lr(spec.optimizer, t, e, steps_per_epoch);
-    opt.set_lr(lr);
-    if (device) device->optimizer().set_lr(lr);
+    opt.set_lr(lr);  // the one owner: the device optimizer reads it at its next step
   };
   r.log.step_lr.clear();  // a resumed log: the rates of its steps, recomputed
   if (spec.optimizer.schedule)
@@ -414,7 +413,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
     if (!r.log.step_loss.empty() && std::isfinite(ref) && ref > 0 && mean > spec.train.diverge_factor * ref) {
       size_t worst = epoch_begin;
       while (worst + 1 < r.log.step_loss.size() && !(r.log.step_loss[worst] > spec.train.diverge_factor * ref)) ++worst;
-      if (device) device->sync(opt);
+      if (device) device->sync();
       stop("diverged");
       throw DivergedError(spec.path + ": training diverged: epoch " + std::to_string(epoch + 1) + "'s mean train loss " +
                           format_double(mean) + " is above train.diverge_factor " + format_double(spec.train.diverge_factor) +
@@ -422,7 +421,7 @@ TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::B
                           " (first at step " + std::to_string(worst + 1) + ", loss " + format_double(r.log.step_loss[worst]) +
                           "); " + divergence_advice(spec) + "; " + kept());
     }
-    if (device) device->sync(opt);  // parameters to the tape (validation, files), optimizer state to opt
+    if (device) device->sync();  // parameters to the tape (validation, files), optimizer state to opt
     if (shards) shards->restore_host_copies();  // a device's sync restored its own
     const Evaluation val = evaluate_metrics(model, model.data().validation);
     const double val_loss = val.loss;

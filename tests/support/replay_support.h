@@ -122,7 +122,7 @@ inline RunResult cpu_run(bool adam, int episodes, DType real = DType::F64) {
     for (double v : opt.m(i)) r.moments.push_back(v);
     for (double v : opt.v(i)) r.moments.push_back(v);
   }
-  r.t = opt.t();
+  r.t = cpu_opt.t();
   return r;
 }
 
@@ -161,12 +161,12 @@ inline RunResult episode_run(device::Backend& be, bool adam, int episodes, bool 
   ep->sync_params_to(tape);
   for (const Var p : {m.w1, m.b1, m.w2, m.b2, m.unused})
     for (double v : tape.param_value(p)) r.params.push_back(v);
-  opt.store_state_to(cpu_opt);
+  opt.store_moments();  // into cpu_opt, its owner (which holds t already)
   for (size_t i = 0; i < cpu_opt.count(); ++i) {
     for (double v : cpu_opt.m(i)) r.moments.push_back(v);
     for (double v : cpu_opt.v(i)) r.moments.push_back(v);
   }
-  r.t = opt.t();
+  r.t = cpu_opt.t();
   return r;
 }
 
