@@ -135,8 +135,7 @@ int main(int argc, char** argv) {
       dropped = runner.release_host_copies();
       row("host copies released");
     }
-    for (int s = 0; s < steps; ++s) runner.step({}, 0, s + 1);
-    runner.epoch_losses(1);
+    for (int s = 0; s < steps; ++s) runner.step({}, s + 1);
     row(("after " + std::to_string(steps) + " steps").c_str());
     const double training_growth = host_side - baseline;
     runner.sync();

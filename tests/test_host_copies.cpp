@@ -145,7 +145,7 @@ TEST_CASE("host copies: a device run (f64 or f32) drops consts and frozen parame
       for (const Var v : m.fixed_leaves()) dropped += m.tape().dropped(v) ? 1 : 0;
       CHECK(dropped == 2);
       for (int s = 0; s < kSteps; ++s) {
-        runner.step({}, 0, s + 1);
+        runner.step({}, s + 1);
         if (s == 2) {  // a mid-run evaluation: restored, then dropped again
           runner.sync();
           for (const Var v : m.fixed_leaves()) CHECK_FALSE(m.tape().dropped(v));

@@ -77,16 +77,13 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
     backend_->upload(data_.back(), t.data(), static_cast<size_t>(t.numel()) * sizeof(double));
   }
   index_ = backend_->alloc(static_cast<size_t>(std::max<int64_t>(1, model.program().batch)) * sizeof(long long));
-  losses_capacity_ = spec.data ? std::max<int64_t>(1, model.data().train.rows / std::max<int64_t>(1, model.program().batch)) : 1;
-  losses_ = backend_->alloc(static_cast<size_t>(losses_capacity_) * sizeof(double));
-  norms_ = backend_->alloc(static_cast<size_t>(losses_capacity_) * sizeof(double));
+  report_ = backend_->alloc(2 * sizeof(double));
 }
 
 DeviceRunner::~DeviceRunner() {
   for (device::Buffer b : data_) backend_->free(b);
   if (index_.bytes) backend_->free(index_);
-  if (losses_.bytes) backend_->free(losses_);
-  if (norms_.bytes) backend_->free(norms_);
+  if (report_.bytes) backend_->free(report_);
 }
 
 void DeviceRunner::upload_batch(const DataTable& table, std::span<const int64_t> rows) {
@@ -98,8 +95,7 @@ void DeviceRunner::upload_batch(const DataTable& table, std::span<const int64_t>
   }
 }
 
-void DeviceRunner::step(std::span<const int64_t> rows, int64_t step_in_epoch, int64_t run_step) {
-  GR_ASSERT(step_in_epoch < losses_capacity_);
+DeviceRunner::StepLoss DeviceRunner::step(std::span<const int64_t> rows, int64_t run_step) {
   const std::vector<Var>& slots = model_.slots();
   const replay::Program& prog = episode_->program();
   if (!slots.empty()) {
@@ -117,27 +113,19 @@ void DeviceRunner::step(std::span<const int64_t> rows, int64_t step_in_epoch, in
   }
   episode_->set_dropout_key(model_.dropout_key(run_step));
   episode_->run_episode(dopt_.get());
-  uint64_t loss = prog.value_address(prog.loss_var().id), out = losses_.handle;
-  long long at = step_in_epoch;
+  // The loss (f32 programs: widened to double, exactly) and the norm, side by side: one download.
+  uint64_t loss = prog.value_address(prog.loss_var().id), out = report_.handle;
+  long long at = 0;
   void* args[] = {&loss, &out, &at};
   backend_->launch(store_loss_, 1, 1, args);
-  uint64_t norm = dopt_->norm_address(), norms = norms_.handle;
-  void* norm_args[] = {&norm, &norms, &at};
+  uint64_t norm = dopt_->norm_address();
+  long long norm_at = 1;
+  void* norm_args[] = {&norm, &out, &norm_at};
   backend_->launch(store_norm_, 1, 1, norm_args);
-}
-
-std::vector<double> DeviceRunner::epoch_losses(int64_t steps) {
-  std::vector<double> out(static_cast<size_t>(steps));
+  double report[2];
   backend_->synchronize();
-  backend_->download(out.data(), losses_, out.size() * sizeof(double));
-  return out;
-}
-
-std::vector<double> DeviceRunner::epoch_grad_norms(int64_t steps) {
-  std::vector<double> out(static_cast<size_t>(steps));
-  backend_->synchronize();
-  backend_->download(out.data(), norms_, out.size() * sizeof(double));
-  return out;
+  backend_->download(report, report_, sizeof report);
+  return StepLoss{report[0], report[1]};
 }
 
 void DeviceRunner::sync() {

@@ -45,14 +45,13 @@ class DeviceRunner {
 
   // One optimizer step on these training rows, all on the device: the row indices are uploaded,
   // the rows gathered from the training set (uploaded once) into the input slots, the episode
-  // replayed, and the loss stored at `step_in_epoch` of a device loss buffer.
+  // replayed; then its loss and gradient norm (Optimizer::grad_norm, computed by the device
+  // optimizer's clip kernel), stored side by side on the device, come back in one download.
   // `run_step`: the run's step t (1-based), the key of its dropout masks.
-  void step(std::span<const int64_t> rows, int64_t step_in_epoch, int64_t run_step);
-  // The losses of the first `steps` steps of this epoch: one download per epoch.
-  std::vector<double> epoch_losses(int64_t steps);
-  // Their gradient norms (Optimizer::grad_norm, computed by the device optimizer's clip kernel and
-  // kept per step like the losses): one more download per epoch.
-  std::vector<double> epoch_grad_norms(int64_t steps);
+  struct StepLoss {
+    double loss, grad_norm;
+  };
+  StepLoss step(std::span<const int64_t> rows, int64_t run_step);
   // Parameters back into the tape and the device's moments back into the Optimizer the runner was
   // made with (its one owner: t and lr are there already), and the host copies of the fixed leaves
   // back (restore_host_copies): the tape is whole again (checkpoints, weights, evaluation).
@@ -76,12 +75,12 @@ class DeviceRunner {
   std::unique_ptr<device::Backend> backend_;
   std::unique_ptr<replay::Episode> episode_;        // owns the replay::Program
   std::unique_ptr<replay::DeviceOptimizer> dopt_;  // over episode_->program(): destroyed first
-  // Device-side batches: the training set per input (f64), the batch's row indices, the losses.
+  // Device-side batches: the training set per input (f64), the batch's row indices, the step's
+  // [loss, gradient norm] as two doubles.
   std::vector<device::Buffer> data_;
-  device::Buffer index_{}, losses_{}, norms_{};
+  device::Buffer index_{}, report_{};
   device::Kernel *gather_ = nullptr, *store_loss_ = nullptr, *store_norm_ = nullptr;
   unsigned gather_block_ = 1;  // the program's block, fitted to the gather kernel's limit
-  int64_t losses_capacity_ = 0;
   HostCopies host_copies_{model_};
 };
 
