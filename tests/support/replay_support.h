@@ -122,7 +122,7 @@ inline RunResult cpu_run(bool adam, int episodes, DType real = DType::F64) {
     for (double v : opt.m(i)) r.moments.push_back(v);
     for (double v : opt.v(i)) r.moments.push_back(v);
   }
-  r.t = cpu_opt.t();
+  r.t = opt.t();
   return r;
 }
 
