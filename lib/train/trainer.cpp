@@ -68,7 +68,7 @@ class TrainRun {
   ~TrainRun();  // an exception leaving train(): run.json says failed (fail_on_unwind)
 
   void start_or_resume();                                  // a checkpoint to continue from, or the init files
-  void open_engine(std::unique_ptr<device::Backend> backend);
+  void make_engine(std::unique_ptr<device::Backend> backend);  // the step engine (train/step_engine.h)
   void check_batches();                                    // the odd last batches fit, the checkpoint's counters agree
   void set_lr(int64_t t, int64_t e);                       // the step's scheduled learning rate (the Optimizer owns it)
   std::span<const int64_t> batch_rows(const std::vector<int64_t>& order, int64_t s);
@@ -245,7 +245,7 @@ void TrainRun::start_or_resume() {
   resumed_seconds = r.log.epochs.empty() ? 0.0 : r.log.epochs.back().seconds;
 }
 
-void TrainRun::open_engine(std::unique_ptr<device::Backend> backend) {
+void TrainRun::make_engine(std::unique_ptr<device::Backend> backend) {
   r.threads = num_threads();
   engine = make_step_engine(model, opt, comm, o.engine, std::move(backend), o.auto_threads);
   r.fused = engine->fused();
@@ -458,7 +458,7 @@ TrainResult TrainRun::finish() {
 TrainResult train(Model& model, const TrainOptions& o, std::unique_ptr<device::Backend> backend) {
   TrainRun run(model, o, backend != nullptr);  // the run folder claimed, the run identity agreed by every rank
   run.start_or_resume();                        // from a checkpoint (its logs and optimizer state), or the init
-  run.open_engine(std::move(backend));
+  run.make_engine(std::move(backend));
   run.check_batches();                          // the last batches fit; host copies released; status running
   StepEngine& engine = *run.engine;
   const DataTable& train_rows = model.data().train;
