@@ -110,7 +110,9 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    auto counting = std::make_unique<CountingBackend>(device::select_backend(backend_kind).backend);
+    DeviceKind kind = DeviceKind::Cpu;
+    if (!parse_device_kind(backend_kind, kind) || kind == DeviceKind::Cpu) throw Error("--backend: expected host, cuda or auto");
+    auto counting = std::make_unique<CountingBackend>(device::select_backend(kind).backend);
     CountingBackend* dev = counting.get();
     const bool in_process = backend_kind == "host";
     double host_side = 0;
@@ -133,11 +135,10 @@ int main(int argc, char** argv) {
       dropped = runner.release_host_copies();
       row("host copies released");
     }
-    for (int s = 0; s < steps; ++s) runner.step({}, 0, s + 1);
-    runner.epoch_losses(1);
+    for (int s = 0; s < steps; ++s) runner.step({}, s + 1);
     row(("after " + std::to_string(steps) + " steps").c_str());
     const double training_growth = host_side - baseline;
-    runner.sync(opt);
+    runner.sync();
     row("restored (sync)");
     double trainable = 0, frozen = 0;
     for (size_t i = 0; i < model.params().size(); ++i)

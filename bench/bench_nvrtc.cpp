@@ -77,7 +77,7 @@ std::string former_fused(const std::string& source) {
   const std::string name = line == std::string::npos ? "bench.cu" : source.substr(line + 9, source.find('"', line + 9) - line - 9);
   std::string generated = source.substr(at);
   if (!generated.empty() && generated.back() == '\n') generated.pop_back();  // module_text's own newline
-  return device::detail::module_text(replay::kernel_source(f32 ? replay::DType::F32 : replay::DType::F64) + generated, name);
+  return device::detail::module_text(replay::kernel_source(f32 ? DType::F32 : DType::F64) + generated, name);
 }
 
 // LPT: jobs longest first onto the least-loaded of `workers`; returns the makespan.
@@ -107,8 +107,8 @@ int main(int argc, char** argv) {
                 arch.c_str());
     // ---- 1 and 2: the modules ----
     std::vector<Mod> mods;
-    for (replay::DType dt : {replay::DType::F64, replay::DType::F32}) {
-      const std::string d = dt == replay::DType::F32 ? "f32" : "f64";
+    for (DType dt : {DType::F64, DType::F32}) {
+      const std::string d = dt == DType::F32 ? "f32" : "f64";
       mods.push_back({"per-node kernels " + d, device::detail::module_text(replay::kernel_source(dt), "gr_replay_" + d), ""});
     }
     mods.push_back({"batch kernels", device::detail::module_text(batch_kernel_text(), "gradrun_batches"), ""});
@@ -125,8 +125,8 @@ int main(int argc, char** argv) {
         std::printf("  (%s: %s)\n", p.stem().string().c_str(), e.what());
         continue;
       }
-      for (replay::DType dt : {replay::DType::F64, replay::DType::F32}) {
-        Model model(spec, load_datasets(spec), dt == replay::DType::F32 ? Real::F32 : Real::F64);
+      for (DType dt : {DType::F64, DType::F32}) {
+        Model model(spec, load_datasets(spec), dt);
         std::vector<int64_t> rows;
         if (spec.data)
           for (int64_t i = 0; i < model.program().batch; ++i) rows.push_back(i);
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
         ro.dtype = dt;
         replay::Program prog(*null, model.tape(), nodes[static_cast<size_t>(model.program().loss)], ro);
         const fuse::Plan plan = fuse::plan(prog);
-        mods.push_back({"fused " + p.stem().string() + (dt == replay::DType::F32 ? " f32" : " f64"),
+        mods.push_back({"fused " + p.stem().string() + (dt == DType::F32 ? " f32" : " f64"),
                         device::detail::module_text(plan.source, plan.module_name),
                         device::detail::module_text(replay::kernel_source(dt) + plan.generated, plan.module_name)});
       }

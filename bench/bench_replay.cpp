@@ -95,8 +95,8 @@ int nvrtc_times() {
   std::printf("NVRTC %s, no cache, --fmad=false\n", device::detail::nvrtc_version().c_str());
   std::printf("  %-40s %10s %10s %10s\n", "module", "KiB text", "sm_90 ms", "PTX ms");
   const std::pair<const char*, const std::string*> mods[] = {
-      {"per-node kernels, f64 (gr_replay_f64)", &replay::kernel_source(replay::DType::F64)},
-      {"per-node kernels, f32 (gr_replay_f32)", &replay::kernel_source(replay::DType::F32)},
+      {"per-node kernels, f64 (gr_replay_f64)", &replay::kernel_source(DType::F64)},
+      {"per-node kernels, f32 (gr_replay_f32)", &replay::kernel_source(DType::F32)},
       {"fused autoencoder, f64 (per-node + fused)", &plan.source}};
   for (const auto& [what, src] : mods) {
     const std::string text = device::detail::module_text(*src, "bench.cu");
@@ -128,7 +128,9 @@ int main(int argc, char** argv) {
     if (nvrtc) return nvrtc_times();
     device::Selection sel;
     try {
-      sel = device::select_backend(backend_kind);
+      DeviceKind kind = DeviceKind::Cpu;
+      if (!parse_device_kind(backend_kind, kind) || kind == DeviceKind::Cpu) throw Error("--backend: expected host, cuda or auto");
+      sel = device::select_backend(kind);
     } catch (const device::DeviceUnavailable& e) {
       std::string why = e.what();
       if (why.rfind("unavailable: ", 0) == 0) why = why.substr(13);

@@ -4,7 +4,7 @@
 // Runs the training loop exactly as `gradrun train` does (input slots filled by index, record,
 // backward, optimizer step, reset_to(mark)) and prints one line:
 //   spec=<path> threads=<n> dtype=<f64|f32> steps=<k> us_per_step=<best of 5 windows>
-// --dtype f32 runs the f32 CPU tape (Tape(Real::F32), docs/numerics.md "f32").
+// --dtype f32 runs the f32 CPU tape (Tape(DType::F32), docs/numerics.md "f32").
 // --phases 1 adds a line with the best window's mean time in each phase of a step (record,
 // backward, optimizer step, reset): where a step's time goes, and which phase fails to scale with
 // --threads. The clock reads add ~0.1 µs per step.
@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   }
   int threads = 1;
   double seconds = 1.0;
-  Real real = Real::F64;
+  DType real = DType::F64;
   bool phases = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads"))
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--phases"))
       phases = std::atoi(argv[i + 1]) != 0;
     else if (!std::strcmp(argv[i], "--dtype") && !std::strcmp(argv[i + 1], "f32"))
-      real = Real::F32;
+      real = DType::F32;
     else if (!std::strcmp(argv[i], "--dtype") && std::strcmp(argv[i + 1], "f64") != 0) {
       std::fprintf(stderr, "bench_train: --dtype is f64 or f32, not %s\n", argv[i + 1]);
       return 2;
@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
       total += k;
     }
     std::printf("spec=%s threads=%d dtype=%s steps=%lld us_per_step=%.2f\n", argv[1], threads,
-                real == Real::F32 ? "f32" : "f64", static_cast<long long>(total), best);
+                real == DType::F32 ? "f32" : "f64", static_cast<long long>(total), best);
     if (phases) {
       std::printf("phases_us");
       for (int p = 0; p < kPhases; ++p) std::printf(" %s=%.2f", kPhaseNames[p], best_phase_us[p]);

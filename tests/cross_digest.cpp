@@ -110,7 +110,7 @@ std::string view_hex(ConstTensorView v) {
   return h.hex().substr(0, 16);
 }
 
-std::string tape_digest(const Spec& spec, Real real) {
+std::string tape_digest(const Spec& spec, DType real) {
   Model model(spec, load_datasets(spec), real);
   Optimizer opt = model.make_optimizer();
   std::vector<int64_t> rows(static_cast<size_t>(model.program().batch));
@@ -130,7 +130,7 @@ std::string tape_digest(const Spec& spec, Real real) {
       if (model.tape().node(v).val != nullptr) hash_view(h, model.tape().value(v));
       hash_view(h, model.tape().grad(v));
       if (g_nodes)
-        std::printf("  %s step %d node %zu %s %s value %s grad %s\n", real == Real::F64 ? "f64" : "f32", step, i,
+        std::printf("  %s step %d node %zu %s %s value %s grad %s\n", real == DType::F64 ? "f64" : "f32", step, i,
                     model.program().nodes[i].spec->id.c_str(), std::string(op_name(model.tape().node(v).op)).c_str(),
                     model.tape().node(v).val ? view_hex(model.tape().value(v)).c_str() : "-",
                     view_hex(model.tape().grad(v)).c_str());
@@ -146,8 +146,8 @@ int tape_digests(uint64_t start, uint64_t seeds) {
   for (uint64_t s = start; s < start + seeds; ++s) {
     const fuzz::Case c = fuzz::generate(s, s % 10 == 9);
     const Spec spec = parse_spec(fuzz::spec_json(c.graph, "fuzz", optimizer_for(s), true).dump(1), "fuzz.json");
-    const std::string f64 = tape_digest(spec, Real::F64);  // in this order: --nodes prints as it goes
-    const std::string f32 = tape_digest(spec, Real::F32);
+    const std::string f64 = tape_digest(spec, DType::F64);  // in this order: --nodes prints as it goes
+    const std::string f32 = tape_digest(spec, DType::F32);
     std::printf("tape seed %llu f64 %s f32 %s nan %lld inf %lld\n", static_cast<unsigned long long>(s), f64.c_str(),
                 f32.c_str(), static_cast<long long>(g_nan), static_cast<long long>(g_inf));
     specials += g_nan + g_inf > 0;

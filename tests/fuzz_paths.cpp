@@ -59,11 +59,11 @@ std::string show(double v) {
 // Per-node f32 vs fused f32 vs the f32 CPU tape, lockstep: every node value and gradient after
 // each backward (the runners replay the episode they captured: its rows and dropout key).
 std::string f32_compare(const Spec& spec, const Path& p, const RunOptions& ro) {
-  Model model(spec, load_datasets(spec), Real::F32);  // an f32 program from an f32 tape, as gradrun does
+  Model model(spec, load_datasets(spec), DType::F32);  // an f32 program from an f32 tape, as gradrun does
   Optimizer o1 = model.make_optimizer(), o2 = model.make_optimizer();
   DeviceRunner ref(model, o1, make_backend(p, ro), DType::F32, FuseMode::Off, p.block, p.max_grid);
   DeviceRunner fu(model, o2, make_backend(p, ro), DType::F32, FuseMode::On, p.block, p.max_grid);
-  Model cpu(spec, load_datasets(spec), Real::F32);
+  Model cpu(spec, load_datasets(spec), DType::F32);
   Optimizer oc = cpu.make_optimizer();
   std::vector<int64_t> rows(static_cast<size_t>(cpu.program().batch));
   for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
@@ -142,7 +142,7 @@ std::string run_path(const Path& p, const Graph& g, const OptimizerChoice& opt, 
   switch (p.kind) {
     case Path::Replay: {
       Model model(spec, load_datasets(spec));
-      const ReplayCheckResult r = check_replay(model, make_backend(p, ro), ro.episodes, p.fuse, p.block, p.max_grid);
+      const ReplayCheckResult r = check_replay(model, make_backend(p, ro), ro.episodes, p.fuse ? FuseMode::On : FuseMode::Off, p.block, p.max_grid);
       return r.equal ? "" : r.first_difference;
     }
     case Path::F32: return f32_compare(spec, p, ro);

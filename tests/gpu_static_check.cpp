@@ -194,8 +194,8 @@ Spec load_planning_spec(const std::string& path, std::vector<std::string>* notes
 
 std::vector<ModuleText> gather_modules(const std::string& specs_dir, std::vector<std::string>* notes) {
   std::vector<ModuleText> mods;
-  for (replay::DType dt : {replay::DType::F64, replay::DType::F32}) {
-    const std::string d = dt == replay::DType::F32 ? "f32" : "f64";
+  for (DType dt : {DType::F64, DType::F32}) {
+    const std::string d = dt == DType::F32 ? "f32" : "f64";
     mods.push_back({"per-node kernels " + d, device::detail::module_text(replay::kernel_source(dt), "gr_replay_" + d),
                     "gr_replay_" + d});
   }
@@ -208,9 +208,9 @@ std::vector<ModuleText> gather_modules(const std::string& specs_dir, std::vector
   for (const fs::path& p : specs) {
     const std::string name = p.stem().string();
     Spec spec = load_planning_spec(p.string(), notes);
-    for (replay::DType dt : {replay::DType::F64, replay::DType::F32}) {
-      const std::string d = dt == replay::DType::F32 ? "f32" : "f64";
-      Model model(spec, load_datasets(spec), dt == replay::DType::F32 ? Real::F32 : Real::F64);
+    for (DType dt : {DType::F64, DType::F32}) {
+      const std::string d = dt == DType::F32 ? "f32" : "f64";
+      Model model(spec, load_datasets(spec), dt);
       std::vector<int64_t> rows;
       if (spec.data)
         for (int64_t i = 0; i < model.program().batch; ++i) rows.push_back(i);

@@ -24,7 +24,7 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 using namespace gr;
 
 TEST_CASE("steady-state episodes allocate nothing (f64 and f32 tapes, with and without clipping)", "[alloc]") {
-  const Real real = GENERATE(Real::F64, Real::F32);  // f32: its float working copies are kept too
+  const DType real = GENERATE(DType::F64, DType::F32);  // f32: its float working copies are kept too
   const double clip = GENERATE(0.0, 1.0);           // 0: the norm is summed in the update's pass
   test::Rng rng(7);
   Tape t(real);

@@ -571,11 +571,11 @@ TEST_CASE("embedded headers are the source tree's", "[device]") {
 }
 
 TEST_CASE("select_backend: host and auto and unknown kinds", "[device]") {
-  Selection h = select_backend("host");
+  Selection h = select_backend(gr::DeviceKind::Host);
   REQUIRE(h.backend);
   CHECK(h.backend->name() == "host");
-  CHECK_THROWS_AS(select_backend("tpu"), gr::Error);
-  Selection a = select_backend("auto");
+  CHECK_THROWS_AS(select_backend(gr::DeviceKind::Cpu), gr::Error);
+  Selection a = select_backend(gr::DeviceKind::Auto);
   if (a.backend) {
     CHECK(a.backend->name() == "cuda");
   } else {
@@ -595,7 +595,7 @@ TEST_CASE("cuda backend: reports unavailability here or matches the host bit for
       CHECK(what.rfind("unavailable: ", 0) == 0);
       CHECK(what.find("libcuda.so.1") != std::string::npos);
     }
-    CHECK_THROWS_AS(select_backend("cuda"), DeviceUnavailable);
+    CHECK_THROWS_AS(select_backend(gr::DeviceKind::Cuda), DeviceUnavailable);
     // The toolkit's stub libcuda.so must never have been loaded into the process.
     std::ifstream maps("/proc/self/maps");
     std::string line;

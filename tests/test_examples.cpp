@@ -30,17 +30,15 @@ TrainResult run(const std::string& spec_name, const std::string& out, int64_t ep
                 bool fuse = false) {
   Spec spec = load_spec(std::string(GR_SOURCE_DIR) + "/specs/" + spec_name + ".json");
   if (epochs) spec.train.epochs = epochs;
-  Model model(spec, load_datasets(spec), real_of(dtype));
+  Model model(spec, load_datasets(spec), dtype);
   TrainOptions o;
   o.out_dir = out;
   o.epochs = spec.train.epochs;
   o.resume_dir = resume;
   o.init_file = init;
   o.quiet = true;
-  o.device = device;
-  o.dtype = dtype;
-  o.fuse = fuse ? FuseMode::On : FuseMode::Off;
-  return train(model, o);
+  o.engine = {device, dtype, fuse ? FuseMode::On : FuseMode::Off};
+  return train(model, o, open_engine(o.engine).backend);
 }
 
 // Documented outcomes of the examples (docs/examples.md): what each must reach.
@@ -212,9 +210,8 @@ TEST_CASE("fuse: auto fuses only where launch latency matters (CUDA), --fuse alw
     o.out_dir = fresh_dir(forced ? "fuse-forced" : "fuse-auto");
     o.epochs = 2;
     o.quiet = true;
-    o.device = DeviceKind::Host;
-    o.fuse = forced ? FuseMode::On : FuseMode::Auto;
-    const TrainResult r = train(model, o);
+    o.engine = {DeviceKind::Host, DType::F64, forced ? FuseMode::On : FuseMode::Auto};
+    const TrainResult r = train(model, o, open_engine(o.engine).take_backend());
     CHECK(r.fused == forced);  // the host backend has no launch latency: auto keeps per-node there
     fs::remove_all(o.out_dir);
   }

@@ -88,7 +88,7 @@ SpecRun spec_case(const std::string& name, const Geometry& geo) {
 TEST_CASE("fuse: random graphs, fused == per-node bit for bit (f64, both geometries)", "[fuse][random]") {
   Coverage cov;
   for (const Geometry& geo : kGeometries)
-    for (uint64_t seed = 1; seed <= 24; ++seed) random_case(seed, geo, replay::DType::F64, &cov);
+    for (uint64_t seed = 1; seed <= 24; ++seed) random_case(seed, geo, DType::F64, &cov);
   // The generator really produces every kind of fused work.
   INFO("row " << cov.row << ", serial " << cov.serial << ", heads " << cov.heads << ", param kernels " << cov.param
               << ", per-node fallbacks " << cov.fallback);
@@ -102,7 +102,7 @@ TEST_CASE("fuse: random graphs, fused == per-node bit for bit (f64, both geometr
 
 TEST_CASE("fuse: random graphs, f32 plans == per-node f32 bit for bit", "[fuse][random][f32]") {
   Coverage cov;
-  for (uint64_t seed = 101; seed <= 108; ++seed) random_case(seed, kGeometries[1], replay::DType::F32, &cov);
+  for (uint64_t seed = 101; seed <= 108; ++seed) random_case(seed, kGeometries[1], DType::F32, &cov);
   CHECK(cov.row > 0);
 }
 
@@ -180,7 +180,7 @@ TEST_CASE("fuse: NVRTC compiles a generated module (f64 and f32), fma only from 
   size_t dots = 0;
   for (Graph* gr : {&random, &mlp}) {
     REQUIRE(gr->tape.backward(gr->loss));
-    for (replay::DType dt : {replay::DType::F64, replay::DType::F32}) {
+    for (DType dt : {DType::F64, DType::F32}) {
       auto be = host(false);
       replay::ReplayOptions ro;
       ro.dtype = dt;

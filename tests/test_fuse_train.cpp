@@ -97,10 +97,10 @@ TEST_CASE("fuse: CUDA, fused == per-node bit for bit (skipped without a GPU)", "
   };
   Coverage cov;
   const Geometry geo{"cuda, blockDim 128", false, 128, 65535};
-  for (uint64_t seed = 1; seed <= 24; ++seed) random_case(seed, geo, replay::DType::F64, &cov, cuda);
-  for (uint64_t seed = 101; seed <= 104; ++seed) random_case(seed, geo, replay::DType::F32, &cov, cuda);
+  for (uint64_t seed = 1; seed <= 24; ++seed) random_case(seed, geo, DType::F64, &cov, cuda);
+  for (uint64_t seed = 101; seed <= 104; ++seed) random_case(seed, geo, DType::F32, &cov, cuda);
   const Geometry narrow{"cuda, blockDim 32, grid <= 2", false, 32, 2};
-  for (uint64_t seed = 1; seed <= 8; ++seed) random_case(seed, narrow, replay::DType::F64, &cov, cuda);
+  for (uint64_t seed = 1; seed <= 8; ++seed) random_case(seed, narrow, DType::F64, &cov, cuda);
   // And the host backend's bytes: a fused CUDA episode equals the CPU tape (training run).
   const RunResult cpu = cpu_run(40);
   for (bool captured : {false, true}) {

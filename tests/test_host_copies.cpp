@@ -118,7 +118,7 @@ TEST_CASE("host copies: a device run (f64 or f32) drops consts and frozen parame
   const Spec spec = parse_spec(trunk_spec(), "trunk.json");
   constexpr int kSteps = 6;
   const DType dtype = GENERATE(DType::F64, DType::F32);
-  const Real real = real_of(dtype);
+  const DType real = dtype;
   INFO("dtype " << to_string(dtype));
 
   // The CPU tape in the same precision: the reference bytes.
@@ -145,14 +145,14 @@ TEST_CASE("host copies: a device run (f64 or f32) drops consts and frozen parame
       for (const Var v : m.fixed_leaves()) dropped += m.tape().dropped(v) ? 1 : 0;
       CHECK(dropped == 2);
       for (int s = 0; s < kSteps; ++s) {
-        runner.step({}, 0, s + 1);
+        runner.step({}, s + 1);
         if (s == 2) {  // a mid-run evaluation: restored, then dropped again
-          runner.sync(opt);
+          runner.sync();
           for (const Var v : m.fixed_leaves()) CHECK_FALSE(m.tape().dropped(v));
           CHECK(runner.release_host_copies() == 2 * 256 * 256 * sizeof(double));
         }
       }
-      runner.sync(opt);
+      runner.sync();
       for (size_t i = 0; i < m.fixed_leaves().size(); ++i) CHECK(same_bytes(copy_of(m.tape(), m.fixed_leaves()[i]), fixed_before[i]));
       for (size_t k = 0; k < m.params().size(); ++k)
         CHECK(same_bytes(copy_of(m.tape(), m.params()[k]), copy_of(cpu.tape(), cpu.params()[k])));

@@ -46,25 +46,25 @@ TEST_CASE("safetensors: reference byte layouts") {
 
 TEST_CASE("safetensors: writer byte layout is the documented one") {
   const Tensor t(Shape{2}, {1.5, -2.25});
-  const std::string got = encode_safetensors({{"test", t.view()}}, {}, StDtype::F64);
+  const std::string got = encode_safetensors({{"test", t.view()}}, {}, DType::F64);
   CHECK(got ==
         st_bytes("{\"test\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}}", raw<double>({1.5, -2.25})));
   // Metadata first (sorted keys), then tensors in the given order; F32 rounds to nearest.
   const Tensor s = Tensor::scalar(0.1);
   const std::string got2 =
-      encode_safetensors({{"z", s.view()}, {"a", t.view()}}, {{"spec", "x.json"}, {"dtype", "f32"}}, StDtype::F32);
+      encode_safetensors({{"z", s.view()}, {"a", t.view()}}, {{"spec", "x.json"}, {"dtype", "f32"}}, DType::F32);
   CHECK(got2 == st_bytes("{\"__metadata__\":{\"dtype\":\"f32\",\"spec\":\"x.json\"},"
                          "\"z\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                          "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
                          raw<float>({0.1f, 1.5f, -2.25f})));
   CHECK((got2.size() - 8 - 12) % 8 == 0);
-  CHECK(encode_safetensors({{"z", s.view()}, {"a", t.view()}}, {{"spec", "x.json"}}, StDtype::F32) ==
-        encode_safetensors({{"z", s.view()}, {"a", t.view()}}, {{"spec", "x.json"}}, StDtype::F32));
+  CHECK(encode_safetensors({{"z", s.view()}, {"a", t.view()}}, {{"spec", "x.json"}}, DType::F32) ==
+        encode_safetensors({{"z", s.view()}, {"a", t.view()}}, {{"spec", "x.json"}}, DType::F32));
 
-  CHECK_THROWS_AS(encode_safetensors({{"a", t.view()}, {"a", t.view()}}, {}, StDtype::F64), Error);
-  CHECK_THROWS_AS(encode_safetensors({{"", t.view()}}, {}, StDtype::F64), Error);
-  CHECK_THROWS_AS(encode_safetensors({{"__metadata__", t.view()}}, {}, StDtype::F64), Error);
-  CHECK_THROWS_AS(encode_safetensors({{"bad\xff", t.view()}}, {}, StDtype::F64), Error);
+  CHECK_THROWS_AS(encode_safetensors({{"a", t.view()}, {"a", t.view()}}, {}, DType::F64), Error);
+  CHECK_THROWS_AS(encode_safetensors({{"", t.view()}}, {}, DType::F64), Error);
+  CHECK_THROWS_AS(encode_safetensors({{"__metadata__", t.view()}}, {}, DType::F64), Error);
+  CHECK_THROWS_AS(encode_safetensors({{"bad\xff", t.view()}}, {}, DType::F64), Error);
 }
 
 TEST_CASE("safetensors: exact round trip through a file") {
@@ -73,7 +73,7 @@ TEST_CASE("safetensors: exact round trip through a file") {
   const Tensor s = Tensor::scalar(-0.0);
   const std::map<std::string, std::string> meta = {{"steps", "12"}, {"spec", "a b \"c\""}};
   const std::string p = d.file("w.safetensors");
-  write_safetensors(p, {{"W1", w.view()}, {"loss", s.view()}}, meta, StDtype::F64);
+  write_safetensors(p, {{"W1", w.view()}, {"loss", s.view()}}, meta, DType::F64);
   SafetensorsFile f = read_safetensors(p);
   REQUIRE(f.tensors.size() == 2);
   CHECK(f.tensors[0].name == "W1");
@@ -82,7 +82,7 @@ TEST_CASE("safetensors: exact round trip through a file") {
   CHECK(std::signbit((*f.find("loss"))[0]));
   CHECK(f.metadata == meta);
 
-  write_safetensors(p, {{"W1", w.view()}}, {}, StDtype::F32);
+  write_safetensors(p, {{"W1", w.view()}}, {}, DType::F32);
   f = read_safetensors(p);
   std::vector<double> want;
   for (double v : kSpecial) want.push_back(static_cast<double>(static_cast<float>(v)));
@@ -179,17 +179,17 @@ for k, v in h.items():
     print(k, v["dtype"], list(a.shape), " ".join(format(int(x), "x") for x in u))
 assert end == len(buf)
 )PY";
-  for (const StDtype dt : {StDtype::F64, StDtype::F32}) {
+  for (const DType dt : {DType::F64, DType::F32}) {
     const std::string p = d.file("ours.safetensors");
     write_safetensors(p, {{"w", w.view()}, {"b", b.view()}}, {{"steps", "3"}, {"device", "cpu"}}, dt);
     std::string want = "meta {\"device\": \"cpu\", \"steps\": \"3\"}\n";
     for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"w", &w}, {"b", &b}}) {
-      want += std::string(name) + (dt == StDtype::F64 ? " F64 " : " F32 ") +
+      want += std::string(name) + (dt == DType::F64 ? " F64 " : " F32 ") +
               (t->shape() == Shape{3, 4} ? "[3, 4] " : "[2, 1, 1] ");
       for (int64_t i = 0; i < t->numel(); ++i) {
         char buf[32];
         const unsigned long long u =
-            dt == StDtype::F64 ? bits((*t)[i]) : std::bit_cast<uint32_t>(static_cast<float>((*t)[i]));
+            dt == DType::F64 ? bits((*t)[i]) : std::bit_cast<uint32_t>(static_cast<float>((*t)[i]));
         std::snprintf(buf, sizeof buf, i ? " %llx" : "%llx", u);
         want += buf;
       }

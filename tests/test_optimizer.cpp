@@ -252,7 +252,7 @@ TEST_CASE("the gradient norm's lanes: whole, in the update's pass, on threads an
   std::mt19937_64 rng(1607);
   std::uniform_real_distribution<double> u(-3.0, 3.0);
   const std::vector<int64_t> sizes = {1, 15, 16, 17, 31, 33, 100, 257, 1000, 40000};
-  for (const Real real : {Real::F64, Real::F32}) {
+  for (const DType real : {DType::F64, DType::F32}) {
     for (int trial = 0; trial < 6; ++trial) {
       Tape t(real);
       Optimizer opt = Optimizer::adam(1e-3);
@@ -263,7 +263,7 @@ TEST_CASE("the gradient norm's lanes: whole, in the update's pass, on threads an
       for (int k = 0; k < count; ++k) {
         const int64_t n = sizes[rng() % sizes.size()];
         std::vector<double> c(static_cast<size_t>(n));
-        for (double& x : c) x = real == Real::F32 ? static_cast<float>(u(rng)) : u(rng);
+        for (double& x : c) x = real == DType::F32 ? static_cast<float>(u(rng)) : u(rng);
         const Var p = t.param(Shape{n}, std::vector<double>(static_cast<size_t>(n), 0.0));
         opt.add(t, p);
         ps.push_back(p);
@@ -272,7 +272,7 @@ TEST_CASE("the gradient norm's lanes: whole, in the update's pass, on threads an
         grads.push_back(c);
       }
       REQUIRE(t.backward(loss));
-      const double want = real == Real::F32 ? lanes_norm<float>(grads) : lanes_norm<double>(grads);
+      const double want = real == DType::F32 ? lanes_norm<float>(grads) : lanes_norm<double>(grads);
       REQUIRE(opt.grad_norm(t) == want);
       // In pieces, as ranks hold consecutive ranges of the flat vector: the lanes carried across.
       std::vector<double> flat;
@@ -303,7 +303,7 @@ TEST_CASE("Adam without clipping on 1, 2, 3 and 8 threads: the same weights, mom
   std::mt19937_64 rng(4242);
   std::uniform_real_distribution<double> u(-2.0, 2.0);
   const std::vector<int64_t> sizes = {1, 17, 5000, 8191, 8192, 8193, 20000, 40001};
-  for (const Real real : {Real::F64, Real::F32}) {
+  for (const DType real : {DType::F64, DType::F32}) {
     for (int trial = 0; trial < 4; ++trial) {
       std::vector<int64_t> shape_of;
       for (int k = 0; k < 4; ++k) shape_of.push_back(sizes[rng() % sizes.size()]);
@@ -311,7 +311,7 @@ TEST_CASE("Adam without clipping on 1, 2, 3 and 8 threads: the same weights, mom
       std::vector<std::vector<double>> coef;
       for (int64_t n : shape_of) {
         std::vector<double> c(static_cast<size_t>(n));
-        for (double& x : c) x = real == Real::F32 ? static_cast<float>(u(rng)) : u(rng);
+        for (double& x : c) x = real == DType::F32 ? static_cast<float>(u(rng)) : u(rng);
         coef.push_back(c);
       }
       std::vector<std::vector<double>> weights, moments;

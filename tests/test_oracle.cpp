@@ -50,7 +50,7 @@ namespace {
 
 using gr::Op;
 using gr::Shape;
-using gr::Real;
+using gr::DType;
 using gr::Tape;
 using gr::Var;
 
@@ -104,7 +104,7 @@ bool parse_hex(const std::string& h, double& x) {
 
 // ---- the graph -----------------------------------------------------------------------------------
 struct Graph {
-  explicit Graph(Real real = Real::F64) : tape(real) {}
+  explicit Graph(DType real = DType::F64) : tape(real) {}
   Tape tape;
   Var loss;
   Var mutate;  // the node the "wrong answer" variants of the oracle tamper with
@@ -271,7 +271,7 @@ enum class Run { Ok, Skipped, Failed };
 // Writes the program and runs the torch script on it. Skipped (with a visible message) when the
 // Debian interpreter or its torch is missing; Failed (message in `log`) on any other problem.
 Run run_oracle(const Graph& g, const TempDir& dir, bool variants, std::string& log) {
-  const bool f32 = g.tape.real() == Real::F32;  // torch float32 for an f32 tape
+  const bool f32 = g.tape.real() == DType::F32;  // torch float32 for an f32 tape
   if (::access(kPython, X_OK) != 0) {
     log = std::string(kPython) + " not found";
     return Run::Skipped;
@@ -540,7 +540,7 @@ TEST_CASE("the oracle comparison rejects small discrepancies", "[oracle]") {
 }
 
 TEST_CASE("the f32 tape agrees with a PyTorch float32 oracle on every op", "[oracle][f32]") {
-  Graph g(Real::F32);
+  Graph g(DType::F32);
   build_and_backward(g);
   check_coverage(g);
   TempDir dir("gr_oracle32", std::getenv("GR_ORACLE_KEEP") != nullptr);

@@ -1,11 +1,11 @@
-// test_preprocess.cpp — the preprocessing saved with the weights (train/preprocess.h) reads back
+// test_preprocess.cpp — the preprocessing saved with the weights (interchange/preprocess.h) reads back
 // exactly: every double bit for bit, every string and shape as written.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <limits>
 
 #include "io/errors.h"
-#include "train/preprocess.h"
+#include "interchange/preprocess.h"
 
 using namespace gr;
 

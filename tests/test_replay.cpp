@@ -207,7 +207,7 @@ constexpr double kF32SweepTol = 5e-6;
 std::vector<double> sweep_case_f32(device::Backend& be, const SweepCase& c, uint64_t seed, replay::ReplayOptions ro,
                                    double* worst) {
   INFO("case: " << c.name);
-  Tape t64, t32(Real::F32);
+  Tape t64, t32(DType::F32);
   Var loss64, loss32;
   for (Tape* t : {&t64, &t32}) {
     Rng rng(0x5EED00 + seed);
@@ -220,7 +220,7 @@ std::vector<double> sweep_case_f32(device::Backend& be, const SweepCase& c, uint
   REQUIRE(t64.backward(loss64));
   REQUIRE(t32.backward(loss32));
   REQUIRE(t64.size() == t32.size());
-  ro.dtype = replay::DType::F32;
+  ro.dtype = DType::F32;
   replay::Program prog(be, t32, loss32, ro);
   prog.forward();
   prog.backward();

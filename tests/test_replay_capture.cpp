@@ -131,8 +131,8 @@ TEST_CASE("replay: an episode belongs to the program that captured it", "[replay
   pa.set_input(a.m.x, bs[0].x);
   pa.set_input(a.m.t, bs[0].t);
   CHECK_THROWS_WITH(pa.run_episode(&oa), Catch::Contains("captured by another program"));
-  CHECK(oa.t() == 0);
-  CHECK(ob.t() == 0);
+  CHECK(oa.owner().t() == 0);  // the owner's counter: no step ran
+  CHECK(ob.owner().t() == 0);
   // Taking turns on one backend, each re-capturing before its step: both train like the tape.
   for (size_t i = 0; i < bs.size(); ++i) {
     CHECK(step(pa, pa, oa, a.m, bs[i], true) == cpu.losses[i]);

@@ -40,7 +40,7 @@ TEST_CASE("f32: the CPU matmul gives the f32 device's bytes for matmul forward a
     const Var c = t.matmul(a, b);
     const Var loss = t.sum(t.mul(c, t.constant(Shape{m, n}, floats(rng, m * n))));  // a non-uniform dC
     replay::ReplayOptions o;
-    o.dtype = replay::DType::F32;
+    o.dtype = DType::F32;
     replay::Program prog(*be, t, loss, o);
     prog.forward();
     prog.backward();
@@ -74,7 +74,7 @@ TEST_CASE("f32: the CPU matmul gives the f32 device's bytes for bmm, a batch of 
     const Var a = t.param(Shape{B, M, K}, av), b = t.param(Shape{bb, K, N}, bv);
     const Var c = t.bmm(a, b);
     replay::ReplayOptions o;
-    o.dtype = replay::DType::F32;
+    o.dtype = DType::F32;
     replay::Program prog(*be, t, t.sum(c), o);
     prog.forward();
     std::vector<double> c_dev(static_cast<size_t>(B * M * N));

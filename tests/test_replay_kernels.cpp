@@ -29,7 +29,7 @@ using namespace gr::replaytest;
 // ---- (d) NVRTC -----------------------------------------------------------------------------------------
 // The FMA contract in PTX (support/ptx_audit.h): fma only in the matmul/bmm kernels, and none at all
 // once gr_dot's explicit __fma_rn is spelled as a multiply and an add (so none is a contraction).
-static void check_fma_only_in_dots(replay::DType dt) {
+static void check_fma_only_in_dots(DType dt) {
   std::string ptx, plain, log;
   try {
     ptx = device::nvrtc_compile_ptx(replay::kernel_source(dt), "compute_90", &log);
@@ -54,23 +54,23 @@ static void check_fma_only_in_dots(replay::DType dt) {
     INFO("dot-product kernel " << k << " has no fma");
     CHECK(with_fma.count(k) == 1);
   }
-  CHECK(ptx.find(dt == replay::DType::F32 ? "fma.rn.f32" : "fma.rn.f64") != std::string::npos);
+  CHECK(ptx.find(dt == DType::F32 ? "fma.rn.f32" : "fma.rn.f64") != std::string::npos);
   CHECK(plain.find("fma") == std::string::npos);
 }
 
 TEST_CASE("replay: NVRTC compiles the complete kernel source with --fmad=false, fma only in dot products",
           "[replay][nvrtc]") {
-  check_fma_only_in_dots(replay::DType::F64);
+  check_fma_only_in_dots(DType::F64);
 }
 
 TEST_CASE("replay: NVRTC compiles the f32 kernel source too, fma only in dot products", "[replay][nvrtc][f32]") {
-  check_fma_only_in_dots(replay::DType::F32);
+  check_fma_only_in_dots(DType::F32);
 }
 
 TEST_CASE("replay: the host backend exports every listed kernel (f64 and f32 modules)", "[replay]") {
   auto be = host();
-  for (const replay::DType dt : {replay::DType::F64, replay::DType::F32}) {
-    device::Module* mod = be->compile(replay::kernel_source(dt), dt == replay::DType::F32 ? "f32" : "f64");
+  for (const DType dt : {DType::F64, DType::F32}) {
+    device::Module* mod = be->compile(replay::kernel_source(dt), dt == DType::F32 ? "f32" : "f64");
     for (const std::string& k : replay::kernel_names()) CHECK_NOTHROW(be->kernel(mod, k));
   }
 }
@@ -107,7 +107,8 @@ TEST_CASE("replay: what cannot be captured or driven fails closed, naming the no
   o.add(other, q);
   CHECK_THROWS_WITH(replay::DeviceOptimizer(prog, o), Catch::Contains("registered parameter 5"));
 
-  replay::DeviceOptimizer dopt(prog, Optimizer::sgd(0.1));
+  Optimizer sgd = Optimizer::sgd(0.1);
+  replay::DeviceOptimizer dopt(prog, sgd);
   prog.capture_episode();
   CHECK_THROWS_WITH(prog.run_episode(&dopt), Catch::Contains("different optimizer"));
 

@@ -50,12 +50,13 @@ TEST_CASE("replay: the clip scale really clips, and moments round-trip", "[repla
   Tape tape;
   const Mlp m = make_leaves(tape, rng);
   Optimizer cpu_opt = make_opt(tape, m, true);
+  Optimizer dev_opt = cpu_opt;  // the device's own owner: one step each, side by side
   const Batch b = batches(1)[0];
   tape.set_value(m.x, b.x);
   tape.set_value(m.t, b.t);
   const Var loss = record(tape, m);
   replay::Program prog(*be, tape, loss);
-  replay::DeviceOptimizer opt(prog, cpu_opt);
+  replay::DeviceOptimizer opt(prog, dev_opt);
   prog.forward();
   prog.backward();
   opt.step();
@@ -72,8 +73,8 @@ TEST_CASE("replay: the clip scale really clips, and moments round-trip", "[repla
   opt.download_moments(0, m2, v2);
   CHECK(same_bits(mm, m2));
   CHECK(same_bits(vv, v2));
-  opt.set_t(17);
-  CHECK(opt.t() == 17);
+  CHECK(dev_opt.t() == 1);  // the device step advanced its owner's counter, the one t
+  CHECK(&opt.owner() == &dev_opt);
   CHECK(!prog.backward_active(m.unused));
   CHECK(prog.backward_active(m.w1));
 }
@@ -95,9 +96,9 @@ TEST_CASE("replay: the gradient norm's lanes as threads of one block (and fitted
                       {"block 64 fitted to a kernel limit of 8", 64, 8, false},
                       {"16 fibers, adversarial schedule", 16, 1024, true}};
   for (const Geo& g : geos)
-    for (const replay::DType dt : {replay::DType::F64, replay::DType::F32})
+    for (const DType dt : {DType::F64, DType::F32})
       for (const bool fused : {false, true}) {
-        INFO(g.what << (dt == replay::DType::F32 ? ", f32" : ", f64") << (fused ? ", fused" : ", per-node"));
+        INFO(g.what << (dt == DType::F32 ? ", f32" : ", f64") << (fused ? ", fused" : ", per-node"));
         device::HostOptions o;
         o.fiber_block = true;
         o.cache_dir = cache_dir();
@@ -109,7 +110,7 @@ TEST_CASE("replay: the gradient norm's lanes as threads of one block (and fitted
         replay::ReplayOptions ro;
         ro.block = g.block;
         ro.dtype = dt;
-        const RunResult cpu = cpu_run(true, 12, dt == replay::DType::F32 ? Real::F32 : Real::F64);
+        const RunResult cpu = cpu_run(true, 12, dt);
         EpisodeMaker make;
         if (fused)
           make = [](std::unique_ptr<replay::Program> p) -> std::unique_ptr<replay::Episode> {
@@ -125,10 +126,10 @@ TEST_CASE("replay f32: 40 episodes of Adam or SGD + L2 + clip equal the f32 CPU 
           "[replay][f32][train]") {
   auto be = host();
   replay::ReplayOptions ro;
-  ro.dtype = replay::DType::F32;
+  ro.dtype = DType::F32;
   for (const bool adam : {true, false}) {
     INFO((adam ? "Adam" : "SGD"));
-    const RunResult cpu = cpu_run(adam, 40, Real::F32);
+    const RunResult cpu = cpu_run(adam, 40, DType::F32);
     REQUIRE(cpu.losses.front() != cpu.losses.back());
     const RunResult f64 = cpu_run(adam, 40);
     CHECK(!same_bits(cpu.losses, f64.losses));  // it really computed in float
@@ -146,7 +147,7 @@ TEST_CASE("replay f32: 40 episodes of Adam + L2 + clip track the f64 tape", "[re
   Optimizer cpu_opt = make_opt(tape, m, true);
   const Var loss = record(tape, m);
   replay::ReplayOptions ro;
-  ro.dtype = replay::DType::F32;
+  ro.dtype = DType::F32;
   replay::Program prog(*be, tape, loss, ro);
   replay::DeviceOptimizer opt(prog, cpu_opt);
   prog.capture_episode(&opt);

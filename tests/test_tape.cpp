@@ -149,7 +149,7 @@ std::vector<double> filled(int64_t n, uint64_t seed) {
 // The elementwise loops split only tensors of at least kOwnedMinElems elements.
 static_assert(64 * 512 >= kOwnedMinElems && 512 * 64 >= kOwnedMinElems, "the test's tensors must be split");
 
-std::vector<std::vector<double>> split_episodes(int threads, Real real) {
+std::vector<std::vector<double>> split_episodes(int threads, DType real) {
   set_num_threads(threads);
   Tape t(real);
   const Var x = t.constant(Shape{64, 300}, filled(64 * 300, 1));
@@ -185,8 +185,8 @@ std::vector<std::vector<double>> split_episodes(int threads, Real real) {
 }  // namespace
 
 TEST_CASE("1, 2, 3 and 4 threads give identical bytes in every split loop (f64 and f32 tapes)", "[tape][threads]") {
-  const Real real = GENERATE(Real::F64, Real::F32);  // f32: its conversions split too (tape_real.cpp)
-  INFO((real == Real::F32 ? "f32" : "f64"));
+  const DType real = GENERATE(DType::F64, DType::F32);  // f32: its conversions split too (tape_real.cpp)
+  INFO((real == DType::F32 ? "f32" : "f64"));
   const std::vector<std::vector<double>> one = split_episodes(1, real);
   for (int threads = 2; threads <= 4; ++threads) {
     INFO(threads << " threads");

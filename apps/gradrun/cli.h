@@ -11,6 +11,7 @@
 #include "dist/comm.h"
 #include "io/errors.h"
 #include "spec/spec.h"
+#include "train/engine.h"
 
 namespace gr::cli {
 
@@ -57,17 +58,12 @@ struct TrainedSource {
 };
 TrainedSource trained_source(const std::string& spec_or_run, const std::string& weights_flag);
 
-// Resolves --device/--dtype/--fuse against the spec, into enums (the flags are words checked by
-// CLI11; the spec's are parsed by load_spec). `auto` becomes Cuda when a CUDA backend opens (kept in
-// `backend`, so it is opened once) and Cpu otherwise, saying why. Host and Cuda are
-// opened by whoever runs them (exit 3 when unavailable). The auto choice is logged at info level.
-struct DeviceChoice {
-  DeviceKind kind = DeviceKind::Cpu;  // Cpu | Host | Cuda, never Auto
-  DType dtype = DType::F64;
-  FuseMode fuse = FuseMode::Off;      // --fuse: On; else the spec's
-  std::unique_ptr<device::Backend> backend;  // the backend device auto opened; null otherwise
-};
-DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag);
+// Every command's engine (train, check, grad, predict): --device/--dtype/--fuse over the spec's
+// "device" object (train/engine.h engine_request; the flags are words checked by CLI11), then
+// open_engine: auto becomes Cuda when a CUDA backend opens and Cpu otherwise (logged at info
+// level); Host and Cuda are opened here (exit 3 when unavailable). Fuse on without a device is a
+// usage error.
+Engine choose_engine(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag);
 
 // --threads N|auto (default auto: every core). Work splits over output rows only, so results never
 // change. `automatic` (train's): set when the count is auto, so the loop may pick 1 or all per step

@@ -14,7 +14,7 @@ namespace {
 struct CheckFlags {
   std::string junit;
   int threads = 1;
-  std::string spec, device;
+  std::string spec, device, dtype;
   bool fd = false, replay = false, fuse = false;
   FdOptions fd_options;
   int64_t episodes = 40;
@@ -25,12 +25,15 @@ void run_check(const CheckFlags& f) {
   if (f.fd == f.replay) throw UsageError("check needs exactly one of --fd or --replay");
   const Spec spec = load_with_overrides(f.spec, {});
   if (f.replay) {
-    const DeviceChoice d = choose_device(spec, f.device.empty() ? "host" : f.device, "f64", f.fuse);
-    if (d.kind == DeviceKind::Cpu) throw UsageError("check --replay needs a device (host or cuda)");
-    Model model(spec, load_datasets(spec));
-    std::string why;
-    // Fused only when asked (--fuse or "fuse": true): auto keeps the per-node launches here.
-    const ReplayCheckResult r = check_replay(model, open_backend(d.kind, &why), f.episodes, d.fuse == FuseMode::On);
+    // The spec's engine (a cpu spec: the host backend), its dtype (the tape in the same precision)
+    // and its fuse (auto: fused where the backend has launch latency to save, as in train).
+    std::string device = f.device;
+    if (device.empty() && spec.device.kind == DeviceKind::Cpu) device = "host";
+    Engine engine = choose_engine(spec, device, f.dtype, f.fuse);
+    if (!engine.on_device() && f.device.empty()) engine = choose_engine(spec, "host", f.dtype, f.fuse);  // auto found no CUDA
+    if (!engine.on_device()) throw UsageError("check --replay needs a device (host or cuda)");
+    Model model(spec, load_datasets(spec), engine.spec.dtype);
+    const ReplayCheckResult r = check_replay(model, engine.take_backend(), f.episodes, engine.spec.fuse);
     std::printf("device: %s\n", r.device.c_str());
     if (!r.equal) {
       std::printf("REPLAY DIFFERS: %s\n", r.first_difference.c_str());
@@ -77,8 +80,10 @@ void add_check(CLI::App& app) {
   c->add_option("--max-elems", f->fd_options.max_elems, "Elements checked per parameter (default 16)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
   c->add_flag("--replay", f->replay, "Train on the CPU tape and on a device; require bit-equal results");
-  c->add_option("--device", f->device, "host | cuda (for --replay)")->check(CLI::IsMember({"host", "cuda"}));
-  c->add_flag("--fuse", f->fuse, "Replay with fused kernels (for --replay)");
+  c->add_option("--device", f->device, "host | cuda | auto (for --replay; default: the spec's device.kind, host for cpu)")
+      ->check(CLI::IsMember({"host", "cuda", "auto"}));
+  c->add_option("--dtype", f->dtype, "f64 | f32 (for --replay; default: the spec's device.dtype)")->check(CLI::IsMember({"f64", "f32"}));
+  c->add_flag("--fuse", f->fuse, "Replay with fused kernels (for --replay; default: the spec's device.fuse)");
   c->add_option("--episodes", f->episodes, "Episodes for --replay (default 40)")->check(CLI::PositiveNumber);
   add_threads_option(c, f->threads);
   c->add_option("--junit", f->junit, "Also write the verdict as JUnit XML (one test case) to this file");

@@ -10,8 +10,8 @@
 #include "io/safetensors.h"
 #include "spec/program.h"
 #include "tensor/diag.h"
-#include "train/export_onnx.h"
-#include "train/export_torch.h"
+#include "interchange/export_onnx.h"
+#include "interchange/export_torch.h"
 #include "train/predict.h"
 
 namespace gr::cli {
@@ -32,12 +32,13 @@ void run_export(const ExportFlags& f) {
   const Program program = resolve_program(spec, shapes.train);
   const PredictTarget target = predict_target(program, w.prep);
   if (f.format == "onnx") {
-    const Real real = f.dtype == "f64" ? Real::F64 : Real::F32;
+    DType real = DType::F32;  // --dtype checked by CLI11 (f32 | f64)
+    parse_dtype(f.dtype, real);
     const OnnxExport e = export_onnx(program, w.file, w.prep, target.node, target.transform, real, target.units);
     write_onnx_export(e, f.out);
     for (const std::string& note : e.warnings) diag::warn("export onnx --dtype f64: " + note);
     std::printf("wrote %s (ONNX opset 13, %s, %zu nodes, %zu initializers); inputs (", f.out.c_str(),
-                real == Real::F64 ? "float64" : "float32", e.nodes, e.initializers);
+                real == DType::F64 ? "float64" : "float32", e.nodes, e.initializers);
     for (size_t i = 0; i < e.input_names.size(); ++i) std::printf("%s%s", i ? ", " : "", e.input_names[i].c_str());
     if (e.symbolic_batch) std::printf(") with a symbolic batch → %s\n", e.output_name.c_str());
     else std::printf(") with a fixed batch of %lld rows → %s\n", static_cast<long long>(e.batch), e.output_name.c_str());
@@ -45,11 +46,11 @@ void run_export(const ExportFlags& f) {
   }
   if (!f.dtype.empty())
     throw UsageError("--dtype applies to --format onnx; --format torch exports in the run's precision (" +
-                     std::string(w.real == Real::F32 ? "float32" : "float64") + ")");
+                     std::string(w.real == DType::F32 ? "float32" : "float64") + ")");
   const TorchExport e = export_torch(program, w.file, w.prep, target.node, target.transform, w.real, target.units);
   write_torch_export(e, f.out, spec.sha256);
   std::printf("wrote %s/model.py and %s/state_dict.safetensors (%zu tensors, %s); forward(", f.out.c_str(), f.out.c_str(),
-              e.state.size(), w.real == Real::F32 ? "float32" : "float64");
+              e.state.size(), w.real == DType::F32 ? "float32" : "float64");
   for (size_t i = 0; i < e.input_names.size(); ++i) std::printf("%s%s", i ? ", " : "", e.input_names[i].c_str());
   std::printf(") → %s\n", target.name.c_str());
 }

@@ -1,4 +1,5 @@
-// gradrun grad SPEC — the loss and every parameter's gradient on the first batch, as safetensors.
+// gradrun grad SPEC — the loss and every parameter's gradient on the first batch, as safetensors, on
+// the spec's engine (its "device": kind, dtype, fuse; --device/--dtype/--fuse override it, as in train).
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -6,6 +7,7 @@
 #include "cli.h"
 #include "io/safetensors.h"
 #include "io/seal.h"
+#include "tensor/diag.h"
 #include "train/checks.h"
 #include "train/device_runner.h"
 
@@ -15,22 +17,26 @@ namespace {
 
 struct GradFlags {
   int threads = 1;
-  std::string spec, init, out = "grad.safetensors", device;
+  std::string spec, init, out = "grad.safetensors", device, dtype;
+  bool fuse = false;
 };
 
 void run_grad(const GradFlags& f) {
   apply_threads(f.threads);
   const Spec spec = load_with_overrides(f.spec, {});
-  const DeviceChoice d = choose_device(spec, f.device.empty() ? "cpu" : f.device, "f64", false);
-  Model model(spec, load_datasets(spec));
+  Engine engine = choose_engine(spec, f.device, f.dtype, f.fuse);
+  const DType dtype = engine.spec.dtype;
+  Model model(spec, load_datasets(spec), dtype);  // f32: every value rounded to float, as an f32 run
   if (!f.init.empty()) model.load_params(read_sealed_weights(f.init), f.init);
   GradResult r;
-  if (d.kind == DeviceKind::Cpu) {
+  bool fused = false;
+  if (!engine.on_device()) {
     r = evaluate_gradients(model);
-  } else {  // the same first batch through the device engine: forward and backward per node
+  } else {  // the same first batch through the device engine: forward and backward (per node, or fused)
     Optimizer opt = model.make_optimizer();
-    std::string why;
-    DeviceRunner runner(model, opt, open_backend(d.kind, &why), DType::F64);
+    DeviceRunner runner(model, opt, engine.take_backend(), dtype, engine.spec.fuse);
+    fused = runner.fused();
+    diag::info("device: " + runner.describe());
     runner.upload_batch(model.data().train, first_batch_rows(model));
     runner.episode().forward();
     runner.episode().backward();
@@ -46,8 +52,9 @@ void run_grad(const GradFlags& f) {
   for (size_t i = 0; i < r.grads.size(); ++i)
     tensors.emplace_back(model.program().params[i].name, ConstTensorView{model.program().params[i].shape, r.grads[i].data()});
   write_safetensors(f.out, tensors,
-                    {{"spec", spec.path}, {"spec_sha256", spec.sha256}, {"device", to_string(d.kind)}, {"dtype", "f64"}},
-                    StDtype::F64);
+                    {{"spec", spec.path}, {"spec_sha256", spec.sha256}, {"device", to_string(engine.spec.kind)},
+                     {"dtype", to_string(dtype)}, {"fused", fused ? "true" : "false"}},
+                    dtype);  // f32: the values are floats already, so the F32 file holds them exactly
   std::printf("loss %.17g\n", loss);
   for (size_t i = 0; i < r.grads.size(); ++i) {
     double sq = 0.0;
@@ -65,7 +72,10 @@ void add_grad(CLI::App& app) {
   c->add_option("spec", f->spec, "The spec file")->required();
   c->add_option("--init", f->init, "Evaluate at the parameters in this safetensors file instead of the spec's init");
   c->add_option("--out", f->out, "Output safetensors file (default grad.safetensors)");
-  c->add_option("--device", f->device, "cpu | host | cuda")->check(CLI::IsMember({"cpu", "host", "cuda"}));
+  c->add_option("--device", f->device, "cpu | host | cuda | auto (default: the spec's device.kind)")
+      ->check(CLI::IsMember({"cpu", "host", "cuda", "auto"}));
+  c->add_option("--dtype", f->dtype, "f64 | f32 (default: the spec's device.dtype)")->check(CLI::IsMember({"f64", "f32"}));
+  c->add_flag("--fuse", f->fuse, "Run the device's forward and backward as fused kernels (default: the spec's device.fuse)");
   add_threads_option(c, f->threads);
   c->callback([f] { run_grad(*f); });
 }

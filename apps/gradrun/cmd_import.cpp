@@ -1,11 +1,11 @@
 // gradrun import-torch STATE_DICT.safetensors --spec SPEC [--map TORCH=PARAM[:T],...] --out FILE —
-// a PyTorch state_dict as a gradrun --init file for SPEC (train/import_torch.h has the rules).
+// a PyTorch state_dict as a gradrun --init file for SPEC (interchange/import_torch.h has the rules).
 #include <cstdio>
 #include <memory>
 
 #include "cli.h"
 #include "io/safetensors.h"
-#include "train/import_torch.h"
+#include "interchange/import_torch.h"
 #include "train/model.h"
 
 namespace gr::cli {
@@ -23,7 +23,7 @@ void run_import(const ImportFlags& f) {
   const Spec spec = load_with_overrides(f.spec, {});
   Model model(spec, load_datasets(spec));
   const SafetensorsFile state = read_safetensors(f.state);
-  const ImportResult r = import_torch(model, state, f.state, map, f.out);
+  const ImportResult r = import_torch(model.program(), model.param_views(), state, f.state, map, f.out);
   if (f.quiet) return;
   std::printf("wrote %s: %zu parameters imported, %zu from the spec's init\n", f.out.c_str(), r.imported.size(),
               r.from_spec.size());

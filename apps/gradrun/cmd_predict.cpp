@@ -14,7 +14,7 @@ namespace {
 
 struct PredictFlags {
   int threads = 1;
-  std::string spec, weights, which = "best", data, out = "predictions.csv", device = "cpu";
+  std::string spec, weights, which = "best", data, out = "predictions.csv", device;
   int64_t batch = 0;
   bool quiet = false;
 };
@@ -23,21 +23,21 @@ void run_predict(const PredictFlags& f) {
   apply_threads(f.threads);
   const TrainedSource src = trained_source(f.spec, f.weights);
   const Spec& spec = src.spec;
-  const DeviceChoice d = choose_device(spec, f.device, "f64", false);
   const TrainedWeights w = read_trained(spec, src.weights, f.which);
+  // The spec's engine; the dtype is the weights' (what the run computed in), so predictions are its bytes.
+  Engine engine = choose_engine(spec, f.device, to_string(w.real), false);
   Model model(spec, shape_only_data(spec, w.prep), w.real);  // an f32 run predicts in f32
   model.load_params(w.file, w.path);
   const PredictTarget target = predict_target(model.program(), w.prep);
   const DataTable table = read_data_file(spec, w.prep, f.data, inputs_needed(model.program(), target.node));
   Predictions p;
-  if (d.kind == DeviceKind::Cpu) {
+  if (!engine.on_device()) {
     p = predict_rows(model, target, table, f.batch > 0 ? f.batch : model.program().batch);
   } else {  // one static batch shape on a device: the spec's
     if (f.batch > 0 && f.batch != model.program().batch)
       throw UsageError("--batch " + std::to_string(f.batch) + " with --device " + f.device + ": a device program runs the spec's batch size (" +
                        std::to_string(model.program().batch) + ")");
-    std::string why;
-    p = predict_rows_device(model, target, table, open_backend(d.kind, &why));
+    p = predict_rows_device(model, target, table, engine.take_backend(), engine.spec.fuse);
   }
   write_file_atomic(f.out, render_predictions(p, target, f.out));
   if (!f.quiet)
@@ -57,8 +57,9 @@ void add_predict(CLI::App& app) {
       ->check(CLI::IsMember({"best", "final"}));
   c->add_option("--data", f->data, "Data to predict on: .csv, .npy, .npz or .safetensors, bound like the spec's data")->required();
   c->add_option("--out", f->out, "Output file: .csv (default predictions.csv), .npy or .safetensors");
-  c->add_option("--device", f->device, "cpu (the CPU tape, default) | host | cuda (the device replay engine, f64: the same bytes)")
-      ->check(CLI::IsMember({"cpu", "host", "cuda"}));
+  c->add_option("--device", f->device, "cpu (the CPU tape) | host | cuda (the device replay engine: the same bytes) | auto "
+                                       "(default: the spec's device.kind)")
+      ->check(CLI::IsMember({"cpu", "host", "cuda", "auto"}));
   c->add_option("--batch", f->batch, "Rows per recorded batch (default: the spec's batch_size)")->check(CLI::Range(1, 100000000));
   c->add_flag("--quiet,-q", f->quiet, "Print only errors");
   add_threads_option(c, f->threads);

@@ -97,10 +97,10 @@ void run_train(const TrainFlags& f) {
     if (dtype_flag.empty()) dtype_flag = was.dtype;
     if (!fuse_flag && f.device.empty()) fuse_flag = was.fused;
   }
-  DeviceChoice d = choose_device(spec, device_flag, dtype_flag, fuse_flag);
+  Engine engine = choose_engine(spec, device_flag, dtype_flag, fuse_flag);
   Golden golden;  // a run folder, a receipt.json or a loss.csv: a missing or bad one fails now, not after training
   if (!f.expect.empty()) golden = read_golden(f.expect);
-  Model model(spec, load_datasets(spec), real_of(d.dtype));
+  Model model(spec, load_datasets(spec), engine.spec.dtype);
   if (!f.expect.empty()) {  // data, spec and model against the golden receipt: known before any step
     const std::string why = expect_inputs_difference(golden, model);
     if (!why.empty()) {
@@ -122,15 +122,13 @@ void run_train(const TrainFlags& f) {
   o.init_file = f.init;
   o.resume_dir = f.resume;
   o.quiet = f.quiet;
-  o.device = d.kind;
-  o.dtype = d.dtype;
-  o.fuse = d.fuse;
+  o.engine = engine.spec;
   o.auto_threads = f.threads_auto;
   o.comm = g_comm.get();
   const bool writer = !g_comm || g_comm->rank() == 0;
   TrainResult r;
   try {
-    r = train(model, o, std::move(d.backend));
+    r = train(model, o, std::move(engine.backend));
   } catch (const ExpectMismatch& e) {  // stopped at the first differing step: exit 1, no success line
     const std::string detail =
         e.expected.empty() ? f.expect + " has " + std::to_string(golden.loss_rows.size()) + " steps, this run goes on: got " + e.got

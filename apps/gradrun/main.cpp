@@ -98,22 +98,17 @@ TrainedSource trained_source(const std::string& spec_or_run, const std::string& 
   return {load_with_overrides(spec_or_run, {}), weights_flag};
 }
 
-DeviceChoice choose_device(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag) {
-  DeviceChoice d;
-  d.kind = spec.device.kind;
-  d.dtype = spec.device.dtype;
-  d.fuse = fuse_flag ? FuseMode::On : spec.device.fuse;
-  // CLI11 admits only the known words; a word it let through that is not one is a bug here.
-  if (!device_flag.empty() && !parse_device_kind(device_flag, d.kind)) throw UsageError("unknown device " + device_flag);
-  if (!dtype_flag.empty() && !parse_dtype(dtype_flag, d.dtype)) throw UsageError("unknown dtype " + dtype_flag);
-  if (d.kind == DeviceKind::Auto) {
-    std::string why;
-    d.backend = open_backend(DeviceKind::Auto, &why);
-    d.kind = d.backend ? DeviceKind::Cuda : DeviceKind::Cpu;
-    diag::info(d.backend ? std::string("device auto: using CUDA") : "device auto: using the CPU tape (" + why + ")");
+Engine choose_engine(const Spec& spec, const std::string& device_flag, const std::string& dtype_flag, bool fuse_flag) {
+  DeviceSpec want;
+  try {  // CLI11 admits only the known words; a word it let through that is not one is a bug here
+    want = engine_request(spec.device, device_flag, dtype_flag, fuse_flag);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
   }
-  if (d.fuse == FuseMode::On && d.kind == DeviceKind::Cpu) throw UsageError("--fuse needs a device engine (--device host or cuda)");
-  return d;
+  if (want.fuse == FuseMode::On && want.kind == DeviceKind::Cpu) throw UsageError("--fuse needs a device engine (--device host or cuda)");
+  Engine e = open_engine(want);
+  if (e.spec.fuse == FuseMode::On && !e.on_device()) throw UsageError("--fuse needs a device engine (--device host or cuda)");
+  return e;
 }
 
 void add_threads_option(CLI::App* command, int& threads, bool* automatic) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "device/kind.h"
 #include "tensor/error.h"
 
 namespace gr::device {
@@ -143,10 +144,10 @@ struct Selection {
   std::unique_ptr<Backend> backend;  // null when "auto" found no usable CUDA device
   std::string why;                   // what was chosen and why, for logs
 };
-// kind "host" | "cuda" | "auto". "cuda" throws DeviceUnavailable when CUDA cannot be used.
-// "auto" returns the CUDA backend when usable, else a null backend with
-// why = "no usable CUDA device: <reason>" — the CLI then falls back to the CPU tape.
-Selection select_backend(const std::string& kind);
+// Host | Cuda | Auto. Cuda throws DeviceUnavailable when CUDA cannot be used. Auto returns the CUDA
+// backend when usable, else a null backend with why = "no usable CUDA device: <reason>" — the
+// caller then falls back to the CPU tape. Cpu is not a backend (gr::Error).
+Selection select_backend(DeviceKind kind);
 
 // Compiles kernel source (with host_shim.h prepended, the embedded kernels/ headers available)
 // to PTX for `arch` (e.g. "compute_90") with --fmad=false. Needs NVRTC but no GPU. `log`, when

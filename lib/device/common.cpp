@@ -43,30 +43,32 @@ unsigned fit_block(Backend& backend, Kernel* kernel, unsigned wanted) {
   return limit;
 }
 
-Selection select_backend(const std::string& kind) {
-  if (kind == "host") {
-    Selection s{make_host_backend(), ""};
-    s.why = "host backend requested (" + s.backend->describe() + ")";
-    return s;
-  }
-  if (kind == "cuda") {
-    Selection s{make_cuda_backend(), ""};  // DeviceUnavailable propagates: the user asked for CUDA
-    s.why = "cuda backend requested (" + s.backend->describe() + ")";
-    return s;
-  }
-  if (kind == "auto") {
-    try {
-      Selection s{make_cuda_backend(), ""};
-      s.why = "auto: CUDA is usable (" + s.backend->describe() + ")";
+Selection select_backend(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::Host: {
+      Selection s{make_host_backend(), ""};
+      s.why = "host backend requested (" + s.backend->describe() + ")";
       return s;
-    } catch (const DeviceUnavailable& e) {
-      std::string reason = e.what();
-      const std::string prefix = "unavailable: ";
-      if (reason.rfind(prefix, 0) == 0) reason = reason.substr(prefix.size());
-      return Selection{nullptr, "no usable CUDA device: " + reason};
     }
+    case DeviceKind::Cuda: {
+      Selection s{make_cuda_backend(), ""};  // DeviceUnavailable propagates: the user asked for CUDA
+      s.why = "cuda backend requested (" + s.backend->describe() + ")";
+      return s;
+    }
+    case DeviceKind::Auto:
+      try {
+        Selection s{make_cuda_backend(), ""};
+        s.why = "auto: CUDA is usable (" + s.backend->describe() + ")";
+        return s;
+      } catch (const DeviceUnavailable& e) {
+        std::string reason = e.what();
+        const std::string prefix = "unavailable: ";
+        if (reason.rfind(prefix, 0) == 0) reason = reason.substr(prefix.size());
+        return Selection{nullptr, "no usable CUDA device: " + reason};
+      }
+    case DeviceKind::Cpu: break;
   }
-  throw gr::Error("unknown device backend '" + kind + "' (expected host, cuda or auto)");
+  throw gr::Error("device kind cpu has no device backend (it is the CPU tape; expected host, cuda or auto)");
 }
 
 std::string default_cache_dir() { return detail::resolve_cache_dir(""); }

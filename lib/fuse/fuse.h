@@ -55,7 +55,7 @@ struct PlanOptions {
 
 struct Plan {
   uint64_t id = 0;  // the plan id carried by every kernel name (a hash of the generated text)
-  replay::DType dtype = replay::DType::F64;
+  DType dtype = DType::F64;
   int32_t nodes = 0;  // node count of the program (pointer-table layout)
   std::vector<Segment> segments;
   std::string fill;         // the one-launch zero fill (+ seed) kernel; "" when nothing has a gradient

@@ -230,7 +230,7 @@ Plan plan(const replay::Program& prog, PlanOptions options) {
   if (pl.fill_width > 0) {
     pl.fill = "grf_@ID@_fill";
     const int64_t s0 = an.active(loss) ? static_cast<int64_t>((prog.grad_address(loss) - prog.grad_slab().handle) /
-                                                              (pl.dtype == replay::DType::F32 ? 4 : 8))
+                                                              (pl.dtype == DType::F32 ? 4 : 8))
                                        : 0;
     const int64_t s1 = an.active(loss) ? an.n(loss).numel : 0;
     g.open(pl.fill);
@@ -240,7 +240,7 @@ Plan plan(const replay::Program& prog, PlanOptions options) {
     g.close(pl.fill);
   }
   std::string gen = g.out;
-  pl.id = fnv1a(gen + (pl.dtype == replay::DType::F32 ? "|f32" : "|f64"));
+  pl.id = fnv1a(gen + (pl.dtype == DType::F32 ? "|f32" : "|f64"));
   char idbuf[32];
   std::snprintf(idbuf, sizeof idbuf, "%012llx", static_cast<unsigned long long>(pl.id & 0xffffffffffffULL));
   const std::string ids = idbuf;
@@ -276,7 +276,7 @@ std::string Plan::describe() const {
   std::string s;
   char buf[256];
   std::snprintf(buf, sizeof buf, "fusion plan %012llx (%s): %zu segment(s)\n", static_cast<unsigned long long>(id & 0xffffffffffffULL),
-                dtype == replay::DType::F32 ? "f32" : "f64", segments.size());
+                dtype == DType::F32 ? "f32" : "f64", segments.size());
   s += buf;
   for (const Segment& seg : segments) {
     std::string ops;

@@ -87,13 +87,13 @@ class LaneSums {
 };
 
 // The lanes continued over g[0..n) in the tape's precision (g[0]: element `first` of its parameter).
-void add_lanes(Real real, Optimizer::NormLanes& lanes, const double* g, int64_t n, int64_t first) {
+void add_lanes(DType real, Optimizer::NormLanes& lanes, const double* g, int64_t n, int64_t first) {
   const auto run = [&](auto zero) {
     LaneSums<decltype(zero)> sums(lanes);
     sums.add(g, n, first);
     sums.store(lanes);
   };
-  if (real == Real::F32) run(float{});
+  if (real == DType::F32) run(float{});
   else run(double{});
 }
 
@@ -175,17 +175,21 @@ double Optimizer::grad_norm(Tape& tape) const {
 }
 
 double Optimizer::norm_from_lanes(NormLanes lanes) const {
-  return real_ == Real::F32 ? norm_of<float>(lanes) : norm_of<double>(lanes);
+  return real_ == DType::F32 ? norm_of<float>(lanes) : norm_of<double>(lanes);
 }
 
 void Optimizer::begin_step(double norm) {
   last_norm_ = norm;
-  if (real_ == Real::F32) {  // the device's grk_clip_scale in float
+  if (real_ == DType::F32) {  // the device's grk_clip_scale in float
     const float nf = static_cast<float>(norm), maxn = static_cast<float>(clip_);
     last_cs_ = clip_ > 0.0 && nf > maxn ? __fdiv_rn(maxn, nf) : 1.0f;
   } else {
     last_cs_ = clip_ > 0.0 && norm > clip_ ? __ddiv_rn(clip_, norm) : 1.0;
   }
+  advance();
+}
+
+void Optimizer::advance() {
   if (kind_ == OptimizerKind::Adam) {
     ++t_;
     last_lr_t_ = adam_lr_t(t_);
@@ -217,7 +221,7 @@ void Optimizer::update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const
     }
     sums.store(*lanes);
   };
-  if (real_ == Real::F32) run(float{});
+  if (real_ == DType::F32) run(float{});
   else run(double{});
 }
 

@@ -58,8 +58,12 @@ class Optimizer {
   // of it with the tape's gradients.
   int64_t flat_size() const { return static_cast<int64_t>(m_.size()); }
   int64_t offset(size_t i) const { return params_[i].offset; }
-  // The step's scalars from the global gradient norm: clip scale, Adam's t and lr_t.
+  // The step's scalars from the global gradient norm: clip scale, then advance().
   void begin_step(double norm);
+  // The step counter's part of a step: Adam's t += 1 and lr_t for it (SGD: nothing). The device
+  // optimizer (replay::DeviceOptimizer) calls this on the Optimizer it runs for, so t and lr live
+  // here only, whichever engine steps.
+  void advance();
   // Which registered parameters the last backward touched (active[i] for parameter i).
   std::vector<char> touched(const Tape& tape) const;
   // Updates the flat elements [lo, hi) of the active parameters from g (g[0] is element lo); the
@@ -117,7 +121,7 @@ class Optimizer {
   int64_t t_ = 0;
   std::vector<Entry> params_;
   std::vector<double> m_, v_;  // on an f32 tape: floats, exactly (the device's f32 moments)
-  Real real_ = Real::F64;      // the registered parameters' tape's (add)
+  DType real_ = DType::F64;      // the registered parameters' tape's (add)
   double last_cs_ = 1.0, last_lr_t_ = 0.0, last_norm_ = 0.0;
 };
 

@@ -9,7 +9,7 @@
 
 namespace gr {
 
-Tape::Tape(Real real) : real_(real) { nodes_.reserve(256); }
+Tape::Tape(DType real) : real_(real) { nodes_.reserve(256); }
 
 namespace {
 // Each value to the nearest float (static_cast rounds to nearest, like __double2float_rn).
@@ -25,7 +25,7 @@ float* Tape::scratch(size_t n) {
 
 void Tape::round_leaf(Var v) {
   const std::span<double> dst = leaf_values(v);
-  if (real_ == Real::F32) round_to_float(dst.data(), static_cast<int64_t>(dst.size()));
+  if (real_ == DType::F32) round_to_float(dst.data(), static_cast<int64_t>(dst.size()));
 }
 Tape::~Tape() = default;
 
@@ -82,7 +82,7 @@ Var Tape::leaf(Op op, const Shape& shape, std::span<const double> values, bool l
       n.val = arena_.alloc(shape.numel());
     }
     std::memcpy(n.val, values.data(), values.size_bytes());
-    if (real_ == Real::F32) round_to_float(n.val, shape.numel());
+    if (real_ == DType::F32) round_to_float(n.val, shape.numel());
   }
   if (op == Op::Param && !frozen) {  // trainable parameters own a gradient, kept across episodes
     n.grad_pos = arena_.pos();

@@ -5,7 +5,7 @@
 // single-owner arena: it owns every value and gradient; param()/constant() copy the caller's data
 // in; value()/grad() hand out borrowed views (invalid after reset_to past the node or ~Tape).
 //
-// Precision (docs/numerics.md "f32"): a Tape(Real::F32) computes every op in float with the same
+// Precision (docs/numerics.md "f32"): a Tape(DType::F32) computes every op in float with the same
 // single definitions (kernels/) an f32 device program runs, so its bits are the f32 device's. Its
 // storage stays double — every value and gradient is a float held exactly in a double — so the
 // API, the files and every caller are the f64 tape's; leaves round what they are given to float.
@@ -27,12 +27,10 @@
 #include "grad/arena.h"
 #include "grad/page_block.h"
 #include "grad/op_table.h"
+#include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
 namespace gr {
-
-// What a tape computes in: f64, or f32 (the values of an f32 device program, bit for bit).
-enum class Real { F64, F32 };
 
 struct Var {
   int32_t id = -1;
@@ -70,9 +68,9 @@ struct DropoutKey {
 
 class Tape {
  public:
-  explicit Tape(Real real = Real::F64);
+  explicit Tape(DType real = DType::F64);
   ~Tape();
-  Real real() const { return real_; }
+  DType real() const { return real_; }
   Tape(const Tape&) = delete;
   Tape& operator=(const Tape&) = delete;
 
@@ -194,7 +192,7 @@ class Tape {
   // f(R{}) with R = double or float, the tape's arithmetic type.
   template <class F>
   decltype(auto) by_real(F&& f) {
-    return real_ == Real::F32 ? f(float{}) : f(double{});
+    return real_ == DType::F32 ? f(float{}) : f(double{});
   }
   // Float working copies for the ops whose kernels take pointers (lanes, rows, matmul) on an f32
   // tape: grown once, so the steady state allocates nothing.
@@ -231,7 +229,7 @@ class Tape {
   std::map<int32_t, PageBlock> own_pages_;  // node id → the values of a big const or frozen param
   std::vector<double> zeros_;  // backing for grad() of unreached nodes
   std::vector<float> scratch_;  // f32 working copies (scratch())
-  Real real_ = Real::F64;
+  DType real_ = DType::F64;
   bool ok_ = true;
   std::string error_;
   DropoutKey dropout_key_;

@@ -105,7 +105,7 @@ Var Tape::layer_norm(Var x, double eps) {
   if (!n->val) return Var{size() - 1};
   const int64_t L = in[in.rank() - 1];
   const double* px = nodes_[x.id].val;
-  if (real_ == Real::F64) {
+  if (real_ == DType::F64) {
     for (int64_t r = 0; r < in.numel() / L; ++r) gr_layer_norm_lane_fwd(px + r * L, n->val + r * L, L, 1LL, eps);
     return Var{size() - 1};
   }

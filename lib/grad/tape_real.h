@@ -1,4 +1,4 @@
-// tape_real.h — what an f32 tape (Tape(Real::F32)) needs beyond the f64 tape's loops: its values
+// tape_real.h — what an f32 tape (Tape(DType::F32)) needs beyond the f64 tape's loops: its values
 // and gradients are floats held exactly in doubles, so an op converts each element it reads to
 // float (exact), computes with the same kernels/ definitions in float, and stores the float result
 // back (exact). Kernels that take pointers (lanes, rows, the matmul) get float working copies.
@@ -36,6 +36,6 @@ inline void widen_lane(const float* src, int64_t n, double* dst, int64_t stride)
 // matmul_exact over the tape's storage: f64 as it is; f32 the float contract (MatmulArgsF32,
 // gr_dot<float>) over A and B narrowed as they are packed and C converted as the kernel loads and
 // stores it (C is read only for MatmulStore::Accumulate; OntoZero, a fresh gradient slot, never).
-void matmul_in(Real real, const MatmulArgs& args);
+void matmul_in(DType real, const MatmulArgs& args);
 
 }  // namespace gr

@@ -263,8 +263,8 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
 }
 
 std::string encode_safetensors(const StTensorList& tensors, const std::map<std::string, std::string>& metadata,
-                               StDtype dtype) {
-  const size_t esize = dtype == StDtype::F64 ? 8 : 4;
+                               DType dtype) {
+  const size_t esize = dtype == DType::F64 ? 8 : 4;
   ojson header = ojson::object();
   if (!metadata.empty()) {
     ojson meta = ojson::object();
@@ -280,7 +280,7 @@ std::string encode_safetensors(const StTensorList& tensors, const std::map<std::
     if (view.shape.rank() == 0) throw Error("safetensors: tensor \"" + name + "\" has no shape");
     const uint64_t bytes = static_cast<uint64_t>(view.shape.numel()) * esize;
     ojson info = ojson::object();
-    info["dtype"] = dtype == StDtype::F64 ? "F64" : "F32";
+    info["dtype"] = dtype == DType::F64 ? "F64" : "F32";
     info["shape"] = std::vector<int64_t>(view.shape.dims().begin(), view.shape.dims().end());
     info["data_offsets"] = {offset, offset + bytes};
     header[name] = std::move(info);
@@ -303,7 +303,7 @@ std::string encode_safetensors(const StTensorList& tensors, const std::map<std::
   out += text;
   for (const auto& [name, view] : tensors) {
     GR_ASSERT(view.data != nullptr);
-    if (dtype == StDtype::F64) {
+    if (dtype == DType::F64) {
       out.append(reinterpret_cast<const char*>(view.data), static_cast<size_t>(view.shape.numel()) * 8);
     } else {
       for (const double d : view.values()) {
@@ -318,7 +318,7 @@ std::string encode_safetensors(const StTensorList& tensors, const std::map<std::
 }
 
 void write_safetensors(const std::string& path, const StTensorList& tensors,
-                       const std::map<std::string, std::string>& metadata, StDtype dtype) {
+                       const std::map<std::string, std::string>& metadata, DType dtype) {
   write_file_atomic(path, encode_safetensors(tensors, metadata, dtype));
 }
 

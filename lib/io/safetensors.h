@@ -32,11 +32,10 @@
 #include <utility>
 #include <vector>
 
+#include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
 namespace gr {
-
-enum class StDtype { F64, F32 };
 
 struct NamedTensor {
   std::string name;
@@ -59,9 +58,9 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
 // Throws gr::Error on an empty, duplicate or reserved ("__metadata__") tensor name, or names /
 // metadata that are not valid UTF-8 (JSON cannot carry them).
 std::string encode_safetensors(const StTensorList& tensors, const std::map<std::string, std::string>& metadata,
-                               StDtype dtype);
+                               DType dtype);
 // encode_safetensors + write_file_atomic (IoError when the file cannot be written).
 void write_safetensors(const std::string& path, const StTensorList& tensors,
-                       const std::map<std::string, std::string>& metadata, StDtype dtype);
+                       const std::map<std::string, std::string>& metadata, DType dtype);
 
 }  // namespace gr

@@ -52,7 +52,7 @@ std::string seal_digest(const SafetensorsFile& f) {
 
 void write_sealed_safetensors(const std::string& path, const StTensorList& tensors, std::map<std::string, std::string> metadata) {
   metadata[kSealKey] = seal_digest(tensors, metadata);
-  write_safetensors(path, tensors, metadata, StDtype::F64);
+  write_safetensors(path, tensors, metadata, DType::F64);
 }
 
 bool check_seal(const SafetensorsFile& f, const std::string& path, bool required) {

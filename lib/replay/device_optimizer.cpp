@@ -22,8 +22,8 @@ constexpr size_t kCtlDoubles = 8 + kNormLanes;
 }  // namespace
 
 // ---- the device optimizer ----------------------------------------------------------------------------
-DeviceOptimizer::DeviceOptimizer(Program& prog, const Optimizer& config, bool track_norm)
-    : prog_(prog), cpu_(config), t_(config.t()) {
+DeviceOptimizer::DeviceOptimizer(Program& prog, Optimizer& owner, bool track_norm) : prog_(prog), owner_(owner) {
+  const Optimizer& config = owner;
   int64_t total = 0;
   std::vector<int64_t> tab;
   for (size_t i = 0; i < config.count(); ++i) {
@@ -41,13 +41,12 @@ DeviceOptimizer::DeviceOptimizer(Program& prog, const Optimizer& config, bool tr
   }
   device::Backend& be = prog.be_;
   ctl_ = be.alloc(kCtlDoubles * sizeof(double));
-  const bool adam = cpu_.kind() == OptimizerKind::Adam;
-  const SgdConfig& sc = cpu_.sgd_config();
-  if (cpu_.has_moments()) {  // Adam's m and v; SGD momentum keeps its buffer in m (v stays zero)
+  const bool adam = owner_.kind() == OptimizerKind::Adam;
+  const SgdConfig& sc = owner_.sgd_config();
+  if (owner_.has_moments()) {  // Adam's m and v; SGD momentum keeps its buffer in m (v stays zero)
     m_ = be.alloc(static_cast<size_t>(std::max<int64_t>(total, 1)) * prog.esize_);
     v_ = be.alloc(static_cast<size_t>(std::max<int64_t>(total, 1)) * prog.esize_);
-    Optimizer& src = const_cast<Optimizer&>(config);  // m()/v() are read-only here
-    for (size_t i = 0; i < params_.size(); ++i) upload_moments(i, src.m(i), src.v(i));
+    for (size_t i = 0; i < params_.size(); ++i) upload_moments(i, owner_.m(i), owner_.v(i));
   }
   const int64_t active_count = static_cast<int64_t>(tab.size() / 2);
   if (tab.empty()) tab.push_back(0);
@@ -56,9 +55,9 @@ DeviceOptimizer::DeviceOptimizer(Program& prog, const Optimizer& config, bool tr
 
   // The device half of a step, fixed at construction (capturable).
   // The norm's 16 lanes (docs/numerics.md) as up to 16 threads of one block, folded by thread 0.
-  if ((cpu_.clip() > 0.0 || track_norm) && active_count > 0)
+  if ((owner_.clip() > 0.0 || track_norm) && active_count > 0)
     prog.add_one_block(launches_, "grk_clip_scale", kNormLanes, {prog.grads_.handle, tab_.handle, I(active_count), ctl_.handle});
-  const AdamConfig& ac = cpu_.adam_config();
+  const AdamConfig& ac = owner_.adam_config();
   const double b1 = ac.beta1, b2 = ac.beta2;
   for (const Entry& e : params_) {
     if (!e.active) continue;  // the loss does not depend on it: skipped, not decayed
@@ -88,13 +87,10 @@ DeviceOptimizer::~DeviceOptimizer() {
 }
 
 void DeviceOptimizer::prepare() {
-  if (cpu_.kind() == OptimizerKind::Adam) {
-    ++t_;
-    last_lr_t_ = cpu_.adam_lr_t(t_);
-  }
+  owner_.advance();
   // Without clip the max norm is infinite: a tracked norm never scales (cs = 1, as on the CPU).
-  const double maxn = cpu_.clip() > 0.0 ? cpu_.clip() : std::numeric_limits<double>::infinity();
-  const double ctl[5] = {cpu_.lr(), last_lr_t_, 1.0, maxn, 0.0};
+  const double maxn = owner_.clip() > 0.0 ? owner_.clip() : std::numeric_limits<double>::infinity();
+  const double ctl[5] = {owner_.lr(), owner_.last_lr_t(), 1.0, maxn, 0.0};
   prog_.be_.upload(ctl_, ctl, sizeof ctl);
 }
 
@@ -137,14 +133,8 @@ void DeviceOptimizer::upload_moments(size_t i, std::span<const double> m, std::s
   prog_.upload_real(v_, v.data(), e.len, e.moff);
 }
 
-void DeviceOptimizer::store_state_to(Optimizer& cpu) {
-  if (cpu.count() != params_.size()) throw Error("replay: optimizer: store_state_to needs the same registrations");
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (cpu.param(i) != params_[i].var)
-      throw Error("replay: optimizer: store_state_to needs the same registrations (parameter " + std::to_string(i) +
-                  " differs)");
-  cpu.set_t(t_);
-  for (size_t i = 0; i < params_.size(); ++i) download_moments(i, cpu.m(i), cpu.v(i));
+void DeviceOptimizer::store_moments() {
+  for (size_t i = 0; i < params_.size(); ++i) download_moments(i, owner_.m(i), owner_.v(i));
 }
 
 

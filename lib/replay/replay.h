@@ -3,7 +3,7 @@
 // tape for f64.
 //
 //   Program prog(backend, tape, loss);        // value buffer per node, gradient per backward-active node
-//   DeviceOptimizer opt(prog, cpu_optimizer); // kind, lr, Adam config, clip, params + L2, t, moments
+//   DeviceOptimizer opt(prog, cpu_optimizer); // runs for it: its config, t and lr; moments uploaded
 //   prog.capture_episode(&opt);               // optional: forward + backward + update as one episode
 //   for each minibatch:
 //     prog.set_input(x, rows); prog.set_input(y, targets);
@@ -27,8 +27,6 @@
 #include "replay/episode.h"
 
 namespace gr::replay {
-
-enum class DType { F64, F32 };
 
 // The complete device kernel text (kernels/device/*.cuh, concatenated at build time); the f32
 // module is the same text with `#define GR_F32 1` in front.
@@ -191,41 +189,42 @@ class Program final : public Episode {
   const DeviceOptimizer* episode_opt_ = nullptr;
 };
 
-// The device twin of gr::Optimizer (docs/numerics.md), over a Program's parameters. Every registered
+// The device half of gr::Optimizer (docs/numerics.md), over a Program's parameters. Every registered
 // parameter that is backward-active is "touched" on the device; a registered parameter the loss
 // does not depend on is skipped (not decayed), as on the tape.
+//
+// One owner: the Optimizer it is made for. Its configuration (kind, Adam config, clip, registered
+// params and L2), its learning rate (set_lr there takes effect at the next step) and its step
+// counter t (advanced there by each device step) are read from it, never copied; the moments are
+// uploaded at construction, live on the device while it steps, and come back with store_moments().
 class DeviceOptimizer {
  public:
-  // Copies the configuration (kind, lr, Adam config, clip, registered params and their L2) and the
-  // state (step counter t, Adam moments) of `config`. Every registered param must be a param node
-  // of the program.
+  // `owner` must outlive this object. Every registered param must be a param node of the program.
   // track_norm: compute the gradient norm (ctl[4], norm_address()) every step even without clip,
   // with the clip kernel at an infinite max norm (cs stays 1: the same update bits).
-  DeviceOptimizer(Program& prog, const Optimizer& config, bool track_norm = false);
+  DeviceOptimizer(Program& prog, Optimizer& owner, bool track_norm = false);
+  DeviceOptimizer(Program& prog, Optimizer&& owner, bool track_norm = false) = delete;  // the owner must outlive it
   ~DeviceOptimizer();
   DeviceOptimizer(const DeviceOptimizer&) = delete;
   DeviceOptimizer& operator=(const DeviceOptimizer&) = delete;
 
   // One update from the gradients on the device: prepare() + the device launches.
   void step();
-  // The host half of a step: advance t (Adam), compute lr_t with host pow exactly like
-  // Optimizer::adam_lr_t, upload [lr, lr_t, cs = 1, maxn] into the control buffer.
+  // The host half of a step: the owner's advance() (Adam: t += 1, lr_t with host pow), then upload
+  // [lr, lr_t, cs = 1, maxn] of the owner into the control buffer.
   void prepare();
 
-  int64_t t() const { return t_; }
-  void set_t(int64_t t) { t_ = t; }
-  double lr() const { return cpu_.lr(); }
-  void set_lr(double lr) { cpu_.set_lr(lr); }  // takes effect at the next prepare()
+  Optimizer& owner() { return owner_; }
   size_t count() const { return params_.size(); }
   Var param(size_t i) const { return params_[i].var; }
   // Adam moments of registered parameter i (checkpoints).
   void download_moments(size_t i, std::span<double> m, std::span<double> v);
   void upload_moments(size_t i, std::span<const double> m, std::span<const double> v);
-  // Copies t and every moment into a CPU optimizer with the same registrations (checkpoints).
-  void store_state_to(Optimizer& cpu);
+  // The device's moments into the owner (checkpoints, weights files): with its t, the whole state.
+  void store_moments();
   // Per-step scalars of the last step, read back from the control buffer.
   double last_clip_scale();
-  double last_lr_t() const { return last_lr_t_; }
+  double last_lr_t() const { return owner_.last_lr_t(); }
   size_t launches_per_step() const { return launches_.size(); }
   // Device address of the last step's gradient norm (a double; 0 until a step ran), when clipping
   // or track_norm: Optimizer::grad_norm's bits for f64 programs.
@@ -242,9 +241,7 @@ class DeviceOptimizer {
     bool active;
   };
   Program& prog_;
-  Optimizer cpu_;  // a copy: lr, Adam config, clip, and adam_lr_t() — the one lr_t formula
-  int64_t t_ = 0;
-  double last_lr_t_ = 0.0;
+  Optimizer& owner_;  // config, lr, t and adam_lr_t() (the one lr_t formula): read, never copied
   std::vector<Entry> params_;
   device::Buffer ctl_, m_, v_, tab_;
   std::vector<Program::Launch> launches_;

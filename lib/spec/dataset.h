@@ -43,7 +43,7 @@ struct DataTable {
 };
 
 // What turns one input's raw values into the model's rows (steps 1–4 above), fitted on the training
-// rows; saved in the run's preprocessing (train/preprocess.h) and applied again by predict/evaluate.
+// rows; saved in the run's preprocessing (interchange/preprocess.h) and applied again by predict/evaluate.
 struct InputFit {
   std::string missing = "error";    // the spec's policy: error | mean | median | most_frequent | value
   std::vector<DataValue> fill;      // per raw column (one for categories); empty: a missing cell is an error
@@ -64,7 +64,7 @@ std::string category_name(const DataValue& v);
 struct Datasets {
   DataTable train, validation;
   // Per input (spec order): the standardization statistics of the training rows, one per column;
-  // both empty when the input is not standardized (saved with the weights: train/preprocess.h).
+  // both empty when the input is not standardized (saved with the weights: interchange/preprocess.h).
   std::vector<std::vector<double>> mean, std;
   std::vector<InputFit> fit;  // per input (spec order)
 };

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "grad/op_table.h"
+#include "device/kind.h"
+#include "tensor/dtype.h"
 
 namespace gr {
 
@@ -166,52 +168,13 @@ struct MetricsSpec {
   std::string output, target;
 };
 
-// Where a run trains: the CPU tape, or a device engine (lib/replay) on the host or CUDA backend;
-// auto: CUDA when usable, else the CPU tape (resolved by the CLI, which opens the backend once).
-enum class DeviceKind { Cpu, Host, Cuda, Auto };
-// The device program's element type (the CPU tape is always f64).
-enum class DType { F64, F32 };
 // Megakernel fusion (lib/fuse): off, on, or auto — fuse when the backend has launch latency to save
 // (a real GPU) and the plan removes launches.
 enum class FuseMode { Off, On, Auto };
 
-// The spellings of the spec and the command line; parse_* return false for an unknown word.
-inline const char* to_string(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::Cpu: return "cpu";
-    case DeviceKind::Host: return "host";
-    case DeviceKind::Cuda: return "cuda";
-    case DeviceKind::Auto: return "auto";
-  }
-  return "?";
-}
-
-inline const char* to_string(DType dtype) {
-  switch (dtype) {
-    case DType::F64: return "f64";
-    case DType::F32: return "f32";
-  }
-  return "?";
-}
-
-inline bool parse_device_kind(const std::string& word, DeviceKind& out) {
-  for (DeviceKind k : {DeviceKind::Cpu, DeviceKind::Host, DeviceKind::Cuda, DeviceKind::Auto})
-    if (word == to_string(k)) {
-      out = k;
-      return true;
-    }
-  return false;
-}
-
-inline bool parse_dtype(const std::string& word, DType& out) {
-  for (DType t : {DType::F64, DType::F32})
-    if (word == to_string(t)) {
-      out = t;
-      return true;
-    }
-  return false;
-}
-
+// The engine a command runs on (DeviceKind: device/kind.h; DType: tensor/dtype.h): the spec's
+// "device" object with the command line's --device/--dtype/--fuse applied. lib/train/engine.h
+// resolves it once (auto: cuda or cpu) and opens its backend.
 struct DeviceSpec {
   DeviceKind kind = DeviceKind::Cpu;
   DType dtype = DType::F64;

@@ -138,7 +138,7 @@ Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt,
   }
   if (const auto it = f.metadata.find("dtype"); it != f.metadata.end()) {  // older checkpoints do not say
     const std::string& was = it->second;
-    const std::string now = model.real() == Real::F32 ? "f32" : "f64";
+    const std::string now = model.real() == DType::F32 ? "f32" : "f64";
     if (was != now)
       throw InputError(path, "__metadata__", "the run in " + run_dir + " computes in " + was + "; resume it with --dtype " + was +
                                                  " (this resume asked for " + now + ")");

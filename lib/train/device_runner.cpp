@@ -13,29 +13,7 @@
 
 namespace gr {
 
-std::unique_ptr<device::Backend> open_backend(DeviceKind device, std::string* why) {
-  const std::string kind = to_string(device);
-  device::Selection s;
-  try {
-    s = device::select_backend(kind);
-  } catch (const device::DeviceUnavailable& e) {
-    std::string reason = e.what();
-    if (reason.rfind("unavailable: ", 0) == 0) reason = reason.substr(13);
-    throw device::DeviceUnavailable("device \"" + kind + "\" is not available: " + reason);
-  }
-  if (why) *why = s.why;
-  return std::move(s.backend);
-}
-
 namespace {
-
-replay::DType replay_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::F64: return replay::DType::F64;
-    case DType::F32: return replay::DType::F32;
-  }
-  return replay::DType::F64;
-}
 
 // Batch gathering and loss keeping on the device: kernels/device/gr_batch_kernels.cuh.
 const std::string& kBatchKernels = batch_kernel_text();
@@ -64,8 +42,8 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   const Spec& spec = model.spec();
   // The program's values are the tape's: an f32 program from an f32 tape (every value a float
   // already), so downloads give the tape's bytes back.
-  if (real_of(dtype) != model.real())
-    throw Error(std::string("device: a ") + to_string(dtype) + " program needs a Model of that precision (Model(spec, data, Real))");
+  if (dtype != model.real())
+    throw Error(std::string("device: a ") + to_string(dtype) + " program needs a Model of that precision (Model(spec, data, DType))");
   if (spec.data && !spec.train.drop_last)
     throw InputError(spec.path, "/train/drop_last", "a device program has one static batch shape; set drop_last to true");
   // Record one episode (on the first rows) so the program can mirror it, then capture it.
@@ -75,7 +53,7 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
   const std::vector<Var>& nodes = model.record(model.data().train, rows, model.dropout_key(1));
   const Var loss = nodes[static_cast<size_t>(model.program().loss)];
   replay::ReplayOptions ro;
-  ro.dtype = replay_dtype(dtype);
+  ro.dtype = dtype;
   ro.block = block;
   ro.max_grid = max_grid;
   auto program = std::make_unique<replay::Program>(*backend_, model.tape(), loss, ro);
@@ -89,7 +67,7 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
 
   // The training set goes to the device once; each step uploads only its row indices.
   device::Module* module = backend_->compile(kBatchKernels, "gradrun_batches");
-  const bool f32 = ro.dtype == replay::DType::F32;
+  const bool f32 = ro.dtype == DType::F32;
   gather_ = backend_->kernel(module, f32 ? "gr_gather_rows_f32" : "gr_gather_rows_f64");
   gather_block_ = device::fit_block(*backend_, gather_, episode_->program().block());
   store_loss_ = backend_->kernel(module, f32 ? "gr_store_loss_f32" : "gr_store_loss_f64");
@@ -99,16 +77,13 @@ DeviceRunner::DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device:
     backend_->upload(data_.back(), t.data(), static_cast<size_t>(t.numel()) * sizeof(double));
   }
   index_ = backend_->alloc(static_cast<size_t>(std::max<int64_t>(1, model.program().batch)) * sizeof(long long));
-  losses_capacity_ = spec.data ? std::max<int64_t>(1, model.data().train.rows / std::max<int64_t>(1, model.program().batch)) : 1;
-  losses_ = backend_->alloc(static_cast<size_t>(losses_capacity_) * sizeof(double));
-  norms_ = backend_->alloc(static_cast<size_t>(losses_capacity_) * sizeof(double));
+  report_ = backend_->alloc(2 * sizeof(double));
 }
 
 DeviceRunner::~DeviceRunner() {
   for (device::Buffer b : data_) backend_->free(b);
   if (index_.bytes) backend_->free(index_);
-  if (losses_.bytes) backend_->free(losses_);
-  if (norms_.bytes) backend_->free(norms_);
+  if (report_.bytes) backend_->free(report_);
 }
 
 void DeviceRunner::upload_batch(const DataTable& table, std::span<const int64_t> rows) {
@@ -120,8 +95,7 @@ void DeviceRunner::upload_batch(const DataTable& table, std::span<const int64_t>
   }
 }
 
-void DeviceRunner::step(std::span<const int64_t> rows, int64_t step_in_epoch, int64_t run_step) {
-  GR_ASSERT(step_in_epoch < losses_capacity_);
+DeviceRunner::StepLoss DeviceRunner::step(std::span<const int64_t> rows, int64_t run_step) {
   const std::vector<Var>& slots = model_.slots();
   const replay::Program& prog = episode_->program();
   if (!slots.empty()) {
@@ -139,33 +113,25 @@ void DeviceRunner::step(std::span<const int64_t> rows, int64_t step_in_epoch, in
   }
   episode_->set_dropout_key(model_.dropout_key(run_step));
   episode_->run_episode(dopt_.get());
-  uint64_t loss = prog.value_address(prog.loss_var().id), out = losses_.handle;
-  long long at = step_in_epoch;
+  // The loss (f32 programs: widened to double, exactly) and the norm, side by side: one download.
+  uint64_t loss = prog.value_address(prog.loss_var().id), out = report_.handle;
+  long long at = 0;
   void* args[] = {&loss, &out, &at};
   backend_->launch(store_loss_, 1, 1, args);
-  uint64_t norm = dopt_->norm_address(), norms = norms_.handle;
-  void* norm_args[] = {&norm, &norms, &at};
+  uint64_t norm = dopt_->norm_address();
+  long long norm_at = 1;
+  void* norm_args[] = {&norm, &out, &norm_at};
   backend_->launch(store_norm_, 1, 1, norm_args);
-}
-
-std::vector<double> DeviceRunner::epoch_losses(int64_t steps) {
-  std::vector<double> out(static_cast<size_t>(steps));
+  double report[2];
   backend_->synchronize();
-  backend_->download(out.data(), losses_, out.size() * sizeof(double));
-  return out;
+  backend_->download(report, report_, sizeof report);
+  return StepLoss{report[0], report[1]};
 }
 
-std::vector<double> DeviceRunner::epoch_grad_norms(int64_t steps) {
-  std::vector<double> out(static_cast<size_t>(steps));
-  backend_->synchronize();
-  backend_->download(out.data(), norms_, out.size() * sizeof(double));
-  return out;
-}
-
-void DeviceRunner::sync(Optimizer& opt) {
+void DeviceRunner::sync() {
   restore_host_copies();
   episode_->sync_params_to(model_.tape());
-  dopt_->store_state_to(opt);
+  dopt_->store_moments();
 }
 
 size_t HostCopies::release() {

@@ -37,25 +37,27 @@ class DeviceRunner {
   // fuse: Off — per-node launches; On — fused megakernels (lib/fuse); Auto — fused when the backend
   // has launch latency to save (Capabilities::real_gpu) and the plan removes launches.
   // block / max_grid: the launch geometry (replay::ReplayOptions; 0 = the backend's default block).
+  // opt: the run's optimizer, the one owner of its state (replay::DeviceOptimizer steps it); it must
+  // outlive the runner.
   DeviceRunner(Model& model, Optimizer& opt, std::unique_ptr<device::Backend> backend, DType dtype,
                FuseMode fuse = FuseMode::Off, unsigned block = 0, unsigned max_grid = 65535);
   ~DeviceRunner();
 
   // One optimizer step on these training rows, all on the device: the row indices are uploaded,
   // the rows gathered from the training set (uploaded once) into the input slots, the episode
-  // replayed, and the loss stored at `step_in_epoch` of a device loss buffer.
+  // replayed; then its loss and gradient norm (Optimizer::grad_norm, computed by the device
+  // optimizer's clip kernel), stored side by side on the device, come back in one download.
   // `run_step`: the run's step t (1-based), the key of its dropout masks.
-  void step(std::span<const int64_t> rows, int64_t step_in_epoch, int64_t run_step);
-  // The losses of the first `steps` steps of this epoch: one download per epoch.
-  std::vector<double> epoch_losses(int64_t steps);
-  // Their gradient norms (Optimizer::grad_norm, computed by the device optimizer's clip kernel and
-  // kept per step like the losses): one more download per epoch.
-  std::vector<double> epoch_grad_norms(int64_t steps);
-  // Parameters back into the tape and the optimizer state back into `opt` (checkpoints, weights),
-  // and the host copies of the fixed leaves back (restore_host_copies): the tape is whole again.
-  void sync(Optimizer& opt);
+  struct StepLoss {
+    double loss, grad_norm;
+  };
+  StepLoss step(std::span<const int64_t> rows, int64_t run_step);
+  // Parameters back into the tape and the device's moments back into the Optimizer the runner was
+  // made with (its one owner: t and lr are there already), and the host copies of the fixed leaves
+  // back (restore_host_copies): the tape is whole again (checkpoints, weights, evaluation).
+  void sync();
   // HostCopies over this episode, as the original library's drop_consts after a capture. Either
-  // dtype: an f32 run's tape holds its values rounded to float already (Model(.., Real::F32)), so
+  // dtype: an f32 run's tape holds its values rounded to float already (Model(.., DType::F32)), so
   // the device's float copies widen back to the same bytes.
   // Between release and restore nothing may record on the tape: the trainer restores (sync) before
   // every evaluation and file.
@@ -73,21 +75,17 @@ class DeviceRunner {
   std::unique_ptr<device::Backend> backend_;
   std::unique_ptr<replay::Episode> episode_;        // owns the replay::Program
   std::unique_ptr<replay::DeviceOptimizer> dopt_;  // over episode_->program(): destroyed first
-  // Device-side batches: the training set per input (f64), the batch's row indices, the losses.
+  // Device-side batches: the training set per input (f64), the batch's row indices, the step's
+  // [loss, gradient norm] as two doubles.
   std::vector<device::Buffer> data_;
-  device::Buffer index_{}, losses_{}, norms_{};
+  device::Buffer index_{}, report_{};
   device::Kernel *gather_ = nullptr, *store_loss_ = nullptr, *store_norm_ = nullptr;
   unsigned gather_block_ = 1;  // the program's block, fitted to the gather kernel's limit
-  int64_t losses_capacity_ = 0;
   HostCopies host_copies_{model_};
 };
 
 // The episode of a captured program: the program itself (Off), or fused kernels over its buffers
 // (On; Auto when the backend has launch latency to save and the plan removes launches).
 std::unique_ptr<replay::Episode> make_episode(std::unique_ptr<replay::Program> prog, FuseMode mode);
-
-// Host | Cuda → a backend (device::DeviceUnavailable when it cannot be had); Auto → CUDA when usable,
-// else nullptr with the reason in `why`.
-std::unique_ptr<device::Backend> open_backend(DeviceKind kind, std::string* why);
 
 }  // namespace gr

@@ -13,7 +13,7 @@
 
 namespace gr {
 
-Model::Model(const Spec& spec, Datasets data, Real real)
+Model::Model(const Spec& spec, Datasets data, DType real)
     : spec_(spec), identity_(model_identity(spec)), data_(std::move(data)), tape_(real) {
   GR_ASSERT(!spec.values_released);  // release_tensor_values: only after the one Model of a run
   if (!spec.balanced_weights.empty())  // the CLI resolves them (spec/class_weight.h resolve_balanced_weights)
@@ -102,7 +102,7 @@ const std::vector<Var>& Model::record(const DataTable& table, std::span<const in
       // In the slot's owner blocks (grad/owned.h): each thread copies its own rows and columns.
       double* dst = tape_.leaf_values(slots_[i]).data();
       const int64_t width = src.numel() / src.shape()[0];
-      const bool f32 = tape_.real() == Real::F32;  // each value to float on the way, as the device's gather does
+      const bool f32 = tape_.real() == DType::F32;  // each value to float on the way, as the device's gather does
       for_each_output_block(static_cast<int64_t>(rows.size()), width, kOwnedMinElems, [&](const OutputBlock& b) {
         for (int64_t r = b.r0; r < b.r1; ++r) {
           double* to = dst + r * width + b.c0;

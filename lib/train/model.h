@@ -14,16 +14,12 @@
 
 namespace gr {
 
-// The tape precision of a run's --dtype, and back.
-inline Real real_of(DType dtype) { return dtype == DType::F32 ? Real::F32 : Real::F64; }
-inline DType dtype_of(Real real) { return real == Real::F32 ? DType::F32 : DType::F64; }
-
 class Model {
  public:
   // Resolves the program (all shape checks) and initializes parameters from spec.seed. `real`:
-  // the tape's precision (Real::F32 for --dtype f32 on every engine: values rounded to float as
+  // the tape's precision (DType::F32 for --dtype f32 on every engine: values rounded to float as
   // they enter, every op and the optimizer in float, evaluation too).
-  Model(const Spec& spec, Datasets data, Real real = Real::F64);
+  Model(const Spec& spec, Datasets data, DType real = DType::F64);
 
   const Spec& spec() const { return spec_; }
   // The model identity of the spec (train/run_model.h), computed while the consts' values are there.
@@ -31,7 +27,7 @@ class Model {
   const Program& program() const { return program_; }
   const Datasets& data() const { return data_; }
   Tape& tape() { return tape_; }
-  Real real() const { return tape_.real(); }
+  DType real() const { return tape_.real(); }
   const std::vector<Var>& params() const { return params_; }
   const std::vector<Var>& slots() const { return slots_; }  // input slots, in program input order
   // The leaves no step changes: frozen parameters, then the spec's consts. A device run drops their

@@ -55,14 +55,14 @@ void transform_row(const std::string& transform, const double* x, int64_t w, std
   }
 }
 
-void apply_transform(Real real, const std::string& transform, const double* x, int64_t w, std::vector<double>& out) {
-  if (real == Real::F32) transform_row<float>(transform, x, w, out);
+void apply_transform(DType real, const std::string& transform, const double* x, int64_t w, std::vector<double>& out) {
+  if (real == DType::F32) transform_row<float>(transform, x, w, out);
   else transform_row<double>(transform, x, w, out);
 }
 
 // One row of the prediction node's value: its class (classifiers), then the transformed values, in
 // the data's units for a standardized regression target.
-void emit_row(Real real, const PredictTarget& target, const double* x, int64_t w, Predictions& out) {
+void emit_row(DType real, const PredictTarget& target, const double* x, int64_t w, Predictions& out) {
   if (target.classifier) out.classes.push_back(predicted_class(x, w));
   const size_t first = out.values.size();
   apply_transform(real, target.transform, x, w, out.values);
@@ -71,7 +71,7 @@ void emit_row(Real real, const PredictTarget& target, const double* x, int64_t w
     double& v = out.values[first + static_cast<size_t>(j)];
     const double m = target.units.mean[static_cast<size_t>(j)], s = target.units.std[static_cast<size_t>(j)];
     // An f32 run maps back in float, as its float32 export does: its predictions stay floats.
-    if (real == Real::F32) v = static_cast<float>(static_cast<float>(v) * static_cast<float>(s)) + static_cast<float>(m);
+    if (real == DType::F32) v = static_cast<float>(static_cast<float>(v) * static_cast<float>(s)) + static_cast<float>(m);
     else v = to_data_units(v, m, s);
   }
 }
@@ -172,7 +172,7 @@ TrainedWeights read_trained(const Spec& spec, const std::string& weights_or_run_
   if (!note.empty()) diag::info(note);
   w.file = read_sealed_weights(w.path);  // a gradrun weights file: one changed bit is refused before it is used
   w.prep = read_preprocessing(w.path);
-  if (const auto it = w.file.metadata.find("dtype"); it != w.file.metadata.end() && it->second == "f32") w.real = Real::F32;
+  if (const auto it = w.file.metadata.find("dtype"); it != w.file.metadata.end() && it->second == "f32") w.real = DType::F32;
   // The same model, not the same bytes: epochs, optimizer, paths and descriptions may differ.
   if (const auto it = w.file.metadata.find(kModelIdentityKey); it != w.file.metadata.end()) {
     std::string pointer;
@@ -289,9 +289,9 @@ Predictions predict_rows(Model& model, const PredictTarget& target, const DataTa
 }
 
 Predictions predict_rows_device(Model& model, const PredictTarget& target, const DataTable& table,
-                                std::unique_ptr<device::Backend> backend) {
+                                std::unique_ptr<device::Backend> backend, FuseMode fuse) {
   Optimizer opt = model.make_optimizer();  // the runner captures a training episode; only its forward runs
-  DeviceRunner runner(model, opt, std::move(backend), dtype_of(model.real()));
+  DeviceRunner runner(model, opt, std::move(backend), model.real(), fuse);
   const int64_t batch = model.program().batch;
   std::vector<int64_t> rows(static_cast<size_t>(batch));
   for (int64_t i = 0; i < batch; ++i) rows[static_cast<size_t>(i)] = 0;
@@ -347,7 +347,7 @@ std::string render_predictions(const Predictions& p, const PredictTarget& target
       }
       meta["class_names"] = names + "]";
     }
-    return encode_safetensors(list, meta, StDtype::F64);
+    return encode_safetensors(list, meta, DType::F64);
   }
   if (ends_with(path, ".npy")) {
     std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (" + std::to_string(p.rows) + ", " +

@@ -1,6 +1,6 @@
 // predict.h — a trained model applied to new data (`gradrun predict` and `gradrun evaluate`).
 //
-// The weights file carries the preprocessing of training (train/preprocess.h); new data is read
+// The weights file carries the preprocessing of training (interchange/preprocess.h); new data is read
 // with the spec's bindings and transformed with those SAVED statistics (never recomputed). The
 // model is resolved against an all-zero table of the training batch size and the saved row
 // shapes, so its program is the one training ran. Rows are recorded in batches on the tape (the
@@ -17,7 +17,7 @@
 #include "spec/dataset.h"
 #include "spec/program.h"
 #include "train/model.h"
-#include "train/preprocess.h"
+#include "interchange/preprocess.h"
 
 namespace gr {
 
@@ -53,7 +53,7 @@ struct TrainedWeights {
   std::string path;
   SafetensorsFile file;
   Preprocessing prep;
-  Real real = Real::F64;  // what the run computed in (its __metadata__ dtype): predict and evaluate do too
+  DType real = DType::F64;  // what the run computed in (its __metadata__ dtype): predict and evaluate do too
 };
 TrainedWeights read_trained(const Spec& spec, const std::string& weights_or_run_dir, const std::string& which = "best");
 
@@ -79,7 +79,7 @@ Predictions predict_rows(Model& model, const PredictTarget& target, const DataTa
 // first row (rows are independent, so the padding changes no kept row). Same bytes as the tape.
 // `backend`: an open Host or Cuda backend. The model must hold the trained weights already.
 Predictions predict_rows_device(Model& model, const PredictTarget& target, const DataTable& table,
-                                std::unique_ptr<device::Backend> backend);
+                                std::unique_ptr<device::Backend> backend, FuseMode fuse = FuseMode::Off);
 
 // CSV (NAME_j columns, then class: the class name when the label has categories, CSV-quoted when
 // it needs it, else the id), .npy ([rows, width] f8) or .safetensors (NAME, class ids; the names in

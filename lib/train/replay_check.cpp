@@ -31,12 +31,12 @@ std::string describe_node(Model& model, const std::vector<Var>& nodes, int32_t i
 
 }  // namespace
 
-ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> backend, int64_t episodes, bool fuse,
+ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> backend, int64_t episodes, FuseMode fuse,
                                unsigned block, unsigned max_grid) {
   ReplayCheckResult r;
   Optimizer opt = model.make_optimizer();
   Optimizer device_opt = model.make_optimizer();
-  DeviceRunner runner(model, device_opt, std::move(backend), DType::F64, fuse ? FuseMode::On : FuseMode::Off, block, max_grid);
+  DeviceRunner runner(model, device_opt, std::move(backend), model.real(), fuse, block, max_grid);
   r.device = runner.describe();
   replay::Episode& ep = runner.episode();
   const Spec& spec = model.spec();

@@ -75,7 +75,9 @@ struct Replay {
   explicit Replay(const std::string& dir) : spec(load_run_spec(dir, {})) {
     if (spec.train.shards > 1) throw InputError(dir, "", "diff --at replays on one CPU tape; a sharded run (train.shards > 1) is not supported");
     const RunEngine e = read_run_engine(dir);
-    model = std::make_unique<Model>(spec, load_datasets(spec), e.dtype == "f32" ? Real::F32 : Real::F64);
+    DType dtype = DType::F64;
+    parse_dtype(e.dtype, dtype);
+    model = std::make_unique<Model>(spec, load_datasets(spec), dtype);
     const std::string init = dir + "/init.safetensors";
     std::error_code ec;
     if (fs::exists(init, ec)) model->load_params(read_safetensors(init), init);

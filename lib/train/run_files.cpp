@@ -116,7 +116,7 @@ void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt
                                                    {"step", std::to_string(steps)},
                                                    {"adam_t", std::to_string(opt.t())}};
   if (best.epoch > 0) meta["best_epoch"] = std::to_string(best.epoch);
-  meta["dtype"] = model.real() == Real::F32 ? "f32" : "f64";  // what the run computes in (a resume must match)
+  meta["dtype"] = to_string(model.real());  // what the run computes in (a resume must match)
   // The newest becomes the previous (one rename), then the new one is written whole: at every
   // moment at least one complete checkpoint is on disk.
   const std::string newest = dir + "/" + kNewest, previous = dir + "/" + kPrevious;

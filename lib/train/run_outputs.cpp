@@ -13,7 +13,7 @@
 #include "train/evaluate.h"
 #include "train/receipt.h"
 #include "train/plot_svg.h"
-#include "train/preprocess.h"
+#include "interchange/preprocess.h"
 #include "train/run_model.h"
 
 namespace gr {
@@ -41,8 +41,8 @@ std::string render_run_json(Model& model, const TrainOptions& o, const TrainResu
       {"name", model.spec().name},
       {"seed", model.spec().seed},
       {"overrides", model.spec().overrides},  // --set PATH=VALUE items, applied to the spec's text
-      {"device", to_string(o.device)},
-      {"dtype", to_string(o.dtype)},
+      {"device", to_string(o.engine.kind)},
+      {"dtype", to_string(o.engine.dtype)},
       {"fused", r.fused},
       {"threads", r.threads},
       {"threads_auto", r.threads_auto},
@@ -111,8 +111,8 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, co
                        {"spec", model.spec().source},
                        {"spec_sha256", model.spec().sha256},
                        {"steps", steps},
-                       {"device", to_string(o.device)},
-                       {"dtype", to_string(o.dtype)}});
+                       {"device", to_string(o.engine.kind)},
+                       {"dtype", to_string(o.engine.dtype)}});
   }
   // weights.best.safetensors: the best epoch under train.early_stopping (also of a stopped run).
   if (model.spec().train.early_stopping && r.best.epoch > 0) {
@@ -125,7 +125,7 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, co
                        {kModelIdentityKey, model.identity()},
                        {"spec", model.spec().source},
                        {"spec_sha256", model.spec().sha256},
-                       {"dtype", to_string(o.dtype)},
+                       {"dtype", to_string(o.engine.dtype)},
                        {"best_epoch", std::to_string(r.best.epoch)},
                        {"monitor", model.spec().train.early_stopping->monitor},
                        {"monitor_value", format_double(r.best.value)}});
@@ -133,7 +133,7 @@ void write_outputs(Model& model, const TrainOptions& o, const TrainResult& r, co
   // receipt.json pins the whole run as its files stand now (train/receipt.h); run.json comes last,
   // so its "complete" follows every other file.
   const EpochRecord* last = r.log.epochs.empty() ? nullptr : &r.log.epochs.back();
-  const ReceiptInput in{&model, o.out_dir, r.status, run_sha256, to_string(o.device), to_string(o.dtype), r.fused, r.threads,
+  const ReceiptInput in{&model, o.out_dir, r.status, run_sha256, to_string(o.engine.kind), to_string(o.engine.dtype), r.fused, r.threads,
                         r.steps, last ? last->epoch : 0};
   write_file_atomic(o.out_dir + "/receipt.json", render_receipt(in));
   write_run_json(model, o, r, run_sha256);

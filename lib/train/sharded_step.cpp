@@ -72,7 +72,7 @@ ShardedStep::ShardedStep(Model& model, Optimizer& opt, dist::Comm& comm, std::un
     if (spec.data && !spec.train.drop_last)
       throw InputError(spec.path, "/train/drop_last", "a device program has one static batch shape; set drop_last to true");
     replay::ReplayOptions ro;
-    ro.dtype = replay::DType::F64;
+    ro.dtype = DType::F64;
     auto program = std::make_unique<replay::Program>(*backend_, model.tape(), loss, ro);
     active_.resize(opt.count());
     for (size_t i = 0; i < opt.count(); ++i) active_[i] = program->backward_active(opt.param(i)) ? 1 : 0;

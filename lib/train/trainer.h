@@ -19,6 +19,7 @@
 #include "io/errors.h"
 #include "spec/spec.h"
 
+#include "train/engine.h"
 #include "train/evaluate.h"
 #include "train/model.h"
 #include "train/receipt.h"
@@ -37,9 +38,9 @@ struct TrainOptions {
   // failed, the logs written) at the first step whose row differs or that the golden log lacks.
   std::vector<std::string> expect;
   Tolerance expect_tolerance;  // bitwise by default; --rtol/--atol
-  DeviceKind device = DeviceKind::Cpu;  // Cpu (the tape) | Host | Cuda (Auto is resolved by the caller)
-  DType dtype = DType::F64;
-  FuseMode fuse = FuseMode::Off;  // device runs only
+  // The engine (train/engine.h): kind Cpu (the tape) | Host | Cuda (Auto is resolved by open_engine),
+  // dtype (the Model's precision), fuse (device runs only).
+  DeviceSpec engine;
   // --threads auto: the CPU tape's loop runs each step on 1 thread or on num_threads(), whichever
   // its timings say is faster right now (thread_tuner.h); the bytes are the same either way.
   bool auto_threads = false;
@@ -76,8 +77,8 @@ struct TrainResult {
 // first step's) throws DivergedError after writing the logs, keeping the last good checkpoint. A
 // SIGINT/SIGTERM (run_state.h) finishes the step, writes a checkpoint and the logs and throws
 // InterruptedError. run.json's status says which (running while training; failed on other errors).
-// backend: the device's backend when the caller has it open already (device auto probed it); null:
-// opened here for options.device.
+// backend: the device's backend (Engine::take_backend of the caller's open_engine, the one place a
+// backend is opened, before the run folder is touched); null on the CPU tape.
 TrainResult train(Model& model, const TrainOptions& options, std::unique_ptr<device::Backend> backend = nullptr);
 
 // Validation, train accuracy and evaluate(): train/evaluate.h.

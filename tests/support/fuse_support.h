@@ -49,7 +49,7 @@ struct Geometry {
 };
 inline const Geometry kGeometries[] = {{"blockDim 1", false, 1, 65535}, {"fibers, blockDim 3, grid <= 2", true, 3, 2}};
 
-inline replay::ReplayOptions options(const Geometry& g, replay::DType dt = replay::DType::F64) {
+inline replay::ReplayOptions options(const Geometry& g, DType dt = DType::F64) {
   replay::ReplayOptions ro;
   ro.block = g.block;
   ro.max_grid = g.max_grid;
@@ -193,7 +193,7 @@ struct Coverage {
   int row = 0, serial = 0, heads = 0, param = 0, fallback = 0;
 };
 
-inline void random_case(uint64_t seed, const Geometry& geo, replay::DType dt, Coverage* cov,
+inline void random_case(uint64_t seed, const Geometry& geo, DType dt, Coverage* cov,
                  const std::function<std::unique_ptr<device::Backend>()>& make = nullptr) {
   Graph gr;
   build_random(gr, seed);

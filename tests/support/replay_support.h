@@ -100,7 +100,7 @@ struct RunResult {
   int64_t t = 0;
 };
 
-inline RunResult cpu_run(bool adam, int episodes, Real real = Real::F64) {
+inline RunResult cpu_run(bool adam, int episodes, DType real = DType::F64) {
   Rng rng(1234);
   Tape tape(real);
   const Mlp m = make_leaves(tape, rng);
@@ -135,7 +135,7 @@ using EpisodeMaker = std::function<std::unique_ptr<replay::Episode>(std::unique_
 inline RunResult episode_run(device::Backend& be, bool adam, int episodes, bool captured, const replay::ReplayOptions& ro,
                              const EpisodeMaker& make, size_t* launches = nullptr) {
   Rng rng(1234);
-  Tape tape(ro.dtype == replay::DType::F32 ? Real::F32 : Real::F64);  // an f32 program from an f32 tape, as gradrun does
+  Tape tape(ro.dtype);  // an f32 program from an f32 tape, as gradrun does
   const Mlp m = make_leaves(tape, rng);
   Optimizer cpu_opt = make_opt(tape, m, adam);
   const Var loss = record(tape, m);
@@ -161,12 +161,12 @@ inline RunResult episode_run(device::Backend& be, bool adam, int episodes, bool 
   ep->sync_params_to(tape);
   for (const Var p : {m.w1, m.b1, m.w2, m.b2, m.unused})
     for (double v : tape.param_value(p)) r.params.push_back(v);
-  opt.store_state_to(cpu_opt);
+  opt.store_moments();  // into cpu_opt, its owner (which holds t already)
   for (size_t i = 0; i < cpu_opt.count(); ++i) {
     for (double v : cpu_opt.m(i)) r.moments.push_back(v);
     for (double v : cpu_opt.v(i)) r.moments.push_back(v);
   }
-  r.t = opt.t();
+  r.t = cpu_opt.t();
   return r;
 }
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "train/model.h"
+#include "spec/program.h"
 
 namespace gr {
 
@@ -35,7 +35,8 @@ struct ImportResult {
 std::vector<ImportMapping> parse_import_map(const std::vector<std::string>& items);
 
 // Builds every parameter's values and writes them (f64, registration order) to `out` atomically.
-ImportResult import_torch(const Model& model, const SafetensorsFile& state, const std::string& state_path,
+// `init`: the spec's own initial values of p.params, in registration order (Model::param_views).
+ImportResult import_torch(const Program& p, const StTensorList& init, const SafetensorsFile& state, const std::string& state_path,
                           const std::vector<ImportMapping>& map, const std::string& out);
 
 }  // namespace gr

@@ -1,4 +1,4 @@
-#include "train/export_onnx.h"
+#include "interchange/export_onnx.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -9,7 +9,8 @@
 
 #include "io/atomic_file.h"
 #include "io/errors.h"
-#include "train/onnx_writer.h"
+#include "interchange/graph_walk.h"
+#include "interchange/onnx_writer.h"
 
 namespace gr {
 
@@ -66,13 +67,10 @@ class ValueNames {
 
 std::vector<int64_t> dims_of(const Shape& s) { return {s.dims().begin(), s.dims().end()}; }
 
-struct Builder {
-  const Program& p;
-  const SafetensorsFile& weights;
+struct Builder : GraphWalk {
   onnx::ModelProto model;
   ValueNames names;
   std::vector<std::string> node_val, param_val, const_val, input_val;
-  std::vector<bool> needed_node, needed_input, needed_param, needed_const;
   bool symbolic = true;
   int counter = 0;
   onnx::DataType elem = onnx::DataType::Float;  // every real tensor: Float, or Double (--dtype f64)
@@ -110,18 +108,6 @@ struct Builder {
     throw InputError(p.spec->path, n.pointer, "export onnx: node \"" + n.id + "\" " + why);
   }
 
-  const Tensor& weight(int index) const {
-    const ProgramParam& pp = p.params[static_cast<size_t>(index)];
-    const Tensor* t = weights.find(pp.name);
-    if (!t) throw InputError(p.spec->path, pp.pointer, "the weights hold no parameter \"" + pp.name + "\"");
-    if (t->shape().dims().size() != pp.shape.dims().size() || t->numel() != pp.shape.numel() ||
-        !std::equal(t->shape().dims().begin(), t->shape().dims().end(), pp.shape.dims().begin()))
-      throw InputError(p.spec->path, pp.pointer,
-                       "parameter \"" + pp.name + "\" is " + pp.shape.str() + " in the spec but " + t->shape().str() +
-                           " in the weights");
-    return *t;
-  }
-
   Shape shape_of(const Ref& r) const {
     const auto k = static_cast<size_t>(r.index);
     switch (r.kind) {
@@ -133,16 +119,7 @@ struct Builder {
     return Shape{1};
   }
 
-  std::string ref(const Ref& r) const {
-    const auto k = static_cast<size_t>(r.index);
-    switch (r.kind) {
-      case Ref::Kind::Input: return input_val[k];
-      case Ref::Kind::Param: return param_val[k];
-      case Ref::Kind::Const: return const_val[k];
-      case Ref::Kind::Node: return node_val[k];
-    }
-    return "?";
-  }
+  std::string ref(const Ref& r) const { return pick(r, input_val, param_val, const_val, node_val); }
 
   std::string initializer_f(const std::string& wanted, std::vector<int64_t> dims, std::span<const double> v) {
     const std::string name = names.take(wanted);
@@ -171,28 +148,6 @@ struct Builder {
     n.attributes = std::move(attrs);
     g().nodes.push_back(std::move(n));
     return out;
-  }
-
-  void mark(int output) {
-    needed_node.assign(p.nodes.size(), false);
-    needed_input.assign(p.input_names.size(), false);
-    needed_param.assign(p.params.size(), false);
-    needed_const.assign(p.spec->consts.size(), false);
-    needed_node[static_cast<size_t>(output)] = true;
-    for (int i = output; i >= 0; --i) {
-      const ProgramNode& pn = p.nodes[static_cast<size_t>(i)];
-      if (!needed_node[static_cast<size_t>(i)]) continue;
-      if (pn.weight >= 0) needed_param[static_cast<size_t>(pn.weight)] = needed_param[static_cast<size_t>(pn.bias)] = true;
-      for (const Ref& r : pn.inputs) {
-        const auto k = static_cast<size_t>(r.index);
-        switch (r.kind) {
-          case Ref::Kind::Input: needed_input[k] = true; break;
-          case Ref::Kind::Param: needed_param[k] = true; break;
-          case Ref::Kind::Const: needed_const[k] = true; break;
-          case Ref::Kind::Node: needed_node[k] = true; break;
-        }
-      }
-    }
   }
 
   // Does node pn keep rows independent, with the batch as dimension 0 (so "batch" can be symbolic)?
@@ -402,14 +357,14 @@ struct Builder {
 }  // namespace
 
 OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep, int output,
-                       const std::string& transform, Real real, const OutputUnits& units) {
+                       const std::string& transform, DType real, const OutputUnits& units) {
   const Spec& spec = *program.spec;
   if (output < 0 || output >= static_cast<int>(program.nodes.size()))
     throw InputError(spec.path, spec.loss_pointer, "no prediction node to export");
   if (transform != "softmax" && transform != "sigmoid" && transform != "none" && !transform.empty())
     throw InputError(spec.path, "/predict/transform", "unknown transform \"" + transform + "\"");
-  Builder b{program, weights, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, true, 0,
-            real == Real::F64 ? onnx::DataType::Double : onnx::DataType::Float, {}, {}, {}, {}, {}};
+  Builder b{{program, weights, {}, {}, {}, {}}, {}, {}, {}, {}, {}, {}, true, 0,
+            real == DType::F64 ? onnx::DataType::Double : onnx::DataType::Float, {}, {}, {}, {}, {}};
   b.mark(output);
   const ProgramNode& out_node = program.nodes[static_cast<size_t>(output)];
   for (size_t i = 0; i < program.nodes.size(); ++i)

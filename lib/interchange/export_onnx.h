@@ -1,5 +1,5 @@
 // export_onnx.h — a trained spec as an ONNX model (opset 13; float32, or float64 with `real` F64),
-// written with the project's own protobuf writer (train/onnx_writer.h). docs/use-a-model.md, Export.
+// written with the project's own protobuf writer (interchange/onnx_writer.h). docs/use-a-model.md, Export.
 //
 // export_onnx() translates the part of the forward graph that the prediction depends on:
 //   - graph inputs: the spec's inputs that the prediction reads, in the spec's input order, RAW as
@@ -36,7 +36,7 @@
 #include "grad/tape.h"
 #include "io/safetensors.h"
 #include "spec/program.h"
-#include "train/preprocess.h"
+#include "interchange/preprocess.h"
 
 namespace gr {
 
@@ -45,7 +45,7 @@ struct OnnxExport {
   std::vector<std::string> input_names;  // the graph's inputs, in order
   std::string output_name;
   bool symbolic_batch = true;  // false: every input's first dimension is fixed to `batch`
-  Real real = Real::F32;       // the element type of the model's real tensors
+  DType real = DType::F32;       // the element type of the model's real tensors
   // F64: what onnxruntime (tools/onnxrt) cannot run as written — a float64 Cos (no CPU kernel), a
   // Transpose feeding a MatMul (its extended optimizations fuse them into a float-only FusedMatMul:
   // use graph optimization level basic). The model is valid ONNX either way.
@@ -60,7 +60,7 @@ struct OnnxExport {
 // standardized regression target's statistics, applied last as Mul "y_std" and Add "y_mean", so the
 // output is in the data's units as `gradrun predict` writes it.
 OnnxExport export_onnx(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep, int output,
-                       const std::string& transform, Real real = Real::F32, const OutputUnits& units = {});
+                       const std::string& transform, DType real = DType::F32, const OutputUnits& units = {});
 
 // Writes PATH atomically (creating its directory).
 void write_onnx_export(const OnnxExport& e, const std::string& path);

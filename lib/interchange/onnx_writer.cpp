@@ -1,4 +1,4 @@
-#include "train/onnx_writer.h"
+#include "interchange/onnx_writer.h"
 
 #include <bit>
 #include <cstring>

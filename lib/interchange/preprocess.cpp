@@ -1,4 +1,4 @@
-#include "train/preprocess.h"
+#include "interchange/preprocess.h"
 
 #include <filesystem>
 #include <limits>

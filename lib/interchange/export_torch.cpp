@@ -1,4 +1,4 @@
-#include "train/export_torch.h"
+#include "interchange/export_torch.h"
 
 #include <cctype>
 #include <cstdio>
@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "io/atomic_file.h"
+#include "interchange/graph_walk.h"
 #include "io/errors.h"
 
 namespace gr {
@@ -122,60 +123,15 @@ std::string slice_expr(const std::string& a, const NodeSpec& n) {
   return s + "]";
 }
 
-struct Emitter {
-  const Program& p;
-  const SafetensorsFile& weights;
+struct Emitter : GraphWalk {
   std::vector<std::string> node_var, param_ref, const_ref, input_var;
-  std::vector<bool> needed_node, needed_input, needed_param, needed_const;
   std::ostringstream init, fwd;
   TorchExport out;
   AttrNames names;
   // The module's dtype: the run's precision (out.real).
-  const char* dtype() const { return out.real == Real::F32 ? "torch.float32" : "torch.float64"; }
+  const char* dtype() const { return out.real == DType::F32 ? "torch.float32" : "torch.float64"; }
 
-  const Tensor& weight(int index) const {
-    const ProgramParam& pp = p.params[static_cast<size_t>(index)];
-    const Tensor* t = weights.find(pp.name);
-    if (!t) throw InputError(p.spec->path, pp.pointer, "the weights hold no parameter \"" + pp.name + "\"");
-    if (t->shape().dims().size() != pp.shape.dims().size() || t->numel() != pp.shape.numel() ||
-        !std::equal(t->shape().dims().begin(), t->shape().dims().end(), pp.shape.dims().begin()))
-      throw InputError(p.spec->path, pp.pointer,
-                       "parameter \"" + pp.name + "\" is " + pp.shape.str() + " in the spec but " + t->shape().str() +
-                           " in the weights");
-    return *t;
-  }
-
-  std::string ref(const Ref& r) const {
-    switch (r.kind) {
-      case Ref::Kind::Input: return input_var[static_cast<size_t>(r.index)];
-      case Ref::Kind::Param: return param_ref[static_cast<size_t>(r.index)];
-      case Ref::Kind::Const: return const_ref[static_cast<size_t>(r.index)];
-      case Ref::Kind::Node: return node_var[static_cast<size_t>(r.index)];
-    }
-    return "?";
-  }
-
-  void mark(int output) {
-    needed_node.assign(p.nodes.size(), false);
-    needed_input.assign(p.input_names.size(), false);
-    needed_param.assign(p.params.size(), false);
-    needed_const.assign(p.spec->consts.size(), false);
-    needed_node[static_cast<size_t>(output)] = true;
-    for (int i = output; i >= 0; --i) {
-      const ProgramNode& pn = p.nodes[static_cast<size_t>(i)];
-      if (!needed_node[static_cast<size_t>(i)]) continue;
-      if (pn.weight >= 0) needed_param[static_cast<size_t>(pn.weight)] = needed_param[static_cast<size_t>(pn.bias)] = true;
-      for (const Ref& r : pn.inputs) {
-        const auto k = static_cast<size_t>(r.index);
-        switch (r.kind) {
-          case Ref::Kind::Input: needed_input[k] = true; break;
-          case Ref::Kind::Param: needed_param[k] = true; break;
-          case Ref::Kind::Const: needed_const[k] = true; break;
-          case Ref::Kind::Node: needed_node[k] = true; break;
-        }
-      }
-    }
-  }
+  std::string ref(const Ref& r) const { return pick(r, input_var, param_ref, const_ref, node_var); }
 
   // A buffer: registered with literal values in __init__ and written to the state_dict.
   void buffer(const std::string& attr, const Tensor& t) {
@@ -344,11 +300,11 @@ struct Emitter {
 }  // namespace
 
 TorchExport export_torch(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep, int output,
-                         const std::string& transform, Real real, const OutputUnits& units) {
+                         const std::string& transform, DType real, const OutputUnits& units) {
   const Spec& spec = *program.spec;
   if (output < 0 || output >= static_cast<int>(program.nodes.size()))
     throw InputError(spec.path, spec.loss_pointer, "no prediction node to export");
-  Emitter e{program, weights, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Emitter e{{program, weights, {}, {}, {}, {}}, {}, {}, {}, {}, {}, {}, {}, {}};
   e.out.real = real;
   e.mark(output);
   e.leaves(prep);
@@ -438,7 +394,7 @@ void write_torch_export(const TorchExport& e, const std::string& dir, const std:
   StTensorList list;
   for (const NamedTensor& t : e.state) list.emplace_back(t.name, t.tensor.view());
   write_safetensors((std::filesystem::path(dir) / "state_dict.safetensors").string(), list,
-                    {{"format", "pt"}, {"spec_sha256", spec_sha256}}, e.real == Real::F32 ? StDtype::F32 : StDtype::F64);
+                    {{"format", "pt"}, {"spec_sha256", spec_sha256}}, e.real);
   write_file_atomic((std::filesystem::path(dir) / "model.py").string(), e.model_py);
 }
 

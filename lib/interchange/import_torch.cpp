@@ -1,4 +1,4 @@
-#include "train/import_torch.h"
+#include "interchange/import_torch.h"
 
 #include <map>
 #include <set>
@@ -54,9 +54,8 @@ std::vector<ImportMapping> parse_import_map(const std::vector<std::string>& item
   return out;
 }
 
-ImportResult import_torch(const Model& model, const SafetensorsFile& state, const std::string& state_path,
+ImportResult import_torch(const Program& p, const StTensorList& init, const SafetensorsFile& state, const std::string& state_path,
                           const std::vector<ImportMapping>& map, const std::string& out) {
-  const Program& p = model.program();
   std::map<std::string, const ImportMapping*> by_param;
   for (const ImportMapping& m : map) {
     bool known = false;
@@ -73,7 +72,6 @@ ImportResult import_torch(const Model& model, const SafetensorsFile& state, cons
   ImportResult r;
   std::set<std::string> used;
   std::vector<Tensor> values;
-  const auto views = model.param_views();
   for (size_t i = 0; i < p.params.size(); ++i) {
     const ProgramParam& pp = p.params[i];
     std::string name;
@@ -86,8 +84,8 @@ ImportResult import_torch(const Model& model, const SafetensorsFile& state, cons
       name.clear();
     }
     if (name.empty()) {  // the spec's own init
-      const auto init = views[i].second.values();
-      values.emplace_back(pp.shape, std::vector<double>(init.begin(), init.end()));
+      const auto own = init[i].second.values();
+      values.emplace_back(pp.shape, std::vector<double>(own.begin(), own.end()));
       r.from_spec.push_back(pp.name);
       continue;
     }
@@ -113,7 +111,7 @@ ImportResult import_torch(const Model& model, const SafetensorsFile& state, cons
 
   StTensorList list;
   for (size_t i = 0; i < p.params.size(); ++i) list.emplace_back(p.params[i].name, values[i].view());
-  write_safetensors(out, list, {{"format", "gradrun-init"}, {"imported_from", state_path}}, StDtype::F64);
+  write_safetensors(out, list, {{"format", "gradrun-init"}, {"imported_from", state_path}}, DType::F64);
   return r;
 }
 

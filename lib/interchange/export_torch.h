@@ -26,7 +26,7 @@
 #include "grad/tape.h"
 #include "io/safetensors.h"
 #include "spec/program.h"
-#include "train/preprocess.h"
+#include "interchange/preprocess.h"
 
 namespace gr {
 
@@ -34,7 +34,7 @@ struct TorchExport {
   std::string model_py;                  // the module file
   std::vector<NamedTensor> state;        // the state_dict, PyTorch names and layouts
   std::vector<std::string> input_names;  // forward()'s arguments, in order
-  Real real = Real::F64;                 // the module's dtype and the state_dict's
+  DType real = DType::F64;                 // the module's dtype and the state_dict's
 };
 
 // `output`: the prediction node (index into program.nodes); `transform`: "softmax" | "sigmoid" |
@@ -42,7 +42,7 @@ struct TorchExport {
 // forward returns predictions in the data's units as `gradrun predict` writes them. `weights`
 // holds every parameter of the program by its gradrun name.
 TorchExport export_torch(const Program& program, const SafetensorsFile& weights, const Preprocessing& prep,
-                         int output, const std::string& transform, Real real = Real::F64, const OutputUnits& units = {});
+                         int output, const std::string& transform, DType real = DType::F64, const OutputUnits& units = {});
 
 // Writes DIR/model.py and DIR/state_dict.safetensors (creating DIR).
 void write_torch_export(const TorchExport& e, const std::string& dir, const std::string& spec_sha256);

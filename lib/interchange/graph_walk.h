@@ -1,0 +1,39 @@
+// graph_walk.h — the part of a program's walk that both exports (ONNX: export_onnx.cpp, PyTorch:
+// export_torch.cpp) share: which nodes, inputs, parameters and consts the prediction node needs
+// (every needed node comes before the ones that use it, so a walk in node order meets each input
+// first), each parameter checked against the weights file, and a Ref resolved to what the export
+// calls it (a value name in ONNX, a Python expression in torch).
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "spec/program.h"
+
+namespace gr {
+
+struct GraphWalk {
+  const Program& p;
+  const SafetensorsFile& weights;
+  std::vector<bool> needed_node, needed_input, needed_param, needed_const;
+
+  // Marks what node `output` needs: itself, every node it reads (transitively) and their leaves.
+  void mark(int output);
+  // The weights' tensor of parameter `index`; InputError when it is missing or its shape is not the spec's.
+  const Tensor& weight(int index) const;
+  // What a Ref is called in the export: the entry of the table of its kind.
+  template <class T>
+  static const T& pick(const Ref& r, const std::vector<T>& input, const std::vector<T>& param, const std::vector<T>& cnst,
+                       const std::vector<T>& node) {
+    const auto k = static_cast<size_t>(r.index);
+    switch (r.kind) {
+      case Ref::Kind::Input: return input[k];
+      case Ref::Kind::Param: return param[k];
+      case Ref::Kind::Const: return cnst[k];
+      case Ref::Kind::Node: return node[k];
+    }
+    return node[k];
+  }
+};
+
+}  // namespace gr
