@@ -209,7 +209,7 @@ std::string program_text(const Graph& g) {
     o << '\n';
     // An elementwise node carries its row's torch expression (over a, b and s): torch_oracle.py
     // evaluates it, so the oracle needs no edit for a new elementwise op.
-    if (gr::op_info(n.op).elementwise()) o << "expr " << id << ' ' << gr::op_info(n.op).torch << '\n';
+    if (gr::op_info(n.op).elementwise() || gr::op_info(n.op).row()) o << "expr " << id << ' ' << gr::op_info(n.op).torch << '\n';
     // A dropout node's key (seed, step, training): torch_oracle.py draws the mask from it itself.
     if (n.op == Op::Dropout)
       o << "key " << id << ' ' << static_cast<uint64_t>(n.starts[0]) << ' ' << n.starts[1] << ' ' << n.starts[2] << '\n';
