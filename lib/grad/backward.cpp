@@ -231,7 +231,8 @@ struct TapeRules {
 
   void lane_bwd(const R* g_lane, const R* y, R* slot, int64_t len, int64_t stride) const {
     if (n.op == Op::Softmax) gr_softmax_lane_bwd(g_lane, y, slot, len, stride);
-    else gr_log_softmax_lane_bwd(g_lane, y, slot, len, stride);
+    else if (n.op == Op::LogSoftmax) gr_log_softmax_lane_bwd(g_lane, y, slot, len, stride);
+    else throw Error("lane backward: " + std::string(op_name(n.op)) + " is not softmax or log_softmax");
   }
 
   void lane() {

@@ -14,6 +14,7 @@ namespace gr {
 
 // softmax / log_softmax along one axis: lane (o, i) of [outer, L, inner] has stride `inner`.
 Var Tape::lane(Op op, Var x, int64_t axis) {
+  if (op != Op::Softmax && op != Op::LogSoftmax) throw Error("lane: " + std::string(op_name(op)) + " is not softmax or log_softmax");
   if (!usable(op, x)) return Var{};
   const Shape in = nodes_[x.id].shape;
   int ax = 0;
@@ -33,7 +34,8 @@ void Tape::lane_values(Node& n, const double* px, int ax) {
   const AxisLanes l = axis_lanes(n.shape, ax);
   const auto fwd = [&](const R* x, R* y, int64_t stride) {
     if (n.op == Op::Softmax) gr_softmax_lane_fwd(x, y, l.len, stride);
-    else gr_log_softmax_lane_fwd(x, y, l.len, stride);
+    else if (n.op == Op::LogSoftmax) gr_log_softmax_lane_fwd(x, y, l.len, stride);
+    else throw Error("lane: " + std::string(op_name(n.op)) + " is not softmax or log_softmax");
   };
   int64_t o0 = 0;
   if constexpr (std::is_same_v<R, double>) {
