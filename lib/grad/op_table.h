@@ -97,4 +97,16 @@ constexpr bool row_rows_fit() {
 static_assert(row_rows_fit(), "kernels/gr_op_table.h: a Row op has arity 1, attrs kAttrEps, Shape Same, Fusion Lane, "
                               "Emit No and a torch expression");
 
+// The elementwise classes' generic rules (Tape::unary_op / binary_op, the replay plan, the fused
+// stages) give a unary op its input's shape and a binary op the broadcast shape: their Shape column.
+constexpr bool elementwise_rows_fit() {
+  for (const OpInfo& info : kOps)
+    if ((info.cls == OpClass::Unary && (info.arity != 1 || info.shape != ShapeRule::Same)) ||
+        (info.cls == OpClass::Binary && (info.arity != 2 || info.shape != ShapeRule::Broadcast)))
+      return false;
+  return true;
+}
+static_assert(elementwise_rows_fit(), "kernels/gr_op_table.h: a Unary row has arity 1 and Shape Same, a Binary row "
+                                      "arity 2 and Shape Broadcast");
+
 }  // namespace gr
