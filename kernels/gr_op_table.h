@@ -8,13 +8,20 @@
 // header is plain preprocessor text, so the host compiler and NVRTC both read it.
 //
 // Adding an elementwise op = one row here + gr_<stem>_fwd / gr_<stem>_bwd[_a,_b] in gr_ops_scalar.h.
+// Adding a row op (Class Row: layer_norm) = one row here + gr_<stem>_lane_fwd / _lane_bwd in gr_ops_lane.h.
+// Every consumer reaches a class through GR_OP_IF_<CLASS>_<Class> below, so no other file names the op.
 //
-// X(Enum, "name", arity, Class, attrs, stem, Fwd, BwdA, BwdB, Shape, Fusion, Emit, DomA, DomB, "torch")
+// X(Enum, "name", arity, Class, attrs, stem, Fwd, BwdA, BwdB, Shape, Fusion, Emit, DomA, DomB, "torch", "onnx")
 //   Class   Leaf | Unary | Binary (the elementwise ops) | Reduction | Contraction | Lane | Movement |
-//           Random (dropout: a counter-based mask keyed by the tape's dropout key, gr_ops_lane.h)
+//           Random (dropout: a counter-based mask keyed by the tape's dropout key, gr_ops_lane.h) |
+//           Row (a row op: one input, y = f(x) per row of the last axis, the scalar attribute s
+//           (eps, kAttrEps) > 0, output shape = input shape; its rule is the pair
+//           gr_<stem>_lane_fwd(x, y, len, stride, s) / gr_<stem>_lane_bwd(g, x, y, slot, len, stride, s)
+//           in gr_ops_lane.h, the per-node kernels grk_<stem>_fwd / _bwd are generated from the row)
 //   attrs   kAttr* bits (lib/grad/op_table.h): Scalar (adds, muls), Axis, Keepdims, Shape, Window, Eps, Rate
 //   stem    names the scalar functions gr_<stem>_fwd, gr_<stem>_bwd (unary) / _bwd_a, _bwd_b
-//           (binary) in gr_ops_scalar.h and the per-node kernels grk_<stem>_fwd / _bwd[_a, _b]
+//           (binary) in gr_ops_scalar.h and EVERY per-node kernel of the op: grk_<stem>_<part>
+//           (lib/replay builds each name from the stem; no kernel name is written out anywhere else)
 //   Fwd, BwdA, BwdB   the arguments of those functions, in order, '_'-separated; the saved values a
 //           backward reads are its letters after g:
 //             g = dL/dy   a = the first input (x of a unary op)   b = the second input
@@ -31,66 +38,100 @@
 //   DomA, DomB  where the op is defined and smooth, for tests and finite differences:
 //             Any | Positive | AwayFromZero (a kink or pole at 0) | OneHot | ClassId (integer class ids,
 //             a constant) | None (no such input)
-//   torch   the op in PyTorch over tensors a, b and float s ("" when the oracle maps it by hand)
+//   torch   the op in PyTorch over tensors a, b and float s ("" when the oracle maps it by hand); the
+//           PyTorch oracle and `export --format torch` use it for the elementwise and Row ops
+//   onnx    the opset-13 ONNX operator of an elementwise row (adds/muls/pow: its scalar becomes an
+//           initializer input); "" when there is none: `export --format onnx` refuses the node, named
 #pragma once
 
 // clang-format off
 #define GR_OP_TABLE(X) \
-  X(Param,               "param",                 0, Leaf,        kAttrNone,                 param,       none, none,  none,  Leaf,      Opaque,      Yes, None,         None,   "") \
-  X(Const,               "const",                 0, Leaf,        kAttrNone,                 constant,    none, none,  none,  Leaf,      Opaque,      Yes, None,         None,   "") \
-  X(Add,                 "add",                   2, Binary,      kAttrNone,                 add,         a_b,  g,     g,     Broadcast, Elementwise, Yes, Any,          Any,    "a + b") \
-  X(Sub,                 "sub",                   2, Binary,      kAttrNone,                 sub,         a_b,  g,     g,     Broadcast, Elementwise, Yes, Any,          Any,    "a - b") \
-  X(Mul,                 "mul",                   2, Binary,      kAttrNone,                 mul,         a_b,  g_b,   g_a,   Broadcast, Elementwise, Yes, Any,          Any,    "a * b") \
-  X(Div,                 "div",                   2, Binary,      kAttrNone,                 div,         a_b,  g_b,   g_y_b, Broadcast, Elementwise, Yes, Any,          AwayFromZero, "a / b") \
-  X(Neg,                 "neg",                   1, Unary,       kAttrNone,                 neg,         a,    g,     none,  Same,      Elementwise, Yes, Any,          None,   "-a") \
-  X(AddScalar,           "adds",                  1, Unary,       kAttrScalar,               adds,        a_s,  g,     none,  Same,      Elementwise, Yes, Any,          None,   "a + s") \
-  X(MulScalar,           "muls",                  1, Unary,       kAttrScalar,               muls,        a_s,  g_s,   none,  Same,      Elementwise, Yes, Any,          None,   "a * s") \
-  X(Relu,                "relu",                  1, Unary,       kAttrNone,                 relu,        a,    g_a,   none,  Same,      Elementwise, Yes, AwayFromZero, None,   "torch.relu(a)") \
-  X(Sigmoid,             "sigmoid",               1, Unary,       kAttrNone,                 sigmoid,     a,    g_y,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.sigmoid(a)") \
-  X(Tanh,                "tanh",                  1, Unary,       kAttrNone,                 tanh,        a,    g_y,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.tanh(a)") \
-  X(Exp,                 "exp",                   1, Unary,       kAttrNone,                 exp,         a,    g_y,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.exp(a)") \
-  X(Log,                 "log",                   1, Unary,       kAttrNone,                 log,         a,    g_a,   none,  Same,      Elementwise, Yes, Positive,     None,   "torch.log(a)") \
-  X(Sqrt,                "sqrt",                  1, Unary,       kAttrNone,                 sqrt,        a,    g_y,   none,  Same,      Elementwise, Yes, Positive,     None,   "torch.sqrt(a)") \
-  X(Abs,                 "abs",                   1, Unary,       kAttrNone,                 abs,         a,    g_a,   none,  Same,      Elementwise, Yes, AwayFromZero, None,   "torch.abs(a)") \
-  X(Pow,                 "pow",                   1, Unary,       kAttrScalar,               pow,         a_s,  g_a_s, none,  Same,      Elementwise, Yes, Positive,     None,   "torch.pow(a, s)") \
-  X(Sin,                 "sin",                   1, Unary,       kAttrNone,                 sin,         a,    g_a,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.sin(a)") \
-  X(Cos,                 "cos",                   1, Unary,       kAttrNone,                 cos,         a,    g_a,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.cos(a)") \
-  X(Gelu,                "gelu",                  1, Unary,       kAttrNone,                 gelu,        a,    g_a,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.nn.functional.gelu(a, approximate='tanh')") \
-  X(BceWithLogits,       "bce_with_logits",       2, Binary,      kAttrNone,                 bce_logits,  a_b,  g_a_b, g_a,   Broadcast, Elementwise, Yes, Any,          Any,    "torch.nn.functional.binary_cross_entropy_with_logits(*torch.broadcast_tensors(a, b), reduction='none')") \
-  X(Sum,                 "sum",                   1, Reduction,   kAttrAxis | kAttrKeepdims, sum,         none, none,  none,  Reduce,    Reduce,      Yes, Any,          None,   "") \
-  X(Mean,                "mean",                  1, Reduction,   kAttrAxis | kAttrKeepdims, mean,        none, none,  none,  Reduce,    Reduce,      Yes, Any,          None,   "") \
-  X(Max,                 "max",                   1, Reduction,   kAttrAxis | kAttrKeepdims, max,         none, none,  none,  Reduce,    Opaque,      No,  Any,          None,   "") \
-  X(Matmul,              "matmul",                2, Contraction, kAttrNone,                 matmul,      none, none,  none,  Matmul,    Matmul,      No,  Any,          Any,    "") \
-  X(Bmm,                 "bmm",                   2, Contraction, kAttrNone,                 bmm,         none, none,  none,  Bmm,       Opaque,      No,  Any,          Any,    "") \
-  X(Transpose,           "transpose",             1, Movement,    kAttrNone,                 transpose,   none, none,  none,  Transpose, Opaque,      No,  Any,          None,   "") \
-  X(Reshape,             "reshape",               1, Movement,    kAttrShape,                reshape,     none, none,  none,  Reshape,   Copy,        Yes, Any,          None,   "") \
-  X(Slice,               "slice",                 1, Movement,    kAttrWindow,               slice,       none, none,  none,  Slice,     Opaque,      No,  Any,          None,   "") \
-  X(Concat,              "concat",                2, Movement,    kAttrAxis,                 concat,      none, none,  none,  Concat,    Opaque,      No,  Any,          Any,    "") \
-  X(Softmax,             "softmax",               1, Lane,        kAttrAxis,                 softmax,     none, none,  none,  Same,      Lane,        No,  Any,          None,   "") \
-  X(LogSoftmax,          "log_softmax",           1, Lane,        kAttrAxis,                 log_softmax, none, none,  none,  Same,      Lane,        No,  Any,          None,   "") \
-  X(SoftmaxCrossEntropy, "softmax_cross_entropy", 2, Lane,        kAttrNone,                 sce,         none, none,  none,  Loss,      LaneLoss,    No,  Any,          OneHot, "") \
-  X(LayerNorm,           "layer_norm",            1, Lane,        kAttrEps,                  layer_norm,  none, none,  none,  Same,      Lane,        No,  Any,          None,   "") \
-  X(CrossEntropy,        "cross_entropy",         2, Lane,        kAttrNone,                 ce,          none, none,  none,  Loss,      Opaque,      No,  Any,          ClassId, "") \
-  X(Dropout,             "dropout",               1, Random,      kAttrRate,                 dropout,     none, none,  none,  Same,      Opaque,      No,  Any,          None,   "")
+  X(Param,               "param",                 0, Leaf,        kAttrNone,                 param,       none, none,  none,  Leaf,      Opaque,      Yes, None,         None,   "", "") \
+  X(Const,               "const",                 0, Leaf,        kAttrNone,                 constant,    none, none,  none,  Leaf,      Opaque,      Yes, None,         None,   "", "") \
+  X(Add,                 "add",                   2, Binary,      kAttrNone,                 add,         a_b,  g,     g,     Broadcast, Elementwise, Yes, Any,          Any,    "a + b", "Add") \
+  X(Sub,                 "sub",                   2, Binary,      kAttrNone,                 sub,         a_b,  g,     g,     Broadcast, Elementwise, Yes, Any,          Any,    "a - b", "Sub") \
+  X(Mul,                 "mul",                   2, Binary,      kAttrNone,                 mul,         a_b,  g_b,   g_a,   Broadcast, Elementwise, Yes, Any,          Any,    "a * b", "Mul") \
+  X(Div,                 "div",                   2, Binary,      kAttrNone,                 div,         a_b,  g_b,   g_y_b, Broadcast, Elementwise, Yes, Any,          AwayFromZero, "a / b", "Div") \
+  X(Neg,                 "neg",                   1, Unary,       kAttrNone,                 neg,         a,    g,     none,  Same,      Elementwise, Yes, Any,          None,   "-a", "Neg") \
+  X(AddScalar,           "adds",                  1, Unary,       kAttrScalar,               adds,        a_s,  g,     none,  Same,      Elementwise, Yes, Any,          None,   "a + s", "Add") \
+  X(MulScalar,           "muls",                  1, Unary,       kAttrScalar,               muls,        a_s,  g_s,   none,  Same,      Elementwise, Yes, Any,          None,   "a * s", "Mul") \
+  X(Relu,                "relu",                  1, Unary,       kAttrNone,                 relu,        a,    g_a,   none,  Same,      Elementwise, Yes, AwayFromZero, None,   "torch.relu(a)", "Relu") \
+  X(Sigmoid,             "sigmoid",               1, Unary,       kAttrNone,                 sigmoid,     a,    g_y,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.sigmoid(a)", "Sigmoid") \
+  X(Tanh,                "tanh",                  1, Unary,       kAttrNone,                 tanh,        a,    g_y,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.tanh(a)", "Tanh") \
+  X(Exp,                 "exp",                   1, Unary,       kAttrNone,                 exp,         a,    g_y,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.exp(a)", "Exp") \
+  X(Log,                 "log",                   1, Unary,       kAttrNone,                 log,         a,    g_a,   none,  Same,      Elementwise, Yes, Positive,     None,   "torch.log(a)", "Log") \
+  X(Sqrt,                "sqrt",                  1, Unary,       kAttrNone,                 sqrt,        a,    g_y,   none,  Same,      Elementwise, Yes, Positive,     None,   "torch.sqrt(a)", "Sqrt") \
+  X(Abs,                 "abs",                   1, Unary,       kAttrNone,                 abs,         a,    g_a,   none,  Same,      Elementwise, Yes, AwayFromZero, None,   "torch.abs(a)", "Abs") \
+  X(Pow,                 "pow",                   1, Unary,       kAttrScalar,               pow,         a_s,  g_a_s, none,  Same,      Elementwise, Yes, Positive,     None,   "torch.pow(a, s)", "Pow") \
+  X(Sin,                 "sin",                   1, Unary,       kAttrNone,                 sin,         a,    g_a,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.sin(a)", "Sin") \
+  X(Cos,                 "cos",                   1, Unary,       kAttrNone,                 cos,         a,    g_a,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.cos(a)", "Cos") \
+  X(Gelu,                "gelu",                  1, Unary,       kAttrNone,                 gelu,        a,    g_a,   none,  Same,      Elementwise, Yes, Any,          None,   "torch.nn.functional.gelu(a, approximate='tanh')", "") \
+  X(BceWithLogits,       "bce_with_logits",       2, Binary,      kAttrNone,                 bce_logits,  a_b,  g_a_b, g_a,   Broadcast, Elementwise, Yes, Any,          Any,    "torch.nn.functional.binary_cross_entropy_with_logits(*torch.broadcast_tensors(a, b), reduction='none')", "") \
+  X(Sum,                 "sum",                   1, Reduction,   kAttrAxis | kAttrKeepdims, sum,         none, none,  none,  Reduce,    Reduce,      Yes, Any,          None,   "", "") \
+  X(Mean,                "mean",                  1, Reduction,   kAttrAxis | kAttrKeepdims, mean,        none, none,  none,  Reduce,    Reduce,      Yes, Any,          None,   "", "") \
+  X(Max,                 "max",                   1, Reduction,   kAttrAxis | kAttrKeepdims, max,         none, none,  none,  Reduce,    Opaque,      No,  Any,          None,   "", "") \
+  X(Matmul,              "matmul",                2, Contraction, kAttrNone,                 matmul,      none, none,  none,  Matmul,    Matmul,      No,  Any,          Any,    "", "") \
+  X(Bmm,                 "bmm",                   2, Contraction, kAttrNone,                 bmm,         none, none,  none,  Bmm,       Opaque,      No,  Any,          Any,    "", "") \
+  X(Transpose,           "transpose",             1, Movement,    kAttrNone,                 transpose,   none, none,  none,  Transpose, Opaque,      No,  Any,          None,   "", "") \
+  X(Reshape,             "reshape",               1, Movement,    kAttrShape,                reshape,     none, none,  none,  Reshape,   Copy,        Yes, Any,          None,   "", "") \
+  X(Slice,               "slice",                 1, Movement,    kAttrWindow,               slice,       none, none,  none,  Slice,     Opaque,      No,  Any,          None,   "", "") \
+  X(Concat,              "concat",                2, Movement,    kAttrAxis,                 concat,      none, none,  none,  Concat,    Opaque,      No,  Any,          Any,    "", "") \
+  X(Softmax,             "softmax",               1, Lane,        kAttrAxis,                 softmax,     none, none,  none,  Same,      Lane,        No,  Any,          None,   "", "") \
+  X(LogSoftmax,          "log_softmax",           1, Lane,        kAttrAxis,                 log_softmax, none, none,  none,  Same,      Lane,        No,  Any,          None,   "", "") \
+  X(SoftmaxCrossEntropy, "softmax_cross_entropy", 2, Lane,        kAttrNone,                 sce,         none, none,  none,  Loss,      LaneLoss,    No,  Any,          OneHot, "", "") \
+  X(LayerNorm,           "layer_norm",            1, Row,         kAttrEps,                  layer_norm,  none, none,  none,  Same,      Lane,        No,  Any,          None,   "(a - a.mean(-1, keepdim=True)) / torch.sqrt(((a - a.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + s)", "") \
+  X(CrossEntropy,        "cross_entropy",         2, Lane,        kAttrNone,                 ce,          none, none,  none,  Loss,      Opaque,      No,  Any,          ClassId, "", "") \
+  X(Dropout,             "dropout",               1, Random,      kAttrRate,                 dropout,     none, none,  none,  Same,      Opaque,      No,  Any,          None,   "", "")
 // clang-format on
 
-// ---- selecting rows by class: GR_OP_IF_<Class>(...) keeps its arguments for that class only --------
+// ---- selecting rows by class: GR_OP_IF_<CLASS>_<Class>(...) keeps its arguments for that class only --
+// (GR_OP_IF_NOT_ROW_<Class> keeps them for every other class: exhaustive switches over ops group the rest)
+#define GR_OP_IF_UNARY_Leaf(...)
 #define GR_OP_IF_UNARY_Unary(...) __VA_ARGS__
 #define GR_OP_IF_UNARY_Binary(...)
-#define GR_OP_IF_UNARY_Leaf(...)
 #define GR_OP_IF_UNARY_Reduction(...)
 #define GR_OP_IF_UNARY_Contraction(...)
 #define GR_OP_IF_UNARY_Lane(...)
 #define GR_OP_IF_UNARY_Movement(...)
 #define GR_OP_IF_UNARY_Random(...)
+#define GR_OP_IF_UNARY_Row(...)
+#define GR_OP_IF_BINARY_Leaf(...)
 #define GR_OP_IF_BINARY_Unary(...)
 #define GR_OP_IF_BINARY_Binary(...) __VA_ARGS__
-#define GR_OP_IF_BINARY_Leaf(...)
 #define GR_OP_IF_BINARY_Reduction(...)
 #define GR_OP_IF_BINARY_Contraction(...)
 #define GR_OP_IF_BINARY_Lane(...)
 #define GR_OP_IF_BINARY_Movement(...)
 #define GR_OP_IF_BINARY_Random(...)
+#define GR_OP_IF_BINARY_Row(...)
+#define GR_OP_IF_ROW_Leaf(...)
+#define GR_OP_IF_ROW_Unary(...)
+#define GR_OP_IF_ROW_Binary(...)
+#define GR_OP_IF_ROW_Reduction(...)
+#define GR_OP_IF_ROW_Contraction(...)
+#define GR_OP_IF_ROW_Lane(...)
+#define GR_OP_IF_ROW_Movement(...)
+#define GR_OP_IF_ROW_Random(...)
+#define GR_OP_IF_ROW_Row(...) __VA_ARGS__
+#define GR_OP_IF_NOT_ROW_Leaf(...) __VA_ARGS__
+#define GR_OP_IF_NOT_ROW_Unary(...) __VA_ARGS__
+#define GR_OP_IF_NOT_ROW_Binary(...) __VA_ARGS__
+#define GR_OP_IF_NOT_ROW_Reduction(...) __VA_ARGS__
+#define GR_OP_IF_NOT_ROW_Contraction(...) __VA_ARGS__
+#define GR_OP_IF_NOT_ROW_Lane(...) __VA_ARGS__
+#define GR_OP_IF_NOT_ROW_Movement(...) __VA_ARGS__
+#define GR_OP_IF_NOT_ROW_Random(...) __VA_ARGS__
+#define GR_OP_IF_NOT_ROW_Row(...)
+
+// GR_OP_IF_EMIT_NO_<Emit>(...) keeps its arguments for the rows whose Emit column is No (the scalar
+// emitter's refusals are these rows' case labels, generated; its rules are the Yes rows').
+#define GR_OP_IF_EMIT_NO_No(...) __VA_ARGS__
+#define GR_OP_IF_EMIT_NO_Yes(...)
+
+// The host-side text of a kernel name prefix: kernels are grk_<stem>_<part> (GR_KERNEL_STR turns a
+// pasted name into its string, so the device code names a kernel once, as an identifier).
+#define GR_KERNEL_STR_(x) #x
+#define GR_KERNEL_STR(x) GR_KERNEL_STR_(x)
 
 // ---- calling a scalar function with the arguments its row names -----------------------------------
 // GR_OP_ARGS_<list>(g, a, b, y, s) → the parenthesized argument list, e.g. GR_OP_ARGS_g_y → (g, y).

@@ -296,11 +296,19 @@ class Gen {
         const bool last = !coin(4);
         return op(coin() ? "softmax" : "log_softmax", {a}, {{"axis", last ? -1 : 0}}, a.shape, a.bound + 3);
       }
-      case 13: {  // layer_norm over the rows, a − max(a) over the last axis (or the batch), or dropout
+      case 13: {  // a row op (layer_norm, ...) over the rows, a − max(a) over the last axis (or the batch), or dropout
         if (coin(3)) return op("dropout", {a}, {{"rate", coin() ? 0.25 : 0.6}}, a.shape, a.bound * 2.5);
         if (coin()) {
           const double eps = coin() ? 1e-5 : 0.25;
-          return op("layer_norm", {a}, {{"eps", eps}}, a.shape, std::sqrt(static_cast<double>(C)));
+          static const std::vector<const OpInfo*> rows = [] {  // the table's Class Row ops
+            std::vector<const OpInfo*> v;
+            for (const OpInfo& info : kOps)
+              if (info.row()) v.push_back(&info);
+            return v;
+          }();
+          const OpInfo& r = *rows[rows.size() == 1 ? 0 : static_cast<size_t>(pick(static_cast<int64_t>(rows.size())))];
+          // a normalized row: |y| <= sqrt(C) (layer_norm: Σy² < C; rms_norm: Σy² < C)
+          return op(std::string(r.name), {a}, {{"eps", eps}}, a.shape, std::sqrt(static_cast<double>(C)));
         }
         const bool last = !coin(3);
         const Val m = op("max", {a}, {{"axis", last ? -1 : 0}, {"keepdims", true}}, last ? Dims{R, 1} : Dims{1, C}, a.bound);

@@ -183,8 +183,12 @@ void build_graph(Graph& g) {
   // loss += 2^-10 · mean(y · y) over the case's output y (small, so the tampered variants below still
   // move the loss beyond kLossTol). Elementwise rows reach torch through their row's
   // `torch` expression, so a new elementwise op is checked here with no edit.
-  gr::test::Rng crng(0x0AC1E);
+  // Each case draws from its own stream, seeded by its name: a new op's cases (scripts/check-new-op)
+  // leave every other case's inputs, and so its rounding against torch, as they were.
   for (const gr::test::OpCase* c : gr::test::op_cases(gr::test::kUseOracle)) {
+    uint64_t seed = 0x0AC1E ^ 0xcbf29ce484222325ULL;  // FNV-1a of the name
+    for (const char ch : c->name) seed = (seed ^ static_cast<unsigned char>(ch)) * 0x100000001b3ULL;
+    gr::test::Rng crng(seed);
     const std::vector<Var> in = gr::test::make_inputs(t, crng, *c);
     for (size_t k = 0; k < in.size(); ++k)
       if (t.node(in[k]).op == Op::Param && std::find(g.params.begin(), g.params.end(), in[k]) == g.params.end())
@@ -209,7 +213,7 @@ std::string program_text(const Graph& g) {
     o << '\n';
     // An elementwise node carries its row's torch expression (over a, b and s): torch_oracle.py
     // evaluates it, so the oracle needs no edit for a new elementwise op.
-    if (gr::op_info(n.op).elementwise()) o << "expr " << id << ' ' << gr::op_info(n.op).torch << '\n';
+    if (gr::op_info(n.op).elementwise() || gr::op_info(n.op).row()) o << "expr " << id << ' ' << gr::op_info(n.op).torch << '\n';
     // A dropout node's key (seed, step, training): torch_oracle.py draws the mask from it itself.
     if (n.op == Op::Dropout)
       o << "key " << id << ' ' << static_cast<uint64_t>(n.starts[0]) << ' ' << n.starts[1] << ' ' << n.starts[2] << '\n';

@@ -94,7 +94,7 @@ GR_HD static inline void grk_binary_bwd(int side, const gr_real* g, const gr_rea
   extern "C" __global__ void grk_##stem##_fwd(const gr_real* a, const gr_real* b, gr_real* y, const long long* m,  \
                                               long long n) {                                                   \
     grk_binary_fwd<gr_ew_##stem>(a, b, y, m, n);                                                                \
-    GRK_TEST_FLIP("grk_" #stem "_fwd", y, n)                                                                    \
+    GRK_TEST_FLIP(GR_KERNEL_STR(grk_##stem##_fwd), y, n)                                                                    \
   }                                                                                                             \
   GR_EXPORT_KERNEL(grk_##stem##_fwd)                                                                            \
   extern "C" __global__ void grk_##stem##_bwd_a(const gr_real* g, const gr_real* a, const gr_real* b,              \
@@ -112,7 +112,7 @@ GR_HD static inline void grk_binary_bwd(int side, const gr_real* g, const gr_rea
 #define GRK_UNARY_KERNELS(stem)                                                                                 \
   extern "C" __global__ void grk_##stem##_fwd(const gr_real* x, gr_real* y, double s, long long n) {              \
     GRK_LOOP(e, n) y[e] = gr_ew_##stem::fwd(x[e], (gr_real)0, GRK_REAL(s));                                     \
-    GRK_TEST_FLIP("grk_" #stem "_fwd", y, n)                                                                    \
+    GRK_TEST_FLIP(GR_KERNEL_STR(grk_##stem##_fwd), y, n)                                                                    \
   }                                                                                                             \
   GR_EXPORT_KERNEL(grk_##stem##_fwd)                                                                            \
   extern "C" __global__ void grk_##stem##_bwd(const gr_real* g, const gr_real* x, const gr_real* y, gr_real* slot,  \
@@ -384,17 +384,20 @@ extern "C" __global__ void grk_max_bwd(const gr_real* g, const gr_real* x, gr_re
 }
 GR_EXPORT_KERNEL(grk_max_bwd)
 
-// ---- layer_norm over the last axis: one thread per row -------------------------------------------------
-extern "C" __global__ void grk_layer_norm_fwd(const gr_real* x, gr_real* y, long long rows, long long len, double eps) {
-  GRK_LOOP(r, rows) gr_layer_norm_lane_fwd(x + r * len, y + r * len, len, 1LL, GRK_REAL(eps));
-}
-GR_EXPORT_KERNEL(grk_layer_norm_fwd)
+// ---- row ops (Class Row: layer_norm, ...) over the last axis, one thread per row: grk_<stem>_fwd, _bwd ----
+#define GRK_ROW_KERNELS(stem)                                                                                   \
+  extern "C" __global__ void grk_##stem##_fwd(const gr_real* x, gr_real* y, long long rows, long long len, double eps) { \
+    GRK_LOOP(r, rows) gr_##stem##_lane_fwd(x + r * len, y + r * len, len, 1LL, GRK_REAL(eps));                 \
+  }                                                                                                             \
+  GR_EXPORT_KERNEL(grk_##stem##_fwd)                                                                            \
+  extern "C" __global__ void grk_##stem##_bwd(const gr_real* g, const gr_real* x, const gr_real* y, gr_real* slot,  \
+                                              long long rows, long long len, double eps) {                      \
+    GRK_LOOP(r, rows) gr_##stem##_lane_bwd(g + r * len, x + r * len, y + r * len, slot + r * len, len, 1LL, GRK_REAL(eps)); \
+  }                                                                                                             \
+  GR_EXPORT_KERNEL(grk_##stem##_bwd)
 
-extern "C" __global__ void grk_layer_norm_bwd(const gr_real* g, const gr_real* x, const gr_real* y, gr_real* slot,
-                                              long long rows, long long len, double eps) {
-  GRK_LOOP(r, rows) gr_layer_norm_lane_bwd(g + r * len, x + r * len, y + r * len, slot + r * len, len, 1LL, GRK_REAL(eps));
-}
-GR_EXPORT_KERNEL(grk_layer_norm_bwd)
+#define GRK_ROW_OP_KERNELS(E, name, arity, cls, attrs, stem, ...) GR_OP_IF_ROW_##cls(GRK_ROW_KERNELS(stem))
+GR_OP_TABLE(GRK_ROW_OP_KERNELS)
 
 // ---- cross-entropy with class ids: the forward in ONE thread (rows ascending), the backward per row -----
 extern "C" __global__ void grk_ce_fwd(const gr_real* x, const gr_real* ids, gr_real* y, long long rows, long long C) {

@@ -15,11 +15,11 @@ namespace gr {
 
 namespace {
 
-// The emitter's rule table: one case per op, no default (-Werror=switch). The forward and backward
-// switches below have the same shape; this one is what the compile-time check reads.
-// The emitter's rule table: the elementwise ops emit from their rows (op_render.h); the others
-// are listed by hand, no default (-Werror=switch). The compile-time check below compares it with
-// the table's Emit column.
+// The emitter's rule table: one case per op, no default (-Werror=switch). The elementwise ops emit
+// from their rows (op_render.h), the other Emit=Yes ops have a rule here, and the refusals are the
+// Emit=No rows' case labels, generated from the column (GR_EMIT_REFUSED): a new op that cannot be
+// emitted needs no edit here, and one marked Yes without a rule does not compile. The forward and
+// backward switches below have the same shape.
 constexpr bool has_rule(Op op) {
   switch (op) {
 #define GR_EMIT_EW_RULE(E, name, arity, cls, ...) GR_OP_IF_UNARY_##cls(case Op::E:) GR_OP_IF_BINARY_##cls(case Op::E:)
@@ -30,21 +30,13 @@ constexpr bool has_rule(Op op) {
     case Op::Sum:
     case Op::Mean:
     case Op::Reshape: return true;
-    case Op::Matmul:
-    case Op::Bmm:
-    case Op::Transpose:
-    case Op::Slice:
-    case Op::Concat:
-    case Op::Softmax:
-    case Op::LogSoftmax:
-    case Op::SoftmaxCrossEntropy:
-    case Op::Max:
-    case Op::LayerNorm:
-    case Op::CrossEntropy:
-    case Op::Dropout: return false;
+#define GR_EMIT_REFUSED(E, name, arity, cls, attrs, stem, fwd, bwda, bwdb, shape, fusion, emit, ...) GR_OP_IF_EMIT_NO_##emit(case Op::E:)
+      GR_OP_TABLE(GR_EMIT_REFUSED)  // the Emit=No rows
+      return false;
   }
   return false;
 }
+// GR_EMIT_REFUSED stays defined: the render switches below list the same Emit=No rows.
 
 constexpr bool rules_match_op_table() {
   for (const OpInfo& info : kOps)
@@ -226,18 +218,8 @@ class Emitter {
       case Op::Sum: return render_sum("__dadd_rn", "0.0", &a, 1);
       case Op::Mean: return "__ddiv_rn(" + render_sum("__dadd_rn", "0.0", &a, 1) + ", " + c_double_literal(reduced_count(n)) + ")";
       case Op::Reshape: return a;
-      case Op::Matmul:
-      case Op::Bmm:
-      case Op::Transpose:
-      case Op::Slice:
-      case Op::Concat:
-      case Op::Softmax:
-      case Op::LogSoftmax:
-      case Op::SoftmaxCrossEntropy:
-      case Op::Max:
-      case Op::LayerNorm:
-      case Op::CrossEntropy:
-      case Op::Dropout: break;
+        GR_OP_TABLE(GR_EMIT_REFUSED)  // the Emit=No rows
+        break;
     }
     fail(id, "no scalar rule");  // unreachable: check_nodes refused it
   }
@@ -285,18 +267,8 @@ class Emitter {
       case Op::Sum: ca = gy; break;
       case Op::Mean: ca = "__ddiv_rn(" + gy + ", " + c_double_literal(reduced_count(n)) + ")"; break;
       case Op::Reshape: ca = gy; break;
-      case Op::Matmul:
-      case Op::Bmm:
-      case Op::Transpose:
-      case Op::Slice:
-      case Op::Concat:
-      case Op::Softmax:
-      case Op::LogSoftmax:
-      case Op::SoftmaxCrossEntropy:
-      case Op::Max:
-      case Op::LayerNorm:
-      case Op::CrossEntropy:
-      case Op::Dropout: fail(id, "no scalar rule");  // unreachable: check_nodes refused it
+        GR_OP_TABLE(GR_EMIT_REFUSED)  // the Emit=No rows
+        fail(id, "no scalar rule");  // unreachable: check_nodes refused it
     }
     std::vector<Contribution> out;
     if (!ca.empty() && t_.node(n.a).requires_grad) out.push_back({n.a, ca});

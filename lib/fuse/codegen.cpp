@@ -46,6 +46,13 @@ std::string bside_operand(const Gen& g, int32_t b, BSide side, const std::string
   return g.V(b) + "[0]";
 }
 
+[[noreturn]] void no_stage(const NodeView& y, const char* where) {
+  throw Error("fuse: " + std::string(op_name(y.op)) + " cannot be a stage of a " + where + " (the planner placed it there)");
+}
+
+// gr_<stem>_<part>: a lane or row op's lane function, named from its row.
+std::string lane_fn(Op op, const char* part) { return "gr_" + std::string(op_info(op).stem) + "_lane_" + part; }
+
 std::string col_loop(int64_t W) {
   return "    for (long long c = threadIdx.x; c < " + L(W) + "; c += blockDim.x) {";
 }
@@ -70,29 +77,40 @@ void gen_row_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
     const int64_t C = y.shape[1];
     const std::string row = "s * " + L(C) + " + c";
     g.line("    // node " + std::to_string(k) + ": " + std::string(op_name(y.op)) + " " + y.shape.str());
-    if (is_binary(y.op)) {
-      const std::string b = bside_operand(g, y.b, an.bside(k), row);
-      g.line(col_loop(C));
-      g.line("      " + g.V(k) + "[" + row + "] = " + call(y.op, CallSide::Fwd, "", g.V(y.a) + "[" + row + "]", b, "", "") + ";");
-      g.line("    }");
-    } else if (is_unary(y.op)) {
-      g.line(col_loop(C));
-      g.line("      " + g.V(k) + "[" + row + "] = " +
-             call(y.op, CallSide::Fwd, "", g.V(y.a) + "[" + row + "]", "", "", "GRK_REAL(" + lit(y.scalar) + ")") + ";");
-      g.line("    }");
-    } else if (y.op == Op::Matmul) {
-      const int64_t K = an.n(y.a).shape[1];
-      g.line(col_loop(C));
-      g.line("      " + g.V(k) + "[" + row + "] = gr_dot(" + g.V(y.a) + " + s * " + L(K) + ", 1LL, " + g.V(y.b) + " + c, " + L(C) +
-             ", " + L(K) + ");");
-      g.line("    }");
-    } else if (y.op == Op::LayerNorm) {  // one thread per row, as the per-node kernel
-      g.line("    if (threadIdx.x == 0) gr_layer_norm_lane_fwd(" + g.V(y.a) + " + s * " + L(C) + ", " + g.V(k) + " + s * " +
-             L(C) + ", " + L(C) + ", 1LL, GRK_REAL(" + lit(y.scalar) + "));");
-    } else {  // softmax / log_softmax over the last axis: one thread per lane (= row), as the per-node kernel
-      const char* fn = y.op == Op::Softmax ? "gr_softmax_lane_fwd" : "gr_log_softmax_lane_fwd";
-      g.line("    if (threadIdx.x == 0) " + std::string(fn) + "(" + g.V(y.a) + " + s * " + L(C) + ", " + g.V(k) + " + s * " +
-             L(C) + ", " + L(C) + ", 1LL);");
+    switch (row_stage(y.op)) {
+      case Stage::Binary: {
+        const std::string b = bside_operand(g, y.b, an.bside(k), row);
+        g.line(col_loop(C));
+        g.line("      " + g.V(k) + "[" + row + "] = " + call(y.op, CallSide::Fwd, "", g.V(y.a) + "[" + row + "]", b, "", "") + ";");
+        g.line("    }");
+        break;
+      }
+      case Stage::Unary:
+        g.line(col_loop(C));
+        g.line("      " + g.V(k) + "[" + row + "] = " +
+               call(y.op, CallSide::Fwd, "", g.V(y.a) + "[" + row + "]", "", "", "GRK_REAL(" + lit(y.scalar) + ")") + ";");
+        g.line("    }");
+        break;
+      case Stage::Matmul: {
+        const int64_t K = an.n(y.a).shape[1];
+        g.line(col_loop(C));
+        g.line("      " + g.V(k) + "[" + row + "] = gr_dot(" + g.V(y.a) + " + s * " + L(K) + ", 1LL, " + g.V(y.b) + " + c, " + L(C) +
+               ", " + L(K) + ");");
+        g.line("    }");
+        break;
+      }
+      case Stage::Row:  // one thread per row, as the per-node kernel; eps in the node's scalar
+        g.line("    if (threadIdx.x == 0) " + lane_fn(y.op, "fwd") + "(" + g.V(y.a) + " + s * " + L(C) + ", " + g.V(k) + " + s * " +
+               L(C) + ", " + L(C) + ", 1LL, GRK_REAL(" + lit(y.scalar) + "));");
+        break;
+      case Stage::Lane:  // softmax / log_softmax over the last axis: one thread per lane (= row), as the per-node kernel
+        g.line("    if (threadIdx.x == 0) " + lane_fn(y.op, "fwd") + "(" + g.V(y.a) + " + s * " + L(C) + ", " + g.V(k) + " + s * " +
+               L(C) + ", " + L(C) + ", 1LL);");
+        break;
+      case Stage::Copy:
+      case Stage::SumAll:
+      case Stage::Sce:
+      case Stage::None: no_stage(y, "row segment");
     }
     if (i + 1 < seg.nodes.size()) g.line("    __syncthreads();");
   }
@@ -126,16 +144,25 @@ BwdSplit split_bwd(const Analyzer& an, const Segment& seg) {
       if (!sp.param.count(t)) sp.param_order.push_back(t);
       sp.param[t].push_back({k, kind});
     };
-    if (is_binary(y.op)) {
-      row(y.a);
-      const BSide bs = an.bside(k);
-      if (bs == BSide::Row) row(y.b);
-      else par(y.b, bs == BSide::Col ? 1 : 2);
-    } else if (y.op == Op::Matmul) {
-      row(y.a);
-      par(y.b, 0);
-    } else {
-      row(y.a);
+    switch (row_stage(y.op)) {
+      case Stage::Binary: {
+        row(y.a);
+        const BSide bs = an.bside(k);
+        if (bs == BSide::Row) row(y.b);
+        else par(y.b, bs == BSide::Col ? 1 : 2);
+        break;
+      }
+      case Stage::Matmul:
+        row(y.a);
+        par(y.b, 0);
+        break;
+      case Stage::Unary:
+      case Stage::Lane:
+      case Stage::Row: row(y.a); break;
+      case Stage::Copy:
+      case Stage::SumAll:
+      case Stage::Sce:
+      case Stage::None: no_stage(y, "row segment");
     }
   }
   return sp;
@@ -172,20 +199,31 @@ void gen_row_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
     const Shape& sx = an.n(h.a).shape;
     const std::string C = L(sx[1]);
     g.line("    // node " + std::to_string(seg.head) + ": " + std::string(op_name(h.op)) + " (segment head)");
-    if (h.op == Op::SoftmaxCrossEntropy) {  // grk_sce_bwd: one thread per row
-      g.line("    if (threadIdx.x == 0) {");
-      g.line("      const gr_real q = GRK_DIV(" + g.G(seg.head) + "[0], (gr_real)" + L(sx[0]) + ");");
-      g.line("      gr_sce_row_bwd(" + g.V(h.a) + " + s * " + C + ", " + g.V(h.b) + " + s * " + C + ", q, " +
-             (an.active(h.a) ? g.G(h.a) + " + s * " + C : std::string("(gr_real*)0")) + ", " +
-             (an.active(h.b) ? g.G(h.b) + " + s * " + C : std::string("(gr_real*)0")) + ", " + C + ");");
-      g.line("    }");
-    } else {  // sum / mean over all axes (grk_sum_all_bwd)
-      const int64_t n = sx.numel();
-      g.line(col_loop(sx[1]));
-      g.line("      const gr_real gi = " +
-             (h.op == Op::Mean ? "GRK_DIV(" + g.G(seg.head) + "[0], (gr_real)" + L(n) + ")" : g.G(seg.head) + "[0]") + ";");
-      g.line("      " + g.G(h.a) + "[s * " + C + " + c] = gr_accumulate(" + g.G(h.a) + "[s * " + C + " + c], gi);");
-      g.line("    }");
+    switch (serial_stage(h.op)) {
+      case Stage::Sce:  // the per-node sce backward: one thread per row
+        g.line("    if (threadIdx.x == 0) {");
+        g.line("      const gr_real q = GRK_DIV(" + g.G(seg.head) + "[0], (gr_real)" + L(sx[0]) + ");");
+        g.line("      gr_sce_row_bwd(" + g.V(h.a) + " + s * " + C + ", " + g.V(h.b) + " + s * " + C + ", q, " +
+               (an.active(h.a) ? g.G(h.a) + " + s * " + C : std::string("(gr_real*)0")) + ", " +
+               (an.active(h.b) ? g.G(h.b) + " + s * " + C : std::string("(gr_real*)0")) + ", " + C + ");");
+        g.line("    }");
+        break;
+      case Stage::SumAll: {  // sum / mean over all axes (the per-node sum_all backward)
+        const int64_t n = sx.numel();
+        g.line(col_loop(sx[1]));
+        g.line("      const gr_real gi = " +
+               (h.op == Op::Mean ? "GRK_DIV(" + g.G(seg.head) + "[0], (gr_real)" + L(n) + ")" : g.G(seg.head) + "[0]") + ";");
+        g.line("      " + g.G(h.a) + "[s * " + C + " + c] = gr_accumulate(" + g.G(h.a) + "[s * " + C + " + c], gi);");
+        g.line("    }");
+        break;
+      }
+      case Stage::Unary:
+      case Stage::Binary:
+      case Stage::Matmul:
+      case Stage::Lane:
+      case Stage::Row:
+      case Stage::Copy:
+      case Stage::None: no_stage(h, "row segment's head");
     }
     first = false;
   }
@@ -199,36 +237,47 @@ void gen_row_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
     auto acc_into = [&](const std::string& slot, const std::string& contrib) {
       body += "      " + slot + " = gr_accumulate(" + slot + ", " + contrib + ");\n";
     };
-    if (is_binary(y.op)) {
-      const BSide bs = an.bside(k);
-      const std::string b = bside_operand(g, y.b, bs, row);
-      const Operands o{g.G(k) + "[" + row + "]", g.V(y.a) + "[" + row + "]", b, g.V(k) + "[" + row + "]", ""};
-      if (an.active(y.a)) acc_into(g.G(y.a) + "[" + row + "]", render_call(y.op, CallSide::A, o));
-      if (bs == BSide::Row && an.active(y.b)) acc_into(g.G(y.b) + "[" + row + "]", render_call(y.op, CallSide::B, o));
-      if (body.empty()) continue;
-      body = col_loop(C) + "\n" + body + "    }";
-    } else if (is_unary(y.op)) {
-      if (!an.active(y.a)) continue;
-      acc_into(g.G(y.a) + "[" + row + "]", call(y.op, CallSide::A, g.G(k) + "[" + row + "]", g.V(y.a) + "[" + row + "]", "",
-                                                g.V(k) + "[" + row + "]", "GRK_REAL(" + lit(y.scalar) + ")"));
-      body = col_loop(C) + "\n" + body + "    }";
-    } else if (y.op == Op::Matmul) {
-      if (!an.active(y.a)) continue;
-      const int64_t K = an.n(y.a).shape[1];
-      body = col_loop(K) + "\n";  // c = k of dA[s, k]
-      body += "      " + g.G(y.a) + "[s * " + L(K) + " + c] = GRK_ADD(" + g.G(y.a) + "[s * " + L(K) + " + c], gr_dot(" + g.G(k) +
-              " + s * " + L(C) + ", 1LL, " + g.V(y.b) + " + c * " + L(C) + ", 1LL, " + L(C) + "));\n";
-      body += "    }";
-    } else if (y.op == Op::LayerNorm) {
-      if (!an.active(y.a)) continue;
-      body = "    if (threadIdx.x == 0) gr_layer_norm_lane_bwd(" + g.G(k) + " + s * " + L(C) + ", " + g.V(y.a) + " + s * " + L(C) +
-             ", " + g.V(k) + " + s * " + L(C) + ", " + g.G(y.a) + " + s * " + L(C) + ", " + L(C) + ", 1LL, GRK_REAL(" +
-             lit(y.scalar) + "));";
-    } else {  // softmax / log_softmax lane
-      if (!an.active(y.a)) continue;
-      const char* fn = y.op == Op::Softmax ? "gr_softmax_lane_bwd" : "gr_log_softmax_lane_bwd";
-      body = "    if (threadIdx.x == 0) " + std::string(fn) + "(" + g.G(k) + " + s * " + L(C) + ", " + g.V(k) + " + s * " +
-             L(C) + ", " + g.G(y.a) + " + s * " + L(C) + ", " + L(C) + ", 1LL);";
+    switch (row_stage(y.op)) {
+      case Stage::Binary: {
+        const BSide bs = an.bside(k);
+        const std::string b = bside_operand(g, y.b, bs, row);
+        const Operands o{g.G(k) + "[" + row + "]", g.V(y.a) + "[" + row + "]", b, g.V(k) + "[" + row + "]", ""};
+        if (an.active(y.a)) acc_into(g.G(y.a) + "[" + row + "]", render_call(y.op, CallSide::A, o));
+        if (bs == BSide::Row && an.active(y.b)) acc_into(g.G(y.b) + "[" + row + "]", render_call(y.op, CallSide::B, o));
+        if (body.empty()) continue;
+        body = col_loop(C) + "\n" + body + "    }";
+        break;
+      }
+      case Stage::Unary:
+        if (!an.active(y.a)) continue;
+        acc_into(g.G(y.a) + "[" + row + "]", call(y.op, CallSide::A, g.G(k) + "[" + row + "]", g.V(y.a) + "[" + row + "]", "",
+                                                  g.V(k) + "[" + row + "]", "GRK_REAL(" + lit(y.scalar) + ")"));
+        body = col_loop(C) + "\n" + body + "    }";
+        break;
+      case Stage::Matmul: {
+        if (!an.active(y.a)) continue;
+        const int64_t K = an.n(y.a).shape[1];
+        body = col_loop(K) + "\n";  // c = k of dA[s, k]
+        body += "      " + g.G(y.a) + "[s * " + L(K) + " + c] = GRK_ADD(" + g.G(y.a) + "[s * " + L(K) + " + c], gr_dot(" + g.G(k) +
+                " + s * " + L(C) + ", 1LL, " + g.V(y.b) + " + c * " + L(C) + ", 1LL, " + L(C) + "));\n";
+        body += "    }";
+        break;
+      }
+      case Stage::Row:
+        if (!an.active(y.a)) continue;
+        body = "    if (threadIdx.x == 0) " + lane_fn(y.op, "bwd") + "(" + g.G(k) + " + s * " + L(C) + ", " + g.V(y.a) + " + s * " +
+               L(C) + ", " + g.V(k) + " + s * " + L(C) + ", " + g.G(y.a) + " + s * " + L(C) + ", " + L(C) + ", 1LL, GRK_REAL(" +
+               lit(y.scalar) + "));";
+        break;
+      case Stage::Lane:  // softmax / log_softmax lane
+        if (!an.active(y.a)) continue;
+        body = "    if (threadIdx.x == 0) " + lane_fn(y.op, "bwd") + "(" + g.G(k) + " + s * " + L(C) + ", " + g.V(k) + " + s * " +
+               L(C) + ", " + g.G(y.a) + " + s * " + L(C) + ", " + L(C) + ", 1LL);";
+        break;
+      case Stage::Copy:
+      case Stage::SumAll:
+      case Stage::Sce:
+      case Stage::None: no_stage(y, "row segment");
     }
     if (!first) g.line("    __syncthreads();");
     first = false;
@@ -303,25 +352,35 @@ void gen_serial_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::s
   for (int32_t k : seg.nodes) {
     const NodeView& y = an.n(k);
     g.line("  // node " + std::to_string(k) + ": " + std::string(op_name(y.op)) + " " + y.shape.str());
-    if (is_binary(y.op)) {
-      g.line("  " + g.V(k) + "[0] = " + call(y.op, CallSide::Fwd, "", g.V(y.a) + "[0]", g.V(y.b) + "[0]", "", "") + ";");
-    } else if (is_unary(y.op)) {
-      g.line("  " + g.V(k) + "[0] = " + call(y.op, CallSide::Fwd, "", g.V(y.a) + "[0]", "", "", "GRK_REAL(" + lit(y.scalar) + ")") +
-             ";");
-    } else if (op_info(y.op).fusion == FusionClass::Copy) {
-      g.line("  " + g.V(k) + "[0] = " + g.V(y.a) + "[0];");
-    } else if (y.op == Op::Sum || y.op == Op::Mean) {
-      const int64_t n = an.n(y.a).numel;
-      const std::string acc = "gr_sum(" + g.V(y.a) + ", " + L(n) + ", 1LL)";
-      g.line("  " + g.V(k) + "[0] = " + (y.op == Op::Mean ? "GRK_DIV(" + acc + ", (gr_real)" + L(n) + ")" : acc) + ";");
-    } else {  // softmax cross-entropy (grk_sce_fwd)
-      const Shape& sx = an.n(y.a).shape;
-      g.line("  {");
-      g.line("    gr_real total = 0;");
-      g.line("    for (long long r = 0; r < " + L(sx[0]) + "; ++r) total = GRK_ADD(total, gr_sce_row_fwd(" + g.V(y.a) + " + r * " +
-             L(sx[1]) + ", " + g.V(y.b) + " + r * " + L(sx[1]) + ", " + L(sx[1]) + "));");
-      g.line("    " + g.V(k) + "[0] = gr_sce_finish(total, " + L(sx[0]) + ");");
-      g.line("  }");
+    switch (serial_stage(y.op)) {
+      case Stage::Binary:
+        g.line("  " + g.V(k) + "[0] = " + call(y.op, CallSide::Fwd, "", g.V(y.a) + "[0]", g.V(y.b) + "[0]", "", "") + ";");
+        break;
+      case Stage::Unary:
+        g.line("  " + g.V(k) + "[0] = " + call(y.op, CallSide::Fwd, "", g.V(y.a) + "[0]", "", "", "GRK_REAL(" + lit(y.scalar) + ")") +
+               ";");
+        break;
+      case Stage::Copy: g.line("  " + g.V(k) + "[0] = " + g.V(y.a) + "[0];"); break;
+      case Stage::SumAll: {
+        const int64_t n = an.n(y.a).numel;
+        const std::string acc = "gr_sum(" + g.V(y.a) + ", " + L(n) + ", 1LL)";
+        g.line("  " + g.V(k) + "[0] = " + (y.op == Op::Mean ? "GRK_DIV(" + acc + ", (gr_real)" + L(n) + ")" : acc) + ";");
+        break;
+      }
+      case Stage::Sce: {  // softmax cross-entropy (the per-node sce forward)
+        const Shape& sx = an.n(y.a).shape;
+        g.line("  {");
+        g.line("    gr_real total = 0;");
+        g.line("    for (long long r = 0; r < " + L(sx[0]) + "; ++r) total = GRK_ADD(total, gr_sce_row_fwd(" + g.V(y.a) + " + r * " +
+               L(sx[1]) + ", " + g.V(y.b) + " + r * " + L(sx[1]) + ", " + L(sx[1]) + "));");
+        g.line("    " + g.V(k) + "[0] = gr_sce_finish(total, " + L(sx[0]) + ");");
+        g.line("  }");
+        break;
+      }
+      case Stage::Matmul:
+      case Stage::Lane:
+      case Stage::Row:
+      case Stage::None: no_stage(y, "serial segment");
     }
   }
   g.close(name);
@@ -352,36 +411,49 @@ bool gen_serial_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::s
     const NodeView& y = an.n(k);
     if (!an.active(k)) continue;
     g.line("  // node " + std::to_string(k) + ": " + std::string(op_name(y.op)) + " " + y.shape.str());
-    if (is_binary(y.op)) {
-      const Operands o{g.G(k) + "[0]", g.V(y.a) + "[0]", g.V(y.b) + "[0]", g.V(k) + "[0]", ""};
-      if (an.active(y.a))
-        g.line("  " + g.G(y.a) + "[0] = gr_accumulate(" + g.G(y.a) + "[0], " + render_call(y.op, CallSide::A, o) + ");");
-      if (an.active(y.b))
-        g.line("  " + g.G(y.b) + "[0] = gr_accumulate(" + g.G(y.b) + "[0], " + render_call(y.op, CallSide::B, o) + ");");
-    } else if (is_unary(y.op)) {
-      if (!an.active(y.a)) continue;
-      g.line("  " + g.G(y.a) + "[0] = gr_accumulate(" + g.G(y.a) + "[0], " +
-             call(y.op, CallSide::A, g.G(k) + "[0]", g.V(y.a) + "[0]", "", g.V(k) + "[0]", "GRK_REAL(" + lit(y.scalar) + ")") + ");");
-    } else if (op_info(y.op).fusion == FusionClass::Copy) {
-      if (!an.active(y.a)) continue;
-      g.line("  " + g.G(y.a) + "[0] = gr_accumulate(" + g.G(y.a) + "[0], " + g.G(k) + "[0]);");
-    } else if (y.op == Op::Sum || y.op == Op::Mean) {
-      if (!an.active(y.a)) continue;
-      const int64_t n = an.n(y.a).numel;
-      g.line("  for (long long e = 0; e < " + L(n) + "; ++e) {");
-      g.line("    const gr_real gi = " + (y.op == Op::Mean ? "GRK_DIV(" + g.G(k) + "[0], (gr_real)" + L(n) + ")" : g.G(k) + "[0]") + ";");
-      g.line("    " + g.G(y.a) + "[e] = gr_accumulate(" + g.G(y.a) + "[e], gi);");
-      g.line("  }");
-    } else {  // softmax cross-entropy (grk_sce_bwd), rows ascending
-      if (!an.active(y.a) && !an.active(y.b)) continue;
-      const Shape& sx = an.n(y.a).shape;
-      const std::string R = L(sx[0]), C = L(sx[1]);
-      g.line("  for (long long r = 0; r < " + R + "; ++r) {");
-      g.line("    const gr_real q = GRK_DIV(" + g.G(k) + "[0], (gr_real)" + R + ");");
-      g.line("    gr_sce_row_bwd(" + g.V(y.a) + " + r * " + C + ", " + g.V(y.b) + " + r * " + C + ", q, " +
-             (an.active(y.a) ? g.G(y.a) + " + r * " + C : std::string("(gr_real*)0")) + ", " +
-             (an.active(y.b) ? g.G(y.b) + " + r * " + C : std::string("(gr_real*)0")) + ", " + C + ");");
-      g.line("  }");
+    switch (serial_stage(y.op)) {
+      case Stage::Binary: {
+        const Operands o{g.G(k) + "[0]", g.V(y.a) + "[0]", g.V(y.b) + "[0]", g.V(k) + "[0]", ""};
+        if (an.active(y.a))
+          g.line("  " + g.G(y.a) + "[0] = gr_accumulate(" + g.G(y.a) + "[0], " + render_call(y.op, CallSide::A, o) + ");");
+        if (an.active(y.b))
+          g.line("  " + g.G(y.b) + "[0] = gr_accumulate(" + g.G(y.b) + "[0], " + render_call(y.op, CallSide::B, o) + ");");
+        break;
+      }
+      case Stage::Unary:
+        if (!an.active(y.a)) continue;
+        g.line("  " + g.G(y.a) + "[0] = gr_accumulate(" + g.G(y.a) + "[0], " +
+               call(y.op, CallSide::A, g.G(k) + "[0]", g.V(y.a) + "[0]", "", g.V(k) + "[0]", "GRK_REAL(" + lit(y.scalar) + ")") + ");");
+        break;
+      case Stage::Copy:
+        if (!an.active(y.a)) continue;
+        g.line("  " + g.G(y.a) + "[0] = gr_accumulate(" + g.G(y.a) + "[0], " + g.G(k) + "[0]);");
+        break;
+      case Stage::SumAll: {
+        if (!an.active(y.a)) continue;
+        const int64_t n = an.n(y.a).numel;
+        g.line("  for (long long e = 0; e < " + L(n) + "; ++e) {");
+        g.line("    const gr_real gi = " + (y.op == Op::Mean ? "GRK_DIV(" + g.G(k) + "[0], (gr_real)" + L(n) + ")" : g.G(k) + "[0]") + ";");
+        g.line("    " + g.G(y.a) + "[e] = gr_accumulate(" + g.G(y.a) + "[e], gi);");
+        g.line("  }");
+        break;
+      }
+      case Stage::Sce: {  // softmax cross-entropy (the per-node sce backward), rows ascending
+        if (!an.active(y.a) && !an.active(y.b)) continue;
+        const Shape& sx = an.n(y.a).shape;
+        const std::string R = L(sx[0]), C = L(sx[1]);
+        g.line("  for (long long r = 0; r < " + R + "; ++r) {");
+        g.line("    const gr_real q = GRK_DIV(" + g.G(k) + "[0], (gr_real)" + R + ");");
+        g.line("    gr_sce_row_bwd(" + g.V(y.a) + " + r * " + C + ", " + g.V(y.b) + " + r * " + C + ", q, " +
+               (an.active(y.a) ? g.G(y.a) + " + r * " + C : std::string("(gr_real*)0")) + ", " +
+               (an.active(y.b) ? g.G(y.b) + " + r * " + C : std::string("(gr_real*)0")) + ", " + C + ");");
+        g.line("  }");
+        break;
+      }
+      case Stage::Matmul:
+      case Stage::Lane:
+      case Stage::Row:
+      case Stage::None: no_stage(y, "serial segment");
     }
   }
   g.close(name);

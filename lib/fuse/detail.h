@@ -19,6 +19,64 @@ inline bool is_leaf(Op op) { return op_info(op).leaf(); }
 inline bool is_binary(Op op) { return op_info(op).cls == OpClass::Binary; }
 inline bool is_unary(Op op) { return op_info(op).cls == OpClass::Unary; }
 
+// What a node is as a stage of a row segment / a serial segment: exhaustive switches over the ops
+// (elementwise and row ops from their rows), so a new op that is not listed here does not compile.
+enum class Stage { Unary, Binary, Matmul, Lane, Row, Copy, SumAll, Sce, None };
+
+inline Stage row_stage(Op op) {
+  switch (op) {
+#define GR_FUSE_ROW_STAGE(E, name, arity, cls, ...)                                                  \
+  GR_OP_IF_UNARY_##cls(case Op::E: return Stage::Unary;) GR_OP_IF_BINARY_##cls(case Op::E: return Stage::Binary;) \
+  GR_OP_IF_ROW_##cls(case Op::E: return Stage::Row;)
+    GR_OP_TABLE(GR_FUSE_ROW_STAGE)
+#undef GR_FUSE_ROW_STAGE
+    case Op::Matmul: return Stage::Matmul;
+    case Op::Softmax:
+    case Op::LogSoftmax: return Stage::Lane;  // gr_<stem>_lane_fwd / _bwd over the last axis
+    case Op::Param:
+    case Op::Const:
+    case Op::Sum:
+    case Op::Mean:
+    case Op::Max:
+    case Op::Bmm:
+    case Op::Transpose:
+    case Op::Reshape:
+    case Op::Slice:
+    case Op::Concat:
+    case Op::SoftmaxCrossEntropy:
+    case Op::CrossEntropy:
+    case Op::Dropout: return Stage::None;
+  }
+  return Stage::None;
+}
+
+inline Stage serial_stage(Op op) {
+  switch (op) {
+#define GR_FUSE_SERIAL_STAGE(E, name, arity, cls, ...)                                                  \
+  GR_OP_IF_UNARY_##cls(case Op::E: return Stage::Unary;) GR_OP_IF_BINARY_##cls(case Op::E: return Stage::Binary;) \
+  GR_OP_IF_ROW_##cls(case Op::E: return Stage::None;)
+    GR_OP_TABLE(GR_FUSE_SERIAL_STAGE)
+#undef GR_FUSE_SERIAL_STAGE
+    case Op::Reshape: return Stage::Copy;
+    case Op::Sum:
+    case Op::Mean: return Stage::SumAll;  // over all axes (serial_ok, row_head)
+    case Op::SoftmaxCrossEntropy: return Stage::Sce;
+    case Op::Param:
+    case Op::Const:
+    case Op::Max:
+    case Op::Matmul:
+    case Op::Bmm:
+    case Op::Transpose:
+    case Op::Slice:
+    case Op::Concat:
+    case Op::Softmax:
+    case Op::LogSoftmax:
+    case Op::CrossEntropy:
+    case Op::Dropout: return Stage::None;
+  }
+  return Stage::None;
+}
+
 // An integer as a kernel long long literal.
 inline std::string L(int64_t v) { return std::to_string(v) + "LL"; }
 

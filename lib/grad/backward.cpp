@@ -231,7 +231,8 @@ struct TapeRules {
 
   void lane_bwd(const R* g_lane, const R* y, R* slot, int64_t len, int64_t stride) const {
     if (n.op == Op::Softmax) gr_softmax_lane_bwd(g_lane, y, slot, len, stride);
-    else gr_log_softmax_lane_bwd(g_lane, y, slot, len, stride);
+    else if (n.op == Op::LogSoftmax) gr_log_softmax_lane_bwd(g_lane, y, slot, len, stride);
+    else throw Error("lane backward: " + std::string(op_name(n.op)) + " is not softmax or log_softmax");
   }
 
   void lane() {
@@ -267,21 +268,35 @@ struct TapeRules {
       }
   }
 
-  void layer_norm() {
+  // A row op's backward over one contiguous row: its row's gr_<stem>_lane_bwd (an exhaustive
+  // switch generated from the table; Row ops only reach it).
+  template <class T>
+  static void row_bwd(Op op, const T* gl, const T* x, const T* y, T* slot, int64_t len, T eps) {
+    switch (op) {
+#define GR_TAPE_ROW_BWD(E, name, arity, cls, attrs, stem, ...)                                                      \
+  GR_OP_IF_ROW_##cls(case Op::E: return gr_##stem##_lane_bwd(gl, x, y, slot, static_cast<long long>(len), 1LL, eps);) \
+  GR_OP_IF_NOT_ROW_##cls(case Op::E: break;)
+      GR_OP_TABLE(GR_TAPE_ROW_BWD)
+#undef GR_TAPE_ROW_BWD
+    }
+    throw Error("row_bwd: " + std::string(op_name(op)) + " is not a row op");
+  }
+
+  void row() {
     if (!wants(n.a)) return;
     double* slot = t.ensure_grad(n.a);
     const int64_t L = n.shape[n.shape.rank() - 1];
     const double* x = in(n.a).val;
     for (int64_t r = 0; r < n.numel() / L; ++r) {
       if constexpr (std::is_same_v<R, double>) {
-        gr_layer_norm_lane_bwd(g + r * L, x + r * L, n.val + r * L, slot + r * L, L, 1LL, n.scalar);
+        row_bwd(n.op, g + r * L, x + r * L, n.val + r * L, slot + r * L, L, n.scalar);
       } else {
         float* w = t.scratch(static_cast<size_t>(4 * L));
         narrow_lane(g + r * L, L, 1, w);
         narrow_lane(x + r * L, L, 1, w + L);
         narrow_lane(n.val + r * L, L, 1, w + 2 * L);
         narrow_lane(slot + r * L, L, 1, w + 3 * L);
-        gr_layer_norm_lane_bwd(w, w + L, w + 2 * L, w + 3 * L, L, 1LL, static_cast<float>(n.scalar));
+        row_bwd(n.op, w, w + L, w + 2 * L, w + 3 * L, L, static_cast<float>(n.scalar));
         widen_lane(w + 3 * L, L, slot + r * L, 1);
       }
     }
@@ -369,7 +384,8 @@ struct TapeRules {
   GR_OP_IF_UNARY_##cls(case Op::E: return unary([&](int64_t e) { return gr_ew_##stem::bwd_a(R(g[e]), R(x[e]), R(0), R(y[e]), s); });) \
   GR_OP_IF_BINARY_##cls(case Op::E: return binary(                                                        \
       [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_a(R(g[e]), R(x[ia]), R(b[ib]), R(y[e]), s); }, \
-      [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_b(R(g[e]), R(x[ia]), R(b[ib]), R(y[e]), s); });)
+      [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_b(R(g[e]), R(x[ia]), R(b[ib]), R(y[e]), s); });) \
+  GR_OP_IF_ROW_##cls(case Op::E: return row();)
       GR_OP_TABLE(GR_TAPE_EW_BWD)
 #undef GR_TAPE_EW_BWD
       case Op::Sum:
@@ -384,7 +400,6 @@ struct TapeRules {
       case Op::Softmax:
       case Op::LogSoftmax: return lane();
       case Op::SoftmaxCrossEntropy: return softmax_cross_entropy();
-      case Op::LayerNorm: return layer_norm();
       case Op::CrossEntropy: return cross_entropy();
       case Op::Dropout: return dropout(static_cast<int32_t>(&n - &t.nodes_[0]));
     }

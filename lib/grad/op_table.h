@@ -15,7 +15,7 @@ enum class Op : uint8_t {
 #undef GR_OP_ENUM
 };
 
-enum class OpClass : uint8_t { Leaf, Unary, Binary, Reduction, Contraction, Lane, Movement, Random };
+enum class OpClass : uint8_t { Leaf, Unary, Binary, Reduction, Contraction, Lane, Movement, Random, Row };
 enum class ShapeRule : uint8_t { Leaf, Same, Broadcast, Reduce, Matmul, Bmm, Transpose, Reshape, Slice, Concat, Loss };
 enum class FusionClass : uint8_t { Opaque, Elementwise, Matmul, Lane, Reduce, LaneLoss, Copy };
 enum class Domain : uint8_t { None, Any, Positive, AwayFromZero, OneHot, ClassId };
@@ -46,9 +46,11 @@ struct OpInfo {
   bool emit_scalar;
   Domain dom_a, dom_b;
   std::string_view torch;  // the op over torch tensors a, b and float s ("" = mapped by hand)
+  std::string_view onnx;   // an elementwise row's opset-13 ONNX operator ("" = none: the export refuses it)
 
   constexpr bool elementwise() const { return cls == OpClass::Unary || cls == OpClass::Binary; }
   constexpr bool leaf() const { return cls == OpClass::Leaf; }
+  constexpr bool row() const { return cls == OpClass::Row; }
 };
 
 namespace op_table_detail {
@@ -56,10 +58,10 @@ inline constexpr bool kEmitYes = true, kEmitNo = false;
 }
 
 inline constexpr std::array kOps = {
-#define GR_OP_INFO(E, name, arity, cls, attrs, stem, fwd, bwda, bwdb, shape, fusion, emit, da, db, torch)     \
+#define GR_OP_INFO(E, name, arity, cls, attrs, stem, fwd, bwda, bwdb, shape, fusion, emit, da, db, torch, onnx) \
   OpInfo{Op::E,          name,           arity,         OpClass::cls,        attrs,                           \
          #stem,          #fwd,           #bwda,         #bwdb,               ShapeRule::shape,                \
-         FusionClass::fusion, op_table_detail::kEmit##emit, Domain::da, Domain::db, torch},
+         FusionClass::fusion, op_table_detail::kEmit##emit, Domain::da, Domain::db, torch, onnx},
     GR_OP_TABLE(GR_OP_INFO)
 #undef GR_OP_INFO
 };
@@ -83,5 +85,28 @@ constexpr bool op_rows_in_order() {
   return true;
 }
 static_assert(op_rows_in_order(), "kernels/gr_op_table.h: rows must be in enum order");
+
+// A Row op's generic rules (the tape, replay, fusion, exports) rely on what its class promises.
+constexpr bool row_rows_fit() {
+  for (const OpInfo& info : kOps)
+    if (info.row() && !(info.arity == 1 && info.attrs == kAttrEps && info.shape == ShapeRule::Same &&
+                        info.fusion == FusionClass::Lane && !info.emit_scalar && !info.torch.empty()))
+      return false;
+  return true;
+}
+static_assert(row_rows_fit(), "kernels/gr_op_table.h: a Row op has arity 1, attrs kAttrEps, Shape Same, Fusion Lane, "
+                              "Emit No and a torch expression");
+
+// The elementwise classes' generic rules (Tape::unary_op / binary_op, the replay plan, the fused
+// stages) give a unary op its input's shape and a binary op the broadcast shape: their Shape column.
+constexpr bool elementwise_rows_fit() {
+  for (const OpInfo& info : kOps)
+    if ((info.cls == OpClass::Unary && (info.arity != 1 || info.shape != ShapeRule::Same)) ||
+        (info.cls == OpClass::Binary && (info.arity != 2 || info.shape != ShapeRule::Broadcast)))
+      return false;
+  return true;
+}
+static_assert(elementwise_rows_fit(), "kernels/gr_op_table.h: a Unary row has arity 1 and Shape Same, a Binary row "
+                                      "arity 2 and Shape Broadcast");
 
 }  // namespace gr

@@ -124,8 +124,11 @@ class Tape {
   Var softmax(Var x, int64_t axis = -1);
   Var log_softmax(Var x, int64_t axis = -1);
   Var softmax_cross_entropy(Var logits, Var targets);
+  // Any row op of the table (Class Row: y = f(x) per row of the last axis) by its enum, with its
+  // eps > 0; its rule is gr_<stem>_lane_fwd / _bwd (kernels/gr_ops_lane.h).
+  Var row_op(Op op, Var x, double eps = 1e-5);
   // layer_norm over the last axis (no affine), eps > 0 inside the square root.
-  Var layer_norm(Var x, double eps = 1e-5);
+  Var layer_norm(Var x, double eps = 1e-5) { return row_op(Op::LayerNorm, x, eps); }
   // Mean over rows of −log_softmax(logits)[id]: logits [N,C], class ids [N] or [N,1] (integers in
   // [0, C); others give NaN). The ids get no gradient.
   Var cross_entropy(Var logits, Var ids);

@@ -1,5 +1,5 @@
 // tape_lanes.cpp — forward of the lane ops (softmax, log_softmax, softmax cross-entropy,
-// layer_norm, cross-entropy with class ids), the
+// cross-entropy with class ids), the row ops (Class Row: layer_norm, ...), the
 // window ops (slice, concat) and the composite mse.
 #include <cmath>
 #include <cstring>
@@ -14,6 +14,7 @@ namespace gr {
 
 // softmax / log_softmax along one axis: lane (o, i) of [outer, L, inner] has stride `inner`.
 Var Tape::lane(Op op, Var x, int64_t axis) {
+  if (op != Op::Softmax && op != Op::LogSoftmax) throw Error("lane: " + std::string(op_name(op)) + " is not softmax or log_softmax");
   if (!usable(op, x)) return Var{};
   const Shape in = nodes_[x.id].shape;
   int ax = 0;
@@ -33,7 +34,8 @@ void Tape::lane_values(Node& n, const double* px, int ax) {
   const AxisLanes l = axis_lanes(n.shape, ax);
   const auto fwd = [&](const R* x, R* y, int64_t stride) {
     if (n.op == Op::Softmax) gr_softmax_lane_fwd(x, y, l.len, stride);
-    else gr_log_softmax_lane_fwd(x, y, l.len, stride);
+    else if (n.op == Op::LogSoftmax) gr_log_softmax_lane_fwd(x, y, l.len, stride);
+    else throw Error("lane: " + std::string(op_name(n.op)) + " is not softmax or log_softmax");
   };
   int64_t o0 = 0;
   if constexpr (std::is_same_v<R, double>) {
@@ -93,12 +95,28 @@ Var Tape::softmax_cross_entropy(Var logits, Var targets) {
   return Var{size() - 1};
 }
 
-// layer_norm over the last axis: lane (o, 0) of [outer, L, 1]; eps rides in the node's scalar.
-Var Tape::layer_norm(Var x, double eps) {
-  const Op op = Op::LayerNorm;
+namespace {
+// A row op's forward over one contiguous row: its row's gr_<stem>_lane_fwd (an exhaustive switch
+// generated from the table; Row ops only reach it).
+template <class T>
+void row_fwd(Op op, const T* x, T* y, int64_t len, T eps) {
+  switch (op) {
+#define GR_TAPE_ROW_FWD(E, name, arity, cls, attrs, stem, ...)                                  \
+  GR_OP_IF_ROW_##cls(case Op::E: return gr_##stem##_lane_fwd(x, y, static_cast<long long>(len), 1LL, eps);) \
+  GR_OP_IF_NOT_ROW_##cls(case Op::E: break;)
+    GR_OP_TABLE(GR_TAPE_ROW_FWD)
+#undef GR_TAPE_ROW_FWD
+  }
+  throw Error("row_fwd: " + std::string(op_name(op)) + " is not a row op");
+}
+}  // namespace
+
+// A row op over the last axis: row r is lane (r, 0) of [rows, L, 1]; eps rides in the node's scalar.
+Var Tape::row_op(Op op, Var x, double eps) {
+  if (!op_info(op).row()) throw Error("row_op: " + std::string(op_name(op)) + " is not a row op");
   if (!usable(op, x)) return Var{};
   if (!(eps > 0.0) || !std::isfinite(eps)) return poison(op, "eps must be a finite number > 0, got " + std::to_string(eps));
-  const Shape in = nodes_[x.id].shape;
+  const Shape in = nodes_[x.id].shape;  // the class's Shape rule: Same
   Node* n = push(op, x.id, -1, in);
   n->axis = in.rank() - 1;
   n->scalar = eps;
@@ -106,13 +124,13 @@ Var Tape::layer_norm(Var x, double eps) {
   const int64_t L = in[in.rank() - 1];
   const double* px = nodes_[x.id].val;
   if (real_ == DType::F64) {
-    for (int64_t r = 0; r < in.numel() / L; ++r) gr_layer_norm_lane_fwd(px + r * L, n->val + r * L, L, 1LL, eps);
+    for (int64_t r = 0; r < in.numel() / L; ++r) row_fwd(op, px + r * L, n->val + r * L, L, eps);
     return Var{size() - 1};
   }
   for (int64_t r = 0; r < in.numel() / L; ++r) {
     float* row = scratch(static_cast<size_t>(2 * L));
     narrow_lane(px + r * L, L, 1, row);
-    gr_layer_norm_lane_fwd(row, row + L, L, 1LL, static_cast<float>(eps));
+    row_fwd(op, row, row + L, L, static_cast<float>(eps));
     widen_lane(row + L, L, n->val + r * L, 1);
   }
   return Var{size() - 1};

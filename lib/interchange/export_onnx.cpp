@@ -16,20 +16,6 @@ namespace gr {
 
 namespace {
 
-// The ONNX operator of each elementwise row (adds/muls/pow: Add/Mul/Pow with the scalar as an initializer).
-// A row missing here (a new op) is refused at export with its node named, not mistranslated.
-const char* onnx_elementwise(Op op) {
-  static constexpr std::pair<Op, const char*> kMap[] = {
-      {Op::Add, "Add"},       {Op::Sub, "Sub"},         {Op::Mul, "Mul"},   {Op::Div, "Div"},
-      {Op::Neg, "Neg"},       {Op::AddScalar, "Add"},   {Op::MulScalar, "Mul"}, {Op::Relu, "Relu"},
-      {Op::Sigmoid, "Sigmoid"}, {Op::Tanh, "Tanh"},     {Op::Exp, "Exp"},   {Op::Log, "Log"},
-      {Op::Sqrt, "Sqrt"},     {Op::Abs, "Abs"},         {Op::Pow, "Pow"},   {Op::Sin, "Sin"},
-      {Op::Cos, "Cos"}};  // gelu: opset 13 has no Gelu (its node is refused, named)
-  for (const auto& [o, name] : kMap)
-    if (o == op) return name;
-  return nullptr;
-}
-
 // The ONNX operators the export emits whose opset-13 definitions (onnx/defs) allow tensor(double)
 // for every floating-point input and output — all of them today. A --dtype f64 export refuses an
 // operator missing here (a new mapping) naming its node instead of writing an invalid model;
@@ -164,12 +150,16 @@ struct Builder : GraphWalk {
 #define GR_ONNX_ROWWISE(E, name, arity, cls, ...) GR_OP_IF_UNARY_##cls(case Op::E:) GR_OP_IF_BINARY_##cls(case Op::E:)
         GR_OP_TABLE(GR_ONNX_ROWWISE)
 #undef GR_ONNX_ROWWISE
+        return true;
+#define GR_ONNX_ROWWISE_ROW(E, name, arity, cls, ...) GR_OP_IF_ROW_##cls(case Op::E:)
+        GR_OP_TABLE(GR_ONNX_ROWWISE_ROW)  // over the last axis
+#undef GR_ONNX_ROWWISE_ROW
+        return in.rank() >= 2;
       case Op::Matmul:
       case Op::Bmm: return true;
       case Op::Sum:
       case Op::Mean:
       case Op::Max: return n.axis.has_value() && !axis0(in);
-      case Op::LayerNorm: return in.rank() >= 2;
       case Op::Dropout: return true;
       case Op::Softmax:
       case Op::LogSoftmax:
@@ -304,8 +294,8 @@ struct Builder : GraphWalk {
         GR_OP_TABLE(GR_ONNX_EW)
 #undef GR_ONNX_EW
         {  // elementwise rows: the ONNX operator of the same meaning; a scalar attribute becomes an initializer
-          const char* onnx = onnx_elementwise(n.op);
-          if (!onnx) refuse(n, "(" + std::string(op_name(n.op)) + ") has no ONNX operator in the export's table");
+          const std::string onnx(op_info(n.op).onnx);  // the row's ONNX column
+          if (onnx.empty()) refuse(n, "(" + std::string(op_name(n.op)) + ") has no opset-13 ONNX operator in the op table");
           if (op_info(n.op).attrs & kAttrScalar) return emit(onnx, {a, scalar(n.scalar)}, out);
           if (op_info(n.op).cls == OpClass::Binary) return emit(onnx, {a, b}, out);
           return emit(onnx, {a}, out);
@@ -347,7 +337,11 @@ struct Builder : GraphWalk {
       case Op::SoftmaxCrossEntropy:
       case Op::CrossEntropy:
         refuse(n, "(" + std::string(op_name(n.op)) + ") is a loss; the exported model computes the prediction only");
-      case Op::LayerNorm: refuse(n, "(layer_norm) has no opset-13 operator (LayerNormalization is opset 17)");
+#define GR_ONNX_ROW(E, name, arity, cls, ...) GR_OP_IF_ROW_##cls(case Op::E:)
+        GR_OP_TABLE(GR_ONNX_ROW)
+#undef GR_ONNX_ROW
+        refuse(n, "(" + std::string(op_name(n.op)) + ") is a row op with no opset-13 ONNX operator (LayerNormalization and "
+                  "RMSNormalization are opset 17 and 23)");
       case Op::Dropout: return emit("Identity", {a}, out);  // a prediction is inference: dropout is the identity
     }
     refuse(n, "has an op the export does not know");

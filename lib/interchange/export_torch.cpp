@@ -264,7 +264,8 @@ struct Emitter : GraphWalk {
     switch (n.op) {
       case Op::Param:
       case Op::Const: return refuse("is a leaf op, never a graph node");
-#define GR_EXPORT_EW(E, name, arity, cls, ...) GR_OP_IF_UNARY_##cls(case Op::E:) GR_OP_IF_BINARY_##cls(case Op::E:)
+#define GR_EXPORT_EW(E, name, arity, cls, ...) \
+  GR_OP_IF_UNARY_##cls(case Op::E:) GR_OP_IF_BINARY_##cls(case Op::E:) GR_OP_IF_ROW_##cls(case Op::E:)
         GR_OP_TABLE(GR_EXPORT_EW)
 #undef GR_EXPORT_EW
         {
@@ -279,8 +280,6 @@ struct Emitter : GraphWalk {
       case Op::Max:
         return n.axis ? "torch.amax(" + a + ", dim=" + axis + ", keepdim=" + keep + ")" : "torch.amax(" + a + ").reshape(1)";
       case Op::Dropout: return a;  // the exported module predicts: dropout is the identity
-      case Op::LayerNorm:
-        return "torch.nn.functional.layer_norm(" + a + ", (" + a + ".shape[-1],), eps=" + py_num(n.scalar) + ")";
       case Op::Matmul:
       case Op::Bmm: return "torch.matmul(" + a + ", " + b + ")";
       case Op::Transpose: return a + ".transpose(-2, -1)";

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "grad/op_table.h"
 #include "tensor/shape.h"
@@ -35,6 +36,11 @@ inline void aligned(const Shape& in, int r, int64_t* out) {
 // The per-node kernel of an elementwise op's forward (side -1) or backward for input side 0 / 1:
 // grk_<stem>_fwd, grk_<stem>_bwd (unary), grk_<stem>_bwd_a / _bwd_b (binary), named from its row.
 const char* elementwise_kernel(Op op, int side);
+// The per-node kernel grk_<stem>_<part> of an op, named from its row's stem (every kernel of
+// kernels/device/gr_node_kernels.cuh that belongs to an op is named so); a stable pointer.
+const char* kernel_of(Op op, std::string_view part);
+// A kernel that belongs to no op (the optimizers', the gradient fill): grk_<what>.
+const char* kernel_named(std::string_view what);
 
 constexpr int kBinMeta = 33;    // [r, od[8], ost[8], ast[8], bst[8]]
 constexpr int kSliceMeta = 25;  // [r, od[8], ist[8], starts[8]]

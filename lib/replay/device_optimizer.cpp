@@ -56,22 +56,22 @@ DeviceOptimizer::DeviceOptimizer(Program& prog, Optimizer& owner, bool track_nor
   // The device half of a step, fixed at construction (capturable).
   // The norm's 16 lanes (docs/numerics.md) as up to 16 threads of one block, folded by thread 0.
   if ((owner_.clip() > 0.0 || track_norm) && active_count > 0)
-    prog.add_one_block(launches_, "grk_clip_scale", kNormLanes, {prog.grads_.handle, tab_.handle, I(active_count), ctl_.handle});
+    prog.add_one_block(launches_, detail::kernel_named("clip_scale"), kNormLanes, {prog.grads_.handle, tab_.handle, I(active_count), ctl_.handle});
   const AdamConfig& ac = owner_.adam_config();
   const double b1 = ac.beta1, b2 = ac.beta2;
   for (const Entry& e : params_) {
     if (!e.active) continue;  // the loss does not depend on it: skipped, not decayed
     const uint64_t w = prog.vptr(e.var.id), g = prog.gptr(e.var.id);
     if (adam)
-      prog.add(launches_, "grk_adam", e.len,
+      prog.add(launches_, detail::kernel_named("adam"), e.len,
                {w, g, m_.handle + static_cast<uint64_t>(e.moff) * prog.esize_, v_.handle + static_cast<uint64_t>(e.moff) * prog.esize_,
                 ctl_.handle, D(e.l2), D(b1), D(b2), D(1.0 - b1), D(1.0 - b2), D(ac.eps), D(ac.weight_decay), I(e.len)});
     else if (sc.momentum != 0.0)
-      prog.add(launches_, "grk_sgd_momentum", e.len,
+      prog.add(launches_, detail::kernel_named("sgd_momentum"), e.len,
                {w, g, m_.handle + static_cast<uint64_t>(e.moff) * prog.esize_, ctl_.handle, D(e.l2), D(sc.momentum),
                 I(sc.nesterov ? 1 : 0), I(e.len)});
     else
-      prog.add(launches_, "grk_sgd", e.len, {w, g, ctl_.handle, D(e.l2), I(e.len)});
+      prog.add(launches_, detail::kernel_named("sgd"), e.len, {w, g, ctl_.handle, D(e.l2), I(e.len)});
   }
 }
 

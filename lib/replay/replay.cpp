@@ -12,6 +12,9 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
+#include <string_view>
 
 #include "tensor/diag.h"
 #include "tensor/reduce.h"
@@ -60,37 +63,47 @@ const std::string& kernel_prelude(DType dtype) {
   return dtype == DType::F32 ? f32 : detail_prelude_text();
 }
 
+// The kernel name prefix, once: the device source names its kernels grk_<...> as identifiers.
+constexpr std::string_view kKernelPrefix = GR_KERNEL_STR(grk);
+
+const char* detail::kernel_named(std::string_view what) {
+  static std::mutex mu;
+  static std::set<std::string, std::less<>> names;  // node-based: the c_str() stays put
+  std::string name = std::string(kKernelPrefix) + "_" + std::string(what);
+  const std::lock_guard<std::mutex> lock(mu);
+  return names.insert(std::move(name)).first->c_str();
+}
+
+const char* detail::kernel_of(Op op, std::string_view part) {
+  return kernel_named(std::string(op_info(op).stem) + "_" + std::string(part));
+}
+
 const char* detail::elementwise_kernel(Op op, int side) {
-  static const auto names = [] {
-    std::array<std::array<std::string, 3>, kOpCount> t;
-    for (const OpInfo& info : kOps) {
-      if (!info.elementwise()) continue;
-      const std::string base = "grk_" + std::string(info.stem);
-      auto& row = t[static_cast<size_t>(info.op)];
-      row[0] = base + "_fwd";
-      row[1] = base + (info.cls == OpClass::Binary ? "_bwd_a" : "_bwd");
-      if (info.cls == OpClass::Binary) row[2] = base + "_bwd_b";
-    }
-    return t;
-  }();
-  const std::string& name = names[static_cast<size_t>(op)][static_cast<size_t>(side + 1)];
-  if (name.empty()) throw Error("replay: " + std::string(op_name(op)) + " has no elementwise kernel for side " + std::to_string(side));
-  return name.c_str();
+  const OpInfo& info = op_info(op);
+  const bool binary = info.cls == OpClass::Binary;
+  if (!info.elementwise() || side < -1 || side > (binary ? 1 : 0))
+    throw Error("replay: " + std::string(op_name(op)) + " has no elementwise kernel for side " + std::to_string(side));
+  return kernel_of(op, side < 0 ? "fwd" : !binary ? "bwd" : side == 0 ? "bwd_a" : "bwd_b");
 }
 
 const std::vector<std::string>& kernel_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;
-    for (const OpInfo& info : kOps)  // the elementwise ops' kernels, from their rows
+    for (const OpInfo& info : kOps) {  // the elementwise and row ops' kernels, from their rows
       if (info.elementwise())
         for (int side = -1; side < (info.cls == OpClass::Binary ? 2 : 1); ++side) n.push_back(detail::elementwise_kernel(info.op, side));
-    for (const char* u : {"reshape", "softmax", "log_softmax", "transpose", "slice", "sce"})
-      for (const char* s : {"_fwd", "_bwd"}) n.push_back(std::string("grk_") + u + s);
-    for (const char* k : {"grk_sum_all_fwd", "grk_sum_all_bwd", "grk_sum_axis_fwd", "grk_sum_axis_bwd",
-                          "grk_matmul_fwd", "grk_matmul_bwd_a", "grk_matmul_bwd_b", "grk_bmm_fwd", "grk_bmm_bwd_a",
-                          "grk_bmm_bwd_b", "grk_concat_fwd", "grk_concat_bwd_a", "grk_concat_bwd_b", "grk_fill",
-                          "grk_clip_scale", "grk_sgd", "grk_sgd_momentum", "grk_adam"})
-      n.push_back(k);
+      if (info.row())
+        for (const char* part : {"fwd", "bwd"}) n.push_back(detail::kernel_of(info.op, part));
+    }
+    for (const Op op : {Op::Reshape, Op::Softmax, Op::LogSoftmax, Op::Transpose, Op::Slice, Op::SoftmaxCrossEntropy, Op::Max,
+                        Op::CrossEntropy, Op::Dropout, Op::Matmul, Op::Bmm, Op::Concat})
+      for (const char* part : {"fwd", "bwd"})
+        if (!((op == Op::Matmul || op == Op::Bmm || op == Op::Concat) && std::string_view(part) == "bwd"))
+          n.push_back(detail::kernel_of(op, part));
+    for (const Op op : {Op::Matmul, Op::Bmm, Op::Concat})
+      for (const char* part : {"bwd_a", "bwd_b"}) n.push_back(detail::kernel_of(op, part));
+    for (const char* part : {"all_fwd", "all_bwd", "axis_fwd", "axis_bwd"}) n.push_back(detail::kernel_of(Op::Sum, part));
+    for (const char* k : {"fill", "clip_scale", "sgd", "sgd_momentum", "adam"}) n.push_back(detail::kernel_named(k));
     return n;
   }();
   return names;
@@ -210,10 +223,10 @@ Program::Program(device::Backend& backend, const Tape& tape, Var loss, ReplayOpt
     plan_forward(id);
   }
   fwd_at_[static_cast<size_t>(n)] = fwd_.size();
-  if (grad_elems_ > 0) add(bwd_, "grk_fill", grad_elems_, {grads_.handle, D(0.0), I(grad_elems_)});
+  if (grad_elems_ > 0) add(bwd_, kernel_named("fill"), grad_elems_, {grads_.handle, D(0.0), I(grad_elems_)});
   if (active[static_cast<size_t>(loss_)]) {
     // seed: slot = 0 + 1 (gr_accumulate(0, 1) is exactly 1)
-    add(bwd_, "grk_fill", nodes_[static_cast<size_t>(loss_)].numel,
+    add(bwd_, kernel_named("fill"), nodes_[static_cast<size_t>(loss_)].numel,
         {gptr(loss_), D(1.0), I(nodes_[static_cast<size_t>(loss_)].numel)});
     for (int32_t id = loss_; id >= 0; --id)
       if (active[static_cast<size_t>(id)]) {

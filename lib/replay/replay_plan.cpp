@@ -1,5 +1,6 @@
 // replay_plan.cpp — the per-op launch plan of a captured program: which kernel, geometry and
-// arguments each node's forward (tape order) and backward (descending id) launches use.
+// arguments each node's forward (tape order) and backward (descending id) launches use. Every kernel
+// is named from its op's stem (kernel_of: grk_<stem>_<part>); no kernel name is written out here.
 #include "replay/detail.h"
 #include "replay/replay.h"
 
@@ -16,72 +17,74 @@ using namespace detail;
 void Program::plan_forward(int32_t id) {
   const NodeInfo& n = nodes_[static_cast<size_t>(id)];
   const uint64_t y = vptr(id);
+  // A row op (Class Row): one thread per row of the last axis, eps in the node's scalar.
+  const auto row_fwd = [&] {
+    const int64_t L = n.shape[n.shape.rank() - 1];
+    add(fwd_, kernel_of(n.op, "fwd"), n.numel / L, {vptr(n.a), y, I(n.numel / L), I(L), D(n.scalar)});
+  };
   switch (n.op) {
     case Op::Param:
     case Op::Const: return;  // data: nothing to compute
 #define GR_PLAN_EW_FWD(E, name, arity, cls, ...)                                                            \
   GR_OP_IF_BINARY_##cls(case Op::E: return add(fwd_, elementwise_kernel(n.op, -1), n.numel,                   \
                                                {vptr(n.a), vptr(n.b), y, mptr(n.meta_off), I(n.numel)});) \
-  GR_OP_IF_UNARY_##cls(case Op::E: return add(fwd_, elementwise_kernel(n.op, -1), n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});)
+  GR_OP_IF_UNARY_##cls(case Op::E: return add(fwd_, elementwise_kernel(n.op, -1), n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});) \
+  GR_OP_IF_ROW_##cls(case Op::E: return row_fwd();)
     GR_OP_TABLE(GR_PLAN_EW_FWD)
 #undef GR_PLAN_EW_FWD
-    case Op::Reshape: return add(fwd_, "grk_reshape_fwd", n.numel, {vptr(n.a), y, D(0.0), I(n.numel)});
+    case Op::Reshape: return add(fwd_, kernel_of(Op::Reshape, "fwd"), n.numel, {vptr(n.a), y, D(0.0), I(n.numel)});
     case Op::Sum:
     case Op::Mean: {
       const NodeInfo& x = nodes_[static_cast<size_t>(n.a)];
       const uint64_t mean = n.op == Op::Mean ? 1 : 0;
-      if (n.axis == kAllAxes) return add_serial(fwd_, "grk_sum_all_fwd", {vptr(n.a), y, I(x.numel), mean});
+      if (n.axis == kAllAxes) return add_serial(fwd_, kernel_of(Op::Sum, "all_fwd"), {vptr(n.a), y, I(x.numel), mean});
       const AxisLanes l = axis_lanes(x.shape, n.axis);
-      return add(fwd_, "grk_sum_axis_fwd", l.outer * l.inner, {vptr(n.a), y, I(l.outer), I(l.len), I(l.inner), mean});
+      return add(fwd_, kernel_of(Op::Sum, "axis_fwd"), l.outer * l.inner, {vptr(n.a), y, I(l.outer), I(l.len), I(l.inner), mean});
     }
     case Op::Matmul: {
       const Shape &sa = nodes_[static_cast<size_t>(n.a)].shape, &sb = nodes_[static_cast<size_t>(n.b)].shape;
-      return add(fwd_, "grk_matmul_fwd", n.numel, {vptr(n.a), vptr(n.b), y, I(sa[0]), I(sa[1]), I(sb[1])});
+      return add(fwd_, kernel_of(Op::Matmul, "fwd"), n.numel, {vptr(n.a), vptr(n.b), y, I(sa[0]), I(sa[1]), I(sb[1])});
     }
     case Op::Bmm: {
       const Shape &sa = nodes_[static_cast<size_t>(n.a)].shape, &sb = nodes_[static_cast<size_t>(n.b)].shape;
       const int64_t M = sa[1], K = sa[2], N = sb[2];
-      return add(fwd_, "grk_bmm_fwd", n.numel,
+      return add(fwd_, kernel_of(Op::Bmm, "fwd"), n.numel,
                  {vptr(n.a), vptr(n.b), y, I(n.shape[0]), I(M), I(K), I(N), I(sa[0] == 1 ? 0 : M * K),
                   I(sb[0] == 1 ? 0 : K * N)});
     }
     case Op::Transpose: {
       const Shape& s = nodes_[static_cast<size_t>(n.a)].shape;
       const int64_t R = s[s.rank() - 2], C = s[s.rank() - 1];
-      return add(fwd_, "grk_transpose_fwd", n.numel, {vptr(n.a), y, I(s.numel() / (R * C)), I(R), I(C)});
+      return add(fwd_, kernel_of(Op::Transpose, "fwd"), n.numel, {vptr(n.a), y, I(s.numel() / (R * C)), I(R), I(C)});
     }
-    case Op::Slice: return add(fwd_, "grk_slice_fwd", n.numel, {vptr(n.a), y, mptr(n.meta_off), I(n.numel)});
+    case Op::Slice: return add(fwd_, kernel_of(Op::Slice, "fwd"), n.numel, {vptr(n.a), y, mptr(n.meta_off), I(n.numel)});
     case Op::Concat: {
       const AxisLanes la = axis_lanes(nodes_[static_cast<size_t>(n.a)].shape, n.axis),
                       lb = axis_lanes(nodes_[static_cast<size_t>(n.b)].shape, n.axis);
-      return add(fwd_, "grk_concat_fwd", n.numel,
+      return add(fwd_, kernel_of(Op::Concat, "fwd"), n.numel,
                  {vptr(n.a), vptr(n.b), y, I(la.outer), I(la.len * la.inner), I(lb.len * lb.inner)});
     }
     case Op::Softmax:
     case Op::LogSoftmax: {
       const AxisLanes l = axis_lanes(n.shape, n.axis);
-      return add(fwd_, n.op == Op::Softmax ? "grk_softmax_fwd" : "grk_log_softmax_fwd", l.outer * l.inner,
+      return add(fwd_, kernel_of(n.op, "fwd"), l.outer * l.inner,
                  {vptr(n.a), y, I(l.outer), I(l.len), I(l.inner)});
     }
     case Op::SoftmaxCrossEntropy: {
       const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
-      return add_serial(fwd_, "grk_sce_fwd", {vptr(n.a), vptr(n.b), y, I(sx[0]), I(sx[1])});
+      return add_serial(fwd_, kernel_of(Op::SoftmaxCrossEntropy, "fwd"), {vptr(n.a), vptr(n.b), y, I(sx[0]), I(sx[1])});
     }
     case Op::Max: {
       const NodeInfo& x = nodes_[static_cast<size_t>(n.a)];
       const AxisLanes l = n.axis == kAllAxes ? AxisLanes{1, x.numel, 1} : axis_lanes(x.shape, n.axis);
-      return add(fwd_, "grk_max_fwd", l.outer * l.inner, {vptr(n.a), y, I(l.outer), I(l.len), I(l.inner)});
-    }
-    case Op::LayerNorm: {
-      const int64_t L = n.shape[n.shape.rank() - 1];
-      return add(fwd_, "grk_layer_norm_fwd", n.numel / L, {vptr(n.a), y, I(n.numel / L), I(L), D(n.scalar)});
+      return add(fwd_, kernel_of(Op::Max, "fwd"), l.outer * l.inner, {vptr(n.a), y, I(l.outer), I(l.len), I(l.inner)});
     }
     case Op::CrossEntropy: {
       const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
-      return add_serial(fwd_, "grk_ce_fwd", {vptr(n.a), vptr(n.b), y, I(sx[0]), I(sx[1])});
+      return add_serial(fwd_, kernel_of(Op::CrossEntropy, "fwd"), {vptr(n.a), vptr(n.b), y, I(sx[0]), I(sx[1])});
     }
     case Op::Dropout:
-      return add(fwd_, "grk_dropout_fwd", n.numel, {vptr(n.a), y, mptr(key_off_), D(n.scalar), I(id), I(n.numel)});
+      return add(fwd_, kernel_of(Op::Dropout, "fwd"), n.numel, {vptr(n.a), y, mptr(key_off_), D(n.scalar), I(id), I(n.numel)});
   }
 }
 
@@ -90,6 +93,11 @@ void Program::plan_backward(int32_t id) {
   const uint64_t g = gptr(id), y = vptr(id);
   const auto unary = [&](const char* name) {
     if (active(n.a)) add(bwd_, name, n.numel, {g, vptr(n.a), y, gptr(n.a), D(n.scalar), I(n.numel)});
+  };
+  const auto row_bwd = [&] {
+    if (!active(n.a)) return;
+    const int64_t L = n.shape[n.shape.rank() - 1];
+    add(bwd_, kernel_of(n.op, "bwd"), n.numel / L, {g, vptr(n.a), y, gptr(n.a), I(n.numel / L), I(L), D(n.scalar)});
   };
   // The whole a-side walk, then the whole b-side walk (x∘x: a's then b's per slot).
   const auto binary_bwd = [&] {
@@ -104,24 +112,25 @@ void Program::plan_backward(int32_t id) {
     case Op::Const: return;
 #define GR_PLAN_EW_BWD(E, name, arity, cls, ...)                 \
   GR_OP_IF_BINARY_##cls(case Op::E: return binary_bwd();)        \
-  GR_OP_IF_UNARY_##cls(case Op::E: return unary(elementwise_kernel(n.op, 0));)
+  GR_OP_IF_UNARY_##cls(case Op::E: return unary(elementwise_kernel(n.op, 0));) \
+  GR_OP_IF_ROW_##cls(case Op::E: return row_bwd();)
     GR_OP_TABLE(GR_PLAN_EW_BWD)
 #undef GR_PLAN_EW_BWD
-    case Op::Reshape: return unary("grk_reshape_bwd");
+    case Op::Reshape: return unary(kernel_of(Op::Reshape, "bwd"));
     case Op::Sum:
     case Op::Mean: {
       if (!active(n.a)) return;
       const NodeInfo& x = nodes_[static_cast<size_t>(n.a)];
       const uint64_t mean = n.op == Op::Mean ? 1 : 0;
-      if (n.axis == kAllAxes) return add(bwd_, "grk_sum_all_bwd", x.numel, {g, gptr(n.a), I(x.numel), mean});
+      if (n.axis == kAllAxes) return add(bwd_, kernel_of(Op::Sum, "all_bwd"), x.numel, {g, gptr(n.a), I(x.numel), mean});
       const AxisLanes l = axis_lanes(x.shape, n.axis);
-      return add(bwd_, "grk_sum_axis_bwd", x.numel, {g, gptr(n.a), I(l.outer), I(l.len), I(l.inner), mean});
+      return add(bwd_, kernel_of(Op::Sum, "axis_bwd"), x.numel, {g, gptr(n.a), I(l.outer), I(l.len), I(l.inner), mean});
     }
     case Op::Matmul: {  // dA first, then dB (A·A: dA's contribution lands first), as backward.cpp
       const Shape &sa = nodes_[static_cast<size_t>(n.a)].shape, &sb = nodes_[static_cast<size_t>(n.b)].shape;
       const int64_t M = sa[0], K = sa[1], N = sb[1];
-      if (active(n.a)) add(bwd_, "grk_matmul_bwd_a", M * K, {g, vptr(n.b), gptr(n.a), I(M), I(K), I(N)});
-      if (active(n.b)) add(bwd_, "grk_matmul_bwd_b", K * N, {vptr(n.a), g, gptr(n.b), I(M), I(K), I(N)});
+      if (active(n.a)) add(bwd_, kernel_of(Op::Matmul, "bwd_a"), M * K, {g, vptr(n.b), gptr(n.a), I(M), I(K), I(N)});
+      if (active(n.b)) add(bwd_, kernel_of(Op::Matmul, "bwd_b"), K * N, {vptr(n.a), g, gptr(n.b), I(M), I(K), I(N)});
       return;
     }
     case Op::Bmm: {
@@ -129,59 +138,54 @@ void Program::plan_backward(int32_t id) {
       const int64_t B = n.shape[0], M = sa[1], K = sa[2], N = sb[2];
       const int64_t stra = sa[0] == 1 ? 0 : M * K, strb = sb[0] == 1 ? 0 : K * N;
       if (active(n.a))
-        add(bwd_, "grk_bmm_bwd_a", sa.numel(), {g, vptr(n.b), gptr(n.a), I(B), I(M), I(K), I(N), I(stra), I(strb)});
+        add(bwd_, kernel_of(Op::Bmm, "bwd_a"), sa.numel(), {g, vptr(n.b), gptr(n.a), I(B), I(M), I(K), I(N), I(stra), I(strb)});
       if (active(n.b))
-        add(bwd_, "grk_bmm_bwd_b", sb.numel(), {vptr(n.a), g, gptr(n.b), I(B), I(M), I(K), I(N), I(stra), I(strb)});
+        add(bwd_, kernel_of(Op::Bmm, "bwd_b"), sb.numel(), {vptr(n.a), g, gptr(n.b), I(B), I(M), I(K), I(N), I(stra), I(strb)});
       return;
     }
     case Op::Transpose: {
       if (!active(n.a)) return;
       const Shape& s = nodes_[static_cast<size_t>(n.a)].shape;
       const int64_t R = s[s.rank() - 2], C = s[s.rank() - 1];
-      return add(bwd_, "grk_transpose_bwd", n.numel, {g, gptr(n.a), I(s.numel() / (R * C)), I(R), I(C)});
+      return add(bwd_, kernel_of(Op::Transpose, "bwd"), n.numel, {g, gptr(n.a), I(s.numel() / (R * C)), I(R), I(C)});
     }
     case Op::Slice:
-      if (active(n.a)) add(bwd_, "grk_slice_bwd", n.numel, {g, gptr(n.a), mptr(n.meta_off), I(n.numel)});
+      if (active(n.a)) add(bwd_, kernel_of(Op::Slice, "bwd"), n.numel, {g, gptr(n.a), mptr(n.meta_off), I(n.numel)});
       return;
     case Op::Concat: {
       const AxisLanes la = axis_lanes(nodes_[static_cast<size_t>(n.a)].shape, n.axis),
                       lb = axis_lanes(nodes_[static_cast<size_t>(n.b)].shape, n.axis);
       const int64_t ca = la.len * la.inner, cb = lb.len * lb.inner;
-      if (active(n.a)) add(bwd_, "grk_concat_bwd_a", la.outer * ca, {g, gptr(n.a), I(la.outer), I(ca), I(cb)});
-      if (active(n.b)) add(bwd_, "grk_concat_bwd_b", la.outer * cb, {g, gptr(n.b), I(la.outer), I(ca), I(cb)});
+      if (active(n.a)) add(bwd_, kernel_of(Op::Concat, "bwd_a"), la.outer * ca, {g, gptr(n.a), I(la.outer), I(ca), I(cb)});
+      if (active(n.b)) add(bwd_, kernel_of(Op::Concat, "bwd_b"), la.outer * cb, {g, gptr(n.b), I(la.outer), I(ca), I(cb)});
       return;
     }
     case Op::Softmax:
     case Op::LogSoftmax: {
       if (!active(n.a)) return;
       const AxisLanes l = axis_lanes(n.shape, n.axis);
-      return add(bwd_, n.op == Op::Softmax ? "grk_softmax_bwd" : "grk_log_softmax_bwd", l.outer * l.inner,
+      return add(bwd_, kernel_of(n.op, "bwd"), l.outer * l.inner,
                  {g, y, gptr(n.a), I(l.outer), I(l.len), I(l.inner)});
     }
     case Op::SoftmaxCrossEntropy: {
       if (!active(n.a) && !active(n.b)) return;
       const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
-      return add(bwd_, "grk_sce_bwd", sx[0],
+      return add(bwd_, kernel_of(Op::SoftmaxCrossEntropy, "bwd"), sx[0],
                  {g, vptr(n.a), vptr(n.b), gptr(n.a), gptr(n.b), I(sx[0]), I(sx[1])});
     }
     case Op::Max: {
       if (!active(n.a)) return;
       const NodeInfo& x = nodes_[static_cast<size_t>(n.a)];
       const AxisLanes l = n.axis == kAllAxes ? AxisLanes{1, x.numel, 1} : axis_lanes(x.shape, n.axis);
-      return add(bwd_, "grk_max_bwd", l.outer * l.inner, {g, vptr(n.a), gptr(n.a), I(l.outer), I(l.len), I(l.inner)});
-    }
-    case Op::LayerNorm: {
-      if (!active(n.a)) return;
-      const int64_t L = n.shape[n.shape.rank() - 1];
-      return add(bwd_, "grk_layer_norm_bwd", n.numel / L, {g, vptr(n.a), y, gptr(n.a), I(n.numel / L), I(L), D(n.scalar)});
+      return add(bwd_, kernel_of(Op::Max, "bwd"), l.outer * l.inner, {g, vptr(n.a), gptr(n.a), I(l.outer), I(l.len), I(l.inner)});
     }
     case Op::CrossEntropy: {
       if (!active(n.a)) return;
       const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
-      return add(bwd_, "grk_ce_bwd", sx[0], {g, vptr(n.a), vptr(n.b), gptr(n.a), I(sx[0]), I(sx[1])});
+      return add(bwd_, kernel_of(Op::CrossEntropy, "bwd"), sx[0], {g, vptr(n.a), vptr(n.b), gptr(n.a), I(sx[0]), I(sx[1])});
     }
     case Op::Dropout:
-      if (active(n.a)) add(bwd_, "grk_dropout_bwd", n.numel, {g, gptr(n.a), mptr(key_off_), D(n.scalar), I(id), I(n.numel)});
+      if (active(n.a)) add(bwd_, kernel_of(Op::Dropout, "bwd"), n.numel, {g, gptr(n.a), mptr(key_off_), D(n.scalar), I(id), I(n.numel)});
       return;
   }
 }

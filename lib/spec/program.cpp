@@ -43,7 +43,8 @@ Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const s
     case Op::Const: return Var{};  // the parser never makes a leaf a graph node
 #define GR_RECORD_EW(E, name, arity, cls, ...)                      \
   GR_OP_IF_UNARY_##cls(case Op::E: return t.unary_op(Op::E, a, n.scalar);) \
-  GR_OP_IF_BINARY_##cls(case Op::E: return t.binary_op(Op::E, a, b);)
+  GR_OP_IF_BINARY_##cls(case Op::E: return t.binary_op(Op::E, a, b);) \
+  GR_OP_IF_ROW_##cls(case Op::E: return t.row_op(Op::E, a, n.scalar);)
     GR_OP_TABLE(GR_RECORD_EW)
 #undef GR_RECORD_EW
     case Op::Sum: return n.axis ? t.sum(a, *n.axis, n.keepdims) : t.sum(a);
@@ -58,7 +59,6 @@ Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const s
     case Op::Softmax: return t.softmax(a, n.axis.value_or(-1));
     case Op::LogSoftmax: return t.log_softmax(a, n.axis.value_or(-1));
     case Op::SoftmaxCrossEntropy: return t.softmax_cross_entropy(a, b);
-    case Op::LayerNorm: return t.layer_norm(a, n.scalar);
     case Op::CrossEntropy: return t.cross_entropy(a, b);
     case Op::Dropout: return t.dropout(a, n.scalar);
   }
@@ -80,7 +80,8 @@ void check_loss_shapes(const Spec& spec, const NodeSpec& n, const Shape& a, cons
                          " of the same shape, got " + both() + " (they would broadcast" +
                          (a.rank() >= 1 && b.rank() >= 1 ? " to another shape" : "") + "); reshape one of them");
   }
-  if (n.kind != NodeSpec::Kind::Op || (n.op != Op::SoftmaxCrossEntropy && n.op != Op::CrossEntropy)) return;
+  // The ops whose Shape rule is Loss: logits [N, C] and targets or class ids (kernels/gr_op_table.h).
+  if (n.kind != NodeSpec::Kind::Op || op_info(n.op).shape != ShapeRule::Loss) return;
   if (a.rank() == 2 && a[1] == 1)
     throw InputError(spec.path, n.pointer,
                      std::string(op_name(n.op)) + " over logits with one column is always 0 (softmax of one value is 1), got " +

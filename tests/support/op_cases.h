@@ -3,11 +3,12 @@
 // (test_fd.cpp), the replay and fusion sweeps (test_replay.cpp), the PyTorch oracle (test_oracle.cpp),
 // the emitter sweep (test_emit_ops.cpp) and the differential fuzzer's per-op metadata (fuzz_graph.h).
 //
-// Every elementwise row of kernels/gr_op_table.h (Unary/Binary) gets its cases DERIVED from the row:
+// Every elementwise and row op of kernels/gr_op_table.h (Unary/Binary/Row) gets its cases DERIVED from its row:
 //   unary    [3,4] (one case per scalar value when the op takes a scalar)
 //   binary   same shape [3,4]∘[3,4], a row b-side [3,4]∘[4], a broadcast numerator [4]∘[3,4] and a
 //            one-element b-side [2,3,4]∘[1]
-// with the row's input domains, so a new elementwise op needs no test edit. Hand-written cases keep
+//   row      [3,5] times a const [5], [2,3,4] with eps 0.1, one column [3,1] (replay only), fan-out
+// with the row's input domains, so a new elementwise or row op needs no test edit. Hand-written cases keep
 // the other ops (reductions, contractions, movement, lanes) and the extra elementwise edge cases
 // (outer broadcasts, x∘x fan-out, const sides, composites). op_cases_missing() names every op of
 // kOps without a case: each reader fails on it.
@@ -172,6 +173,18 @@ inline std::vector<OpCase> derived_cases(const OpInfo& info) {
     out.push_back({name + " row broadcast", op, {{{3, 4}, da}, {{4}, db}}, b, true});
     out.push_back({name + " broadcast numerator", op, {{{4}, da}, {{3, 4}, db}}, b, true});
     out.push_back({name + " one-element b", op, {{{2, 3, 4}, da}, {{1}, db}}, b, true});
+  } else if (info.cls == OpClass::Row) {
+    // A normalizing row's output hardly depends on x as a whole (layer_norm's Σy² ≈ n), so the plain
+    // op gets a const scale after it (the affine form users write), or its gradients would be noise.
+    out.push_back({name + ", const scale", op, {{{3, 5}, da}, {{5}, Dom::Any, true}},
+                   [op](Tape& t, const std::vector<Var>& v) { return t.mul(t.row_op(op, v[0]), v[1]); }, true});
+    out.push_back({name + " 3-D, eps 0.1", op, {{{2, 3, 4}, da}},
+                   [op](Tape& t, const std::vector<Var>& v) { return t.row_op(op, v[0], 0.1); }, true});
+    // one column: layer_norm's y = 0 exactly and no gradient (the oracle wants a non-zero one)
+    out.push_back({name + " one column", op, {{{3, 1}, da}}, [op](Tape& t, const std::vector<Var>& v) { return t.row_op(op, v[0]); },
+                   true, kUseReplay});
+    out.push_back({name + " fan-out", op, {{{4, 3}, da}},
+                   [op](Tape& t, const std::vector<Var>& v) { return t.mul(t.row_op(op, v[0]), v[0]); }, true});
   }
   return out;
 }
@@ -236,15 +249,6 @@ inline std::vector<OpCase> hand_cases() {
        [](Tape& t, V v) { return t.softmax_cross_entropy(v[0], v[1]); }},
       {"softmax_cross_entropy x with x", Op::SoftmaxCrossEntropy, {{{3, 4}, P}},
        [](Tape& t, V v) { return t.softmax_cross_entropy(v[0], v[0]); }},
-      // A row's Σy² is n·var/(var + eps) ≈ n whatever x is, so the plain op's checks get a const scale
-      // after it (the affine form users write), or else their gradients would be rounding noise.
-      {"layer_norm, const scale", Op::LayerNorm, {{{3, 5}}, {{5}, Dom::Any, true}},
-       [](Tape& t, V v) { return t.mul(t.layer_norm(v[0]), v[1]); }},
-      {"layer_norm 3-D, eps 0.1", Op::LayerNorm, {{{2, 3, 4}}}, [](Tape& t, V v) { return t.layer_norm(v[0], 0.1); }},
-      // one column: y = 0 exactly and no gradient (the oracle wants a non-zero one)
-      {"layer_norm one column", Op::LayerNorm, {{{3, 1}}}, [](Tape& t, V v) { return t.layer_norm(v[0]); }, false,
-       kUseReplay},
-      {"layer_norm fan-out", Op::LayerNorm, {{{4, 3}}}, [](Tape& t, V v) { return t.mul(t.layer_norm(v[0]), v[0]); }},
       {"cross_entropy ids [N]", Op::CrossEntropy, {{{4, 5}}, {{4}, Dom::ClassId}},
        [](Tape& t, V v) { return t.cross_entropy(v[0], v[1]); }},
       {"cross_entropy ids [N,1], batch 1", Op::CrossEntropy, {{{1, 3}}, {{1, 1}, Dom::ClassId}},
