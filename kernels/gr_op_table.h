@@ -69,7 +69,7 @@
   X(BceWithLogits,       "bce_with_logits",       2, Binary,      kAttrNone,                 bce_logits,  a_b,  g_a_b, g_a,   Broadcast, Elementwise, Yes, Any,          Any,    "torch.nn.functional.binary_cross_entropy_with_logits(*torch.broadcast_tensors(a, b), reduction='none')", "") \
   X(Sum,                 "sum",                   1, Reduction,   kAttrAxis | kAttrKeepdims, sum,         none, none,  none,  Reduce,    Reduce,      Yes, Any,          None,   "", "") \
   X(Mean,                "mean",                  1, Reduction,   kAttrAxis | kAttrKeepdims, mean,        none, none,  none,  Reduce,    Reduce,      Yes, Any,          None,   "", "") \
-  X(Max,                 "max",                   1, Reduction,   kAttrAxis | kAttrKeepdims, max,         none, none,  none,  Reduce,    Opaque,      No,  Any,          None,   "", "") \
+  X(Max,                 "max",                   1, Reduction,   kAttrAxis | kAttrKeepdims, max,         fold, none,  none,  Reduce,    Opaque,      No,  Any,          None,   "torch.max(a, dim=d, keepdim=k)[0]", "ReduceMax") \
   X(Matmul,              "matmul",                2, Contraction, kAttrNone,                 matmul,      none, none,  none,  Matmul,    Matmul,      No,  Any,          Any,    "", "") \
   X(Bmm,                 "bmm",                   2, Contraction, kAttrNone,                 bmm,         none, none,  none,  Bmm,       Opaque,      No,  Any,          Any,    "", "") \
   X(Transpose,           "transpose",             1, Movement,    kAttrNone,                 transpose,   none, none,  none,  Transpose, Opaque,      No,  Any,          None,   "", "") \
@@ -113,6 +113,34 @@
 #define GR_OP_IF_ROW_Movement(...)
 #define GR_OP_IF_ROW_Random(...)
 #define GR_OP_IF_ROW_Row(...) __VA_ARGS__
+// GR_OP_IF_FOLD(cls, fwd, ...) keeps its arguments for the fold reductions: the Class Reduction rows
+// whose Fwd column is `fold` (max, ...); sum and mean (Fwd none) have their own plans (see above).
+#define GR_OP_IF_REDUCTION_Leaf(...)
+#define GR_OP_IF_REDUCTION_Unary(...)
+#define GR_OP_IF_REDUCTION_Binary(...)
+#define GR_OP_IF_REDUCTION_Reduction(...) __VA_ARGS__
+#define GR_OP_IF_REDUCTION_Contraction(...)
+#define GR_OP_IF_REDUCTION_Lane(...)
+#define GR_OP_IF_REDUCTION_Movement(...)
+#define GR_OP_IF_REDUCTION_Random(...)
+#define GR_OP_IF_REDUCTION_Row(...)
+#define GR_OP_IF_FOLD_FWD_fold(...) __VA_ARGS__
+#define GR_OP_IF_FOLD_FWD_none(...)
+#define GR_OP_IF_FOLD(cls, fwd, ...) GR_OP_IF_REDUCTION_##cls(GR_OP_IF_FOLD_FWD_##fwd(__VA_ARGS__))
+// GR_OP_IF_NOT_FOLD(cls, fwd, ...) keeps them for every other row (exhaustive switches over ops).
+#define GR_OP_IF_NOT_REDUCTION_Leaf(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Unary(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Binary(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Reduction(...)
+#define GR_OP_IF_NOT_REDUCTION_Contraction(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Lane(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Movement(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Random(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Row(...) __VA_ARGS__
+#define GR_OP_IF_NOT_FOLD_FWD_fold(...)
+#define GR_OP_IF_NOT_FOLD_FWD_none(...) __VA_ARGS__
+#define GR_OP_IF_NOT_FOLD(cls, fwd, ...) \
+  GR_OP_IF_NOT_REDUCTION_##cls(__VA_ARGS__) GR_OP_IF_REDUCTION_##cls(GR_OP_IF_NOT_FOLD_FWD_##fwd(__VA_ARGS__))
 #define GR_OP_IF_NOT_ROW_Leaf(...) __VA_ARGS__
 #define GR_OP_IF_NOT_ROW_Unary(...) __VA_ARGS__
 #define GR_OP_IF_NOT_ROW_Binary(...) __VA_ARGS__

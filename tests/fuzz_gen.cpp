@@ -50,6 +50,17 @@ class Gen {
   // the others are named first, in the order x86-64 GCC evaluated them, so the seeds keep their graphs.
   int64_t pick(int64_t n) { return static_cast<int64_t>(rng_.next() % static_cast<uint64_t>(n)); }
   bool coin(int64_t n = 2) { return pick(n) == 0; }
+  // A fold reduction of the table (max, ...), drawn when there are several (one: no draw, so the
+  // stream of a table with max alone is as it was). Its value is an element of the lane: |y| <= bound.
+  std::string fold_name() {
+    static const std::vector<const OpInfo*> folds = [] {
+      std::vector<const OpInfo*> v;
+      for (const OpInfo& info : kOps)
+        if (info.fold()) v.push_back(&info);
+      return v;
+    }();
+    return std::string(folds[folds.size() == 1 ? 0 : static_cast<size_t>(pick(static_cast<int64_t>(folds.size())))]->name);
+  }
 
   Val leaf(bool param, const Dims& shape, double lo, double hi) {
     Leaf l{pre_ + (param ? "p" : "k") + std::to_string(leaves_++), param, shape, rng_.uniform_vec(numel(shape), lo, hi)};
@@ -311,7 +322,7 @@ class Gen {
           return op(std::string(r.name), {a}, {{"eps", eps}}, a.shape, std::sqrt(static_cast<double>(C)));
         }
         const bool last = !coin(3);
-        const Val m = op("max", {a}, {{"axis", last ? -1 : 0}, {"keepdims", true}}, last ? Dims{R, 1} : Dims{1, C}, a.bound);
+        const Val m = op(fold_name(), {a}, {{"axis", last ? -1 : 0}, {"keepdims", true}}, last ? Dims{R, 1} : Dims{1, C}, a.bound);
         return op("sub", {a, m}, json::object(), a.shape, 2.0 * a.bound);
       }
       case 12: {  // a [R, C] param on the a-side, or a reshape round trip
@@ -351,7 +362,7 @@ class Gen {
       }
       case 4: return scal("adds", scal("muls", reduce("sum", a, -9, false), 0.5), 1.25);  // a serial tail
       case 5: {  // integer class ids [R] or [R, 1]; or the max of everything
-        if (coin(4)) return op("max", {a}, json::object(), {1}, a.bound);
+        if (coin(4)) return op(fold_name(), {a}, json::object(), {1}, a.bound);  // max, ... of everything
         const Dims ids = coin() ? Dims{R} : Dims{R, 1};
         Leaf& l = c_.graph.leaves.emplace_back(Leaf{pre_ + "k" + std::to_string(leaves_++), false, ids, {}});
         l.values.assign(static_cast<size_t>(R), 0.0);

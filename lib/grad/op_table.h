@@ -51,6 +51,8 @@ struct OpInfo {
   constexpr bool elementwise() const { return cls == OpClass::Unary || cls == OpClass::Binary; }
   constexpr bool leaf() const { return cls == OpClass::Leaf; }
   constexpr bool row() const { return cls == OpClass::Row; }
+  // A fold reduction (max, ...): its rule is gr_<stem>_fold_fwd / _bwd in gr_ops_lane.h.
+  constexpr bool fold() const { return cls == OpClass::Reduction && fwd == "fold"; }
 };
 
 namespace op_table_detail {
