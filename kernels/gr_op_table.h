@@ -9,10 +9,20 @@
 //
 // Adding an elementwise op = one row here + gr_<stem>_fwd / gr_<stem>_bwd[_a,_b] in gr_ops_scalar.h.
 // Adding a row op (Class Row: layer_norm) = one row here + gr_<stem>_lane_fwd / _lane_bwd in gr_ops_lane.h.
-// Every consumer reaches a class through GR_OP_IF_<CLASS>_<Class> below, so no other file names the op.
+// Adding a fold reduction (Class Reduction with Fwd `fold`: max) = one row here + gr_<stem>_fold_fwd /
+// gr_<stem>_fold_bwd in gr_ops_lane.h.
+// Every consumer reaches these classes through GR_OP_IF_<CLASS>_<Class> / GR_OP_IF_FOLD below, so no
+// other file names the op (scripts/check-new-op adds softsign, rms_norm and min that way). Table-driven:
+// Unary, Binary, Row and the fold reductions. Still hand-written per op in the consumers' switches:
+// sum and mean (Reduction, Fwd none: the serial sum, the fused SumAll stage, the emitter's sums),
+// Contraction, Lane (softmax, log_softmax, the losses), Movement, Random.
 //
 // X(Enum, "name", arity, Class, attrs, stem, Fwd, BwdA, BwdB, Shape, Fusion, Emit, DomA, DomB, "torch", "onnx")
-//   Class   Leaf | Unary | Binary (the elementwise ops) | Reduction | Contraction | Lane | Movement |
+//   Class   Leaf | Unary | Binary (the elementwise ops) | Reduction (Fwd `fold`: a fold reduction, one value per
+//           lane of the reduced axis or of all elements, output shape by axis/keepdims; its rule is the pair
+//           gr_<stem>_fold_fwd(x, len, stride) → y / gr_<stem>_fold_bwd(g, x, y, slot, len, stride) (adds
+//           into slot) in gr_ops_lane.h, the per-node kernels grk_<stem>_fwd / _bwd generated from the row;
+//           Fwd `none`: sum, mean, by hand) | Contraction | Lane | Movement |
 //           Random (dropout: a counter-based mask keyed by the tape's dropout key, gr_ops_lane.h) |
 //           Row (a row op: one input, y = f(x) per row of the last axis, the scalar attribute s
 //           (eps, kAttrEps) > 0, output shape = input shape; its rule is the pair
@@ -26,6 +36,7 @@
 //           backward reads are its letters after g:
 //             g = dL/dy   a = the first input (x of a unary op)   b = the second input
 //             y = the op's output   s = the op's scalar attribute   none = no such function
+//           (a Reduction row's Fwd is `fold` for a fold reduction, its rule pair gr_<stem>_fold_fwd/_bwd)
 //   Shape   Leaf | Same | Broadcast | Reduce | Matmul | Bmm | Transpose | Reshape | Slice | Concat | Loss
 //   Fusion  how the megakernel planner may fuse it (docs/fusion.md):
 //             Elementwise  row-local over [B, C] (b-side: same shape, a [C] column or one element);
@@ -39,8 +50,11 @@
 //             Any | Positive | AwayFromZero (a kink or pole at 0) | OneHot | ClassId (integer class ids,
 //             a constant) | None (no such input)
 //   torch   the op in PyTorch over tensors a, b and float s ("" when the oracle maps it by hand); the
-//           PyTorch oracle and `export --format torch` use it for the elementwise and Row ops
-//   onnx    the opset-13 ONNX operator of an elementwise row (adds/muls/pow: its scalar becomes an
+//           PyTorch oracle and `export --format torch` use it for the elementwise and Row ops; a fold
+//           reduction's is over a, dim d and keepdim k (all axes: a flattened, d 0, k False, then [1]);
+//           its gradient must go where the fold's backward sends it (max: torch.max's index)
+//   onnx    the opset-13 ONNX operator of an elementwise row or a fold reduction (ReduceMax: axes an
+//           attribute; all axes: keepdims 0, reshaped to [1]) (adds/muls/pow: its scalar becomes an
 //           initializer input); "" when there is none: `export --format onnx` refuses the node, named
 #pragma once
 

@@ -40,7 +40,7 @@ int64_t numel(const Dims& d) {
 
 class Gen {
  public:
-  Gen(uint64_t seed, Case& c) : rng_(seed * 0x9E3779B97F4A7C15ULL + 0x5EED), c_(c) {
+  Gen(uint64_t seed, Case& c) : rng_(seed * 0x9E3779B97F4A7C15ULL + 0x5EED), c_(c), seed_(seed) {
     pre_ = "s" + std::to_string(seed) + "_";
   }
 
@@ -50,8 +50,9 @@ class Gen {
   // the others are named first, in the order x86-64 GCC evaluated them, so the seeds keep their graphs.
   int64_t pick(int64_t n) { return static_cast<int64_t>(rng_.next() % static_cast<uint64_t>(n)); }
   bool coin(int64_t n = 2) { return pick(n) == 0; }
-  // A fold reduction of the table (max, ...), drawn when there are several (one: no draw, so the
-  // stream of a table with max alone is as it was). Its value is an element of the lane: |y| <= bound.
+  // A fold reduction of the table (max, ...), in turn from the seed (no draw: the stream, and so every
+  // seed's graph, is as it was; seeds alternate when there are several). Its value is an element of
+  // the lane: |y| <= bound.
   std::string fold_name() {
     static const std::vector<const OpInfo*> folds = [] {
       std::vector<const OpInfo*> v;
@@ -59,7 +60,7 @@ class Gen {
         if (info.fold()) v.push_back(&info);
       return v;
     }();
-    return std::string(folds[folds.size() == 1 ? 0 : static_cast<size_t>(pick(static_cast<int64_t>(folds.size())))]->name);
+    return std::string(folds[static_cast<size_t>((seed_ + folds_drawn_++) % folds.size())]->name);
   }
 
   Val leaf(bool param, const Dims& shape, double lo, double hi) {
@@ -478,6 +479,8 @@ class Gen {
  private:
   test::Rng rng_;
   Case& c_;
+  uint64_t seed_;
+  uint64_t folds_drawn_ = 0;  // fold_name's turn
   std::string pre_;
   int leaves_ = 0, nodes_ = 0;
   std::vector<Val> pool_, params_;
