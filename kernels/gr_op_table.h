@@ -9,10 +9,20 @@
 //
 // Adding an elementwise op = one row here + gr_<stem>_fwd / gr_<stem>_bwd[_a,_b] in gr_ops_scalar.h.
 // Adding a row op (Class Row: layer_norm) = one row here + gr_<stem>_lane_fwd / _lane_bwd in gr_ops_lane.h.
-// Every consumer reaches a class through GR_OP_IF_<CLASS>_<Class> below, so no other file names the op.
+// Adding a fold reduction (Class Reduction with Fwd `fold`: max) = one row here + gr_<stem>_fold_fwd /
+// gr_<stem>_fold_bwd in gr_ops_lane.h.
+// Every consumer reaches these classes through GR_OP_IF_<CLASS>_<Class> / GR_OP_IF_FOLD below, so no
+// other file names the op (scripts/check-new-op adds softsign, rms_norm and min that way). Table-driven:
+// Unary, Binary, Row and the fold reductions. Still hand-written per op in the consumers' switches:
+// sum and mean (Reduction, Fwd none: the serial sum, the fused SumAll stage, the emitter's sums),
+// Contraction, Lane (softmax, log_softmax, the losses), Movement, Random.
 //
 // X(Enum, "name", arity, Class, attrs, stem, Fwd, BwdA, BwdB, Shape, Fusion, Emit, DomA, DomB, "torch", "onnx")
-//   Class   Leaf | Unary | Binary (the elementwise ops) | Reduction | Contraction | Lane | Movement |
+//   Class   Leaf | Unary | Binary (the elementwise ops) | Reduction (Fwd `fold`: a fold reduction, one value per
+//           lane of the reduced axis or of all elements, output shape by axis/keepdims; its rule is the pair
+//           gr_<stem>_fold_fwd(x, len, stride) → y / gr_<stem>_fold_bwd(g, x, y, slot, len, stride) (adds
+//           into slot) in gr_ops_lane.h, the per-node kernels grk_<stem>_fwd / _bwd generated from the row;
+//           Fwd `none`: sum, mean, by hand) | Contraction | Lane | Movement |
 //           Random (dropout: a counter-based mask keyed by the tape's dropout key, gr_ops_lane.h) |
 //           Row (a row op: one input, y = f(x) per row of the last axis, the scalar attribute s
 //           (eps, kAttrEps) > 0, output shape = input shape; its rule is the pair
@@ -26,6 +36,7 @@
 //           backward reads are its letters after g:
 //             g = dL/dy   a = the first input (x of a unary op)   b = the second input
 //             y = the op's output   s = the op's scalar attribute   none = no such function
+//           (a Reduction row's Fwd is `fold` for a fold reduction, its rule pair gr_<stem>_fold_fwd/_bwd)
 //   Shape   Leaf | Same | Broadcast | Reduce | Matmul | Bmm | Transpose | Reshape | Slice | Concat | Loss
 //   Fusion  how the megakernel planner may fuse it (docs/fusion.md):
 //             Elementwise  row-local over [B, C] (b-side: same shape, a [C] column or one element);
@@ -39,8 +50,11 @@
 //             Any | Positive | AwayFromZero (a kink or pole at 0) | OneHot | ClassId (integer class ids,
 //             a constant) | None (no such input)
 //   torch   the op in PyTorch over tensors a, b and float s ("" when the oracle maps it by hand); the
-//           PyTorch oracle and `export --format torch` use it for the elementwise and Row ops
-//   onnx    the opset-13 ONNX operator of an elementwise row (adds/muls/pow: its scalar becomes an
+//           PyTorch oracle and `export --format torch` use it for the elementwise and Row ops; a fold
+//           reduction's is over a, dim d and keepdim k (all axes: a flattened, d 0, k False, then [1]);
+//           its gradient must go where the fold's backward sends it (max: torch.max's index)
+//   onnx    the opset-13 ONNX operator of an elementwise row or a fold reduction (ReduceMax: axes an
+//           attribute; all axes: keepdims 0, reshaped to [1]) (adds/muls/pow: its scalar becomes an
 //           initializer input); "" when there is none: `export --format onnx` refuses the node, named
 #pragma once
 
@@ -69,7 +83,7 @@
   X(BceWithLogits,       "bce_with_logits",       2, Binary,      kAttrNone,                 bce_logits,  a_b,  g_a_b, g_a,   Broadcast, Elementwise, Yes, Any,          Any,    "torch.nn.functional.binary_cross_entropy_with_logits(*torch.broadcast_tensors(a, b), reduction='none')", "") \
   X(Sum,                 "sum",                   1, Reduction,   kAttrAxis | kAttrKeepdims, sum,         none, none,  none,  Reduce,    Reduce,      Yes, Any,          None,   "", "") \
   X(Mean,                "mean",                  1, Reduction,   kAttrAxis | kAttrKeepdims, mean,        none, none,  none,  Reduce,    Reduce,      Yes, Any,          None,   "", "") \
-  X(Max,                 "max",                   1, Reduction,   kAttrAxis | kAttrKeepdims, max,         none, none,  none,  Reduce,    Opaque,      No,  Any,          None,   "", "") \
+  X(Max,                 "max",                   1, Reduction,   kAttrAxis | kAttrKeepdims, max,         fold, none,  none,  Reduce,    Opaque,      No,  Any,          None,   "torch.max(a, dim=d, keepdim=k)[0]", "ReduceMax") \
   X(Matmul,              "matmul",                2, Contraction, kAttrNone,                 matmul,      none, none,  none,  Matmul,    Matmul,      No,  Any,          Any,    "", "") \
   X(Bmm,                 "bmm",                   2, Contraction, kAttrNone,                 bmm,         none, none,  none,  Bmm,       Opaque,      No,  Any,          Any,    "", "") \
   X(Transpose,           "transpose",             1, Movement,    kAttrNone,                 transpose,   none, none,  none,  Transpose, Opaque,      No,  Any,          None,   "", "") \
@@ -113,6 +127,34 @@
 #define GR_OP_IF_ROW_Movement(...)
 #define GR_OP_IF_ROW_Random(...)
 #define GR_OP_IF_ROW_Row(...) __VA_ARGS__
+// GR_OP_IF_FOLD(cls, fwd, ...) keeps its arguments for the fold reductions: the Class Reduction rows
+// whose Fwd column is `fold` (max, ...); sum and mean (Fwd none) have their own plans (see above).
+#define GR_OP_IF_REDUCTION_Leaf(...)
+#define GR_OP_IF_REDUCTION_Unary(...)
+#define GR_OP_IF_REDUCTION_Binary(...)
+#define GR_OP_IF_REDUCTION_Reduction(...) __VA_ARGS__
+#define GR_OP_IF_REDUCTION_Contraction(...)
+#define GR_OP_IF_REDUCTION_Lane(...)
+#define GR_OP_IF_REDUCTION_Movement(...)
+#define GR_OP_IF_REDUCTION_Random(...)
+#define GR_OP_IF_REDUCTION_Row(...)
+#define GR_OP_IF_FOLD_FWD_fold(...) __VA_ARGS__
+#define GR_OP_IF_FOLD_FWD_none(...)
+#define GR_OP_IF_FOLD(cls, fwd, ...) GR_OP_IF_REDUCTION_##cls(GR_OP_IF_FOLD_FWD_##fwd(__VA_ARGS__))
+// GR_OP_IF_NOT_FOLD(cls, fwd, ...) keeps them for every other row (exhaustive switches over ops).
+#define GR_OP_IF_NOT_REDUCTION_Leaf(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Unary(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Binary(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Reduction(...)
+#define GR_OP_IF_NOT_REDUCTION_Contraction(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Lane(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Movement(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Random(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Row(...) __VA_ARGS__
+#define GR_OP_IF_NOT_FOLD_FWD_fold(...)
+#define GR_OP_IF_NOT_FOLD_FWD_none(...) __VA_ARGS__
+#define GR_OP_IF_NOT_FOLD(cls, fwd, ...) \
+  GR_OP_IF_NOT_REDUCTION_##cls(__VA_ARGS__) GR_OP_IF_REDUCTION_##cls(GR_OP_IF_NOT_FOLD_FWD_##fwd(__VA_ARGS__))
 #define GR_OP_IF_NOT_ROW_Leaf(...) __VA_ARGS__
 #define GR_OP_IF_NOT_ROW_Unary(...) __VA_ARGS__
 #define GR_OP_IF_NOT_ROW_Binary(...) __VA_ARGS__

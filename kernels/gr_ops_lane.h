@@ -1,5 +1,5 @@
 // gr_ops_lane.h — per-lane arithmetic of the lane ops (softmax, log_softmax, softmax
-// cross-entropy, layer_norm, max, cross-entropy with class ids), forward and backward: one
+// cross-entropy, layer_norm, the fold reductions (max, ...), cross-entropy with class ids), forward and backward: one
 // definition for the CPU tape and every device kernel.
 //
 // A lane is `len` elements `stride` apart (an axis of a tensor). Orders (the numerics contract):
@@ -188,6 +188,24 @@ GR_HD static inline long long gr_lane_argmax(const T* x, long long len, long lon
     if (v > m || (v != v && m == m)) m = v, best = k;
   }
   return best;
+}
+
+// ---- fold reductions (Class Reduction, Fwd `fold`: max, ...) over one lane -------------------------------
+// The rule pair of a fold reduction <stem>, from its row of gr_op_table.h:
+//   T    gr_<stem>_fold_fwd(x, len, stride)                     the lane's value
+//   void gr_<stem>_fold_bwd(g, x, y, slot, len, stride)         adds the lane's gradient into slot
+// (x, slot: the lane's elements `stride` apart; y: the forward's value; g: dL/dy). Every path reduces
+// an axis (or all axes: one lane of every element) through these two.
+template <class T>
+GR_HD static inline T gr_max_fold_fwd(const T* x, long long len, long long stride) {
+  return x[gr_lane_argmax(x, len, stride) * stride];
+}
+
+template <class T>
+GR_HD static inline void gr_max_fold_bwd(T g, const T* x, T y, T* slot, long long len, long long stride) {
+  (void)y;
+  const long long at = gr_lane_argmax(x, len, stride) * stride;
+  slot[at] = gr_radd(slot[at], g);
 }
 
 // ---- cross-entropy with integer class ids: one row of logits x[0..C) and its class id c ---------------

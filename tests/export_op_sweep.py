@@ -3,8 +3,9 @@
 
     /usr/bin/python3 tests/export_op_sweep.py GRADRUN OP [OP ...]
 
-Per op (an elementwise unary op without a scalar, or a row op such as layer_norm): a spec
-x [B,4] -> dense(6, tanh) -> OP -> dense(1) -> mse, trained for one epoch; then
+Per op (an elementwise unary op without a scalar, a row op such as layer_norm, or a fold reduction
+such as max, over the last axis with keepdims): a spec x [B,4] -> dense(6, tanh) -> OP -> dense(1)
+-> mse, trained for one epoch; then
   torch  `gradrun export --format torch`, the module loaded into torch (strict state_dict) and run
          on every data row, matched against `gradrun predict` to 1e-12 absolute (float64);
   onnx   `gradrun export --format onnx`: either a model that onnx.checker accepts (its operators
@@ -17,6 +18,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -52,6 +54,13 @@ def load_module(path):
     return mod
 
 
+def is_fold(op):
+    """Whether the op table row of `op` is a fold reduction (Class Reduction, Fwd column `fold`)."""
+    table = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "gr_op_table.h")
+    m = re.search(r'X\(\w+,\s*"%s",\s*\d+,\s*(\w+),\s*[^,]+,\s*\w+,\s*(\w+),' % re.escape(op), open(table).read())
+    return bool(m) and m.group(1) == "Reduction" and m.group(2) == "fold"
+
+
 def sweep(gradrun, op, tmp, failures, torch_ok, onnx_ok):
     d = os.path.join(tmp, op)
     os.makedirs(d)
@@ -63,7 +72,9 @@ def sweep(gradrun, op, tmp, failures, torch_ok, onnx_ok):
         for _ in range(n):
             f.write("%r,%r,%r,%r,%r\n" % (*rng.normal(size=4), rng.normal()))
     node = {"id": "z", "op": op, "inputs": ["h"]}
-    # attributes at their defaults (a row op's eps: 1e-5)
+    # attributes at their defaults (a row op's eps: 1e-5); a fold reduction over the last axis, kept
+    if is_fold(op):
+        node.update({"axis": -1, "keepdims": True})
     spec = {"gradrun": 1, "name": "sweep_" + op, "seed": 3,
             "data": {"csv": data_csv, "inputs": {"x": {"columns": ["a0", "a1", "a2", "a3"]}, "y": {"column": "t"}}},
             "graph": [{"id": "h", "layer": "dense", "inputs": ["x"], "units": 6, "activation": "tanh"}, node,

@@ -40,7 +40,7 @@ int64_t numel(const Dims& d) {
 
 class Gen {
  public:
-  Gen(uint64_t seed, Case& c) : rng_(seed * 0x9E3779B97F4A7C15ULL + 0x5EED), c_(c) {
+  Gen(uint64_t seed, Case& c) : rng_(seed * 0x9E3779B97F4A7C15ULL + 0x5EED), c_(c), seed_(seed) {
     pre_ = "s" + std::to_string(seed) + "_";
   }
 
@@ -50,6 +50,18 @@ class Gen {
   // the others are named first, in the order x86-64 GCC evaluated them, so the seeds keep their graphs.
   int64_t pick(int64_t n) { return static_cast<int64_t>(rng_.next() % static_cast<uint64_t>(n)); }
   bool coin(int64_t n = 2) { return pick(n) == 0; }
+  // A fold reduction of the table (max, ...), in turn from the seed (no draw: the stream, and so every
+  // seed's graph, is as it was; seeds alternate when there are several). Its value is an element of
+  // the lane: |y| <= bound.
+  std::string fold_name() {
+    static const std::vector<const OpInfo*> folds = [] {
+      std::vector<const OpInfo*> v;
+      for (const OpInfo& info : kOps)
+        if (info.fold()) v.push_back(&info);
+      return v;
+    }();
+    return std::string(folds[static_cast<size_t>((seed_ + folds_drawn_++) % folds.size())]->name);
+  }
 
   Val leaf(bool param, const Dims& shape, double lo, double hi) {
     Leaf l{pre_ + (param ? "p" : "k") + std::to_string(leaves_++), param, shape, rng_.uniform_vec(numel(shape), lo, hi)};
@@ -311,7 +323,7 @@ class Gen {
           return op(std::string(r.name), {a}, {{"eps", eps}}, a.shape, std::sqrt(static_cast<double>(C)));
         }
         const bool last = !coin(3);
-        const Val m = op("max", {a}, {{"axis", last ? -1 : 0}, {"keepdims", true}}, last ? Dims{R, 1} : Dims{1, C}, a.bound);
+        const Val m = op(fold_name(), {a}, {{"axis", last ? -1 : 0}, {"keepdims", true}}, last ? Dims{R, 1} : Dims{1, C}, a.bound);
         return op("sub", {a, m}, json::object(), a.shape, 2.0 * a.bound);
       }
       case 12: {  // a [R, C] param on the a-side, or a reshape round trip
@@ -351,7 +363,7 @@ class Gen {
       }
       case 4: return scal("adds", scal("muls", reduce("sum", a, -9, false), 0.5), 1.25);  // a serial tail
       case 5: {  // integer class ids [R] or [R, 1]; or the max of everything
-        if (coin(4)) return op("max", {a}, json::object(), {1}, a.bound);
+        if (coin(4)) return op(fold_name(), {a}, json::object(), {1}, a.bound);  // max, ... of everything
         const Dims ids = coin() ? Dims{R} : Dims{R, 1};
         Leaf& l = c_.graph.leaves.emplace_back(Leaf{pre_ + "k" + std::to_string(leaves_++), false, ids, {}});
         l.values.assign(static_cast<size_t>(R), 0.0);
@@ -467,6 +479,8 @@ class Gen {
  private:
   test::Rng rng_;
   Case& c_;
+  uint64_t seed_;
+  uint64_t folds_drawn_ = 0;  // fold_name's turn
   std::string pre_;
   int leaves_ = 0, nodes_ = 0;
   std::vector<Val> pool_, params_;

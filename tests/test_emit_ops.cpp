@@ -118,17 +118,18 @@ TEST_CASE("emit: every emittable elementwise row of the op table, from the case 
   std::printf("emit sweep: %zu ops emitted and verified: %s\n", swept.size(), gr::test::op_list(swept).c_str());
 }
 
-TEST_CASE("emit: every row op of the op table (Emit No) is refused, naming its node", "[emit][sweep]") {
-  // Per Class Row op: a spec x [1] -> op -> sum; the emitter refuses it at construction.
+TEST_CASE("emit: every row op and Emit-No fold reduction of the op table is refused, naming its node", "[emit][sweep]") {
+  // Per Class Row op (and fold reduction marked Emit No: max, ...): a spec x [1] -> op -> sum; the
+  // emitter refuses it at construction.
   std::set<Op> refused;
   for (const OpInfo& info : kOps) {
-    if (!info.row()) continue;
+    if (!info.row() && !(info.fold() && !info.emit_scalar)) continue;
     REQUIRE(!info.emit_scalar);
     const std::string name(info.name);
     gr::test::TempDir dir("gr_test_emit_refuse");
     const std::string path = dir.file("refuse.json");
     std::ofstream(path) << R"({"gradrun": 1, "params": {"x": {"shape": [1], "init": {"values": [1.5]}}},)"
-                        << R"( "graph": [{"id": "y", "op": ")" << name << R"(", "inputs": ["x"], "eps": 0.001},)"
+                        << R"( "graph": [{"id": "y", "op": ")" << name << R"(", "inputs": ["x"])" << (info.row() ? R"(, "eps": 0.001)" : "") << "},"
                         << R"( {"id": "loss", "op": "sum", "inputs": ["y"]}], "loss": "loss", "emit": {"signature": "params"}})";
     std::string what;
     try {
@@ -141,5 +142,5 @@ TEST_CASE("emit: every row op of the op table (Emit No) is refused, naming its n
     if (what.find(name) != std::string::npos) refused.insert(info.op);
   }
   REQUIRE(!refused.empty());
-  std::printf("emit refusals: %zu row ops refused, named: %s\n", refused.size(), gr::test::op_list(refused).c_str());
+  std::printf("emit refusals: %zu row and fold ops refused, named: %s\n", refused.size(), gr::test::op_list(refused).c_str());
 }

@@ -213,7 +213,10 @@ std::string program_text(const Graph& g) {
     o << '\n';
     // An elementwise node carries its row's torch expression (over a, b and s): torch_oracle.py
     // evaluates it, so the oracle needs no edit for a new elementwise op.
-    if (gr::op_info(n.op).elementwise() || gr::op_info(n.op).row()) o << "expr " << id << ' ' << gr::op_info(n.op).torch << '\n';
+    // A fold reduction's (max, ...) is over a, dim d and keepdim k, marked by a `fold` record.
+    const gr::OpInfo& info = gr::op_info(n.op);
+    if (info.elementwise() || info.row() || info.fold()) o << "expr " << id << ' ' << info.torch << '\n';
+    if (info.fold()) o << "fold " << id << '\n';
     // A dropout node's key (seed, step, training): torch_oracle.py draws the mask from it itself.
     if (n.op == Op::Dropout)
       o << "key " << id << ' ' << static_cast<uint64_t>(n.starts[0]) << ' ' << n.starts[1] << ' ' << n.starts[2] << '\n';
@@ -419,8 +422,8 @@ void check_coverage(Graph& g) {
   for (const gr::OpInfo& info : gr::kOps) {
     INFO("op '" << info.name << "' is not in the oracle graph");
     CHECK(seen[static_cast<size_t>(info.op)]);
-    INFO("elementwise op '" << info.name << "' has no torch expression in kernels/gr_op_table.h");
-    CHECK((!info.elementwise() || !info.torch.empty()));
+    INFO("elementwise, row or fold op '" << info.name << "' has no torch expression in kernels/gr_op_table.h");
+    CHECK((!(info.elementwise() || info.row() || info.fold()) || !info.torch.empty()));
   }
   INFO("ops of kOps without an oracle case in support/op_cases.h: " << gr::test::op_cases_missing(gr::test::kUseOracle));
   CHECK(gr::test::op_cases_missing(gr::test::kUseOracle).empty());

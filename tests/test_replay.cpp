@@ -95,7 +95,7 @@ TEST_CASE("replay: every op's value and every gradient equal the CPU tape (host,
 // each node's value and gradient equal to the CPU tape bit for bit (and so to the per-node replay),
 // with blockDim 1 and with fibers (blockDim 3, 2 blocks).
 TEST_CASE("fuse: every case of the case table, fused == CPU tape bit for bit", "[replay][sweep][fuse]") {
-  std::set<Op> fused_ops;
+  std::set<Op> fused_ops, swept_ops;
   size_t fused_cases = 0;
   for (const bool fibers : {false, true}) {
     auto be = host(fibers);
@@ -117,6 +117,8 @@ TEST_CASE("fuse: every case of the case table, fused == CPU tape bit for bit", "
       INFO(pl.describe());
       for (const fuse::Segment& sg : pl.segments)
         for (int32_t id : sg.nodes) fused_ops.insert(t.node(id).op);
+      for (int32_t id = 0; id < t.size(); ++id)
+        if (!op_info(t.node(Var{id}).op).leaf()) swept_ops.insert(t.node(Var{id}).op);
       fused_cases += pl.fuses();
       fuse::FusedProgram fp(prog, std::move(pl));
       fp.forward();
@@ -134,6 +136,12 @@ TEST_CASE("fuse: every case of the case table, fused == CPU tape bit for bit", "
   }
   std::printf("fuse sweep: %zu of %zu case runs fused; ops in fused segments: %s\n", fused_cases,
               2 * sweep_cases().size(), gr::test::op_list(fused_ops).c_str());
+  // The ops that stay per-node kernels between the segments (Fusion Opaque: max, bmm, ...), in the
+  // same fused programs, their bits checked as every node's above.
+  std::set<Op> per_node_ops;
+  for (const Op op : swept_ops)
+    if (!fused_ops.count(op)) per_node_ops.insert(op);
+  std::printf("fuse sweep: ops run per node beside fused segments: %s\n", gr::test::op_list(per_node_ops).c_str());
   // Every elementwise row lands in a fused segment (its derived cases are row-local).
   for (const OpInfo& info : kOps)
     if (info.fusion == FusionClass::Elementwise) {

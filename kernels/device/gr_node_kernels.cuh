@@ -364,25 +364,28 @@ extern "C" __global__ void grk_sce_bwd(const gr_real* g, const gr_real* x, const
 }
 GR_EXPORT_KERNEL(grk_sce_bwd)
 
-// ---- max over a lane of [outer, len, inner] (or over everything: 1, n, 1): one thread per lane -----------
-extern "C" __global__ void grk_max_fwd(const gr_real* x, gr_real* y, long long outer, long long len, long long inner) {
-  GRK_LOOP(l, outer * inner) {
-    const long long o = l / inner, i = l - o * inner, base = o * len * inner + i;
-    y[l] = x[base + gr_lane_argmax(x + base, len, inner) * inner];
-  }
-}
-GR_EXPORT_KERNEL(grk_max_fwd)
+// ---- fold reductions (max, ...) over a lane of [outer, len, inner] (or over everything: 1, n, 1): one thread
+// per lane, grk_<stem>_fwd / _bwd from the rows (gr_<stem>_fold_fwd / _bwd; lanes own disjoint slots) ----------
+#define GRK_FOLD_KERNELS(stem)                                                                                  \
+  extern "C" __global__ void grk_##stem##_fwd(const gr_real* x, gr_real* y, long long outer, long long len,       \
+                                              long long inner) {                                                \
+    GRK_LOOP(l, outer * inner) {                                                                                \
+      const long long o = l / inner, i = l - o * inner, base = o * len * inner + i;                             \
+      y[l] = gr_##stem##_fold_fwd(x + base, len, inner);                                                        \
+    }                                                                                                           \
+  }                                                                                                             \
+  GR_EXPORT_KERNEL(grk_##stem##_fwd)                                                                            \
+  extern "C" __global__ void grk_##stem##_bwd(const gr_real* g, const gr_real* x, const gr_real* y, gr_real* slot, \
+                                              long long outer, long long len, long long inner) {                \
+    GRK_LOOP(l, outer * inner) {                                                                                \
+      const long long o = l / inner, i = l - o * inner, base = o * len * inner + i;                             \
+      gr_##stem##_fold_bwd(g[l], x + base, y[l], slot + base, len, inner);                                      \
+    }                                                                                                           \
+  }                                                                                                             \
+  GR_EXPORT_KERNEL(grk_##stem##_bwd)
 
-// Backward: the lane's g lands on its argmax (lanes own disjoint slots).
-extern "C" __global__ void grk_max_bwd(const gr_real* g, const gr_real* x, gr_real* slot, long long outer, long long len,
-                                       long long inner) {
-  GRK_LOOP(l, outer * inner) {
-    const long long o = l / inner, i = l - o * inner, base = o * len * inner + i;
-    const long long at = base + gr_lane_argmax(x + base, len, inner) * inner;
-    slot[at] = GRK_ADD(slot[at], g[l]);
-  }
-}
-GR_EXPORT_KERNEL(grk_max_bwd)
+#define GRK_FOLD_OP_KERNELS(E, name, arity, cls, attrs, stem, fwd, ...) GR_OP_IF_FOLD(cls, fwd, GRK_FOLD_KERNELS(stem))
+GR_OP_TABLE(GRK_FOLD_OP_KERNELS)
 
 // ---- row ops (Class Row: layer_norm, ...) over the last axis, one thread per row: grk_<stem>_fwd, _bwd ----
 #define GRK_ROW_KERNELS(stem)                                                                                   \

@@ -20,14 +20,14 @@ inline bool is_binary(Op op) { return op_info(op).cls == OpClass::Binary; }
 inline bool is_unary(Op op) { return op_info(op).cls == OpClass::Unary; }
 
 // What a node is as a stage of a row segment / a serial segment: exhaustive switches over the ops
-// (elementwise and row ops from their rows), so a new op that is not listed here does not compile.
+// (elementwise, row and fold ops from their rows), so a new op that is not listed here does not compile.
 enum class Stage { Unary, Binary, Matmul, Lane, Row, Copy, SumAll, Sce, None };
 
 inline Stage row_stage(Op op) {
   switch (op) {
-#define GR_FUSE_ROW_STAGE(E, name, arity, cls, ...)                                                  \
+#define GR_FUSE_ROW_STAGE(E, name, arity, cls, attrs, stem, fwd, ...)                                \
   GR_OP_IF_UNARY_##cls(case Op::E: return Stage::Unary;) GR_OP_IF_BINARY_##cls(case Op::E: return Stage::Binary;) \
-  GR_OP_IF_ROW_##cls(case Op::E: return Stage::Row;)
+  GR_OP_IF_ROW_##cls(case Op::E: return Stage::Row;) GR_OP_IF_FOLD(cls, fwd, case Op::E: return Stage::None;)
     GR_OP_TABLE(GR_FUSE_ROW_STAGE)
 #undef GR_FUSE_ROW_STAGE
     case Op::Matmul: return Stage::Matmul;
@@ -37,7 +37,6 @@ inline Stage row_stage(Op op) {
     case Op::Const:
     case Op::Sum:
     case Op::Mean:
-    case Op::Max:
     case Op::Bmm:
     case Op::Transpose:
     case Op::Reshape:
@@ -52,9 +51,9 @@ inline Stage row_stage(Op op) {
 
 inline Stage serial_stage(Op op) {
   switch (op) {
-#define GR_FUSE_SERIAL_STAGE(E, name, arity, cls, ...)                                                  \
+#define GR_FUSE_SERIAL_STAGE(E, name, arity, cls, attrs, stem, fwd, ...)                             \
   GR_OP_IF_UNARY_##cls(case Op::E: return Stage::Unary;) GR_OP_IF_BINARY_##cls(case Op::E: return Stage::Binary;) \
-  GR_OP_IF_ROW_##cls(case Op::E: return Stage::None;)
+  GR_OP_IF_ROW_##cls(case Op::E: return Stage::None;) GR_OP_IF_FOLD(cls, fwd, case Op::E: return Stage::None;)
     GR_OP_TABLE(GR_FUSE_SERIAL_STAGE)
 #undef GR_FUSE_SERIAL_STAGE
     case Op::Reshape: return Stage::Copy;
@@ -63,7 +62,6 @@ inline Stage serial_stage(Op op) {
     case Op::SoftmaxCrossEntropy: return Stage::Sce;
     case Op::Param:
     case Op::Const:
-    case Op::Max:
     case Op::Matmul:
     case Op::Bmm:
     case Op::Transpose:

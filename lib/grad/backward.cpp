@@ -303,15 +303,39 @@ struct TapeRules {
   }
 
   // max: each lane's g lands on its first largest element (found again from the saved input).
-  void max() {
+  // A fold reduction's backward over one lane: its row's gr_<stem>_fold_bwd (an exhaustive switch
+  // generated from the table; fold rows only reach it).
+  template <class T>
+  static void fold_bwd(Op op, T gl, const T* x, T y, T* slot, int64_t len, int64_t stride) {
+    switch (op) {
+#define GR_TAPE_FOLD_BWD(E, name, arity, cls, attrs, stem, fwd, ...)                                          \
+  GR_OP_IF_FOLD(cls, fwd, case Op::E: return gr_##stem##_fold_bwd(gl, x, y, slot, static_cast<long long>(len), \
+                                                                  static_cast<long long>(stride));)           \
+  GR_OP_IF_NOT_FOLD(cls, fwd, case Op::E: break;)
+      GR_OP_TABLE(GR_TAPE_FOLD_BWD)
+#undef GR_TAPE_FOLD_BWD
+    }
+    throw Error("fold_bwd: " + std::string(op_name(op)) + " is not a fold reduction");
+  }
+
+  // A fold reduction (max, ...): each lane's rule in R (f32: over float copies of the lane and its slot).
+  void fold() {
     if (!wants(n.a)) return;
     const Node& x = in(n.a);
     double* slot = t.ensure_grad(n.a);
     const AxisLanes l = n.axis == kAllAxes ? AxisLanes{1, x.numel(), 1} : axis_lanes(x.shape, n.axis);
     for (int64_t o = 0; o < l.outer; ++o)
       for (int64_t i = 0; i < l.inner; ++i) {
-        const int64_t base = o * l.len * l.inner + i;
-        accumulate_into(slot[base + gr_lane_argmax(x.val + base, l.len, l.inner) * l.inner], R(g[o * l.inner + i]));
+        const int64_t base = o * l.len * l.inner + i, at = o * l.inner + i;
+        if constexpr (std::is_same_v<R, double>) {
+          fold_bwd(n.op, g[at], x.val + base, n.val[at], slot + base, l.len, l.inner);
+        } else {
+          float* w = t.scratch(static_cast<size_t>(2 * l.len));
+          narrow_lane(x.val + base, l.len, l.inner, w);
+          narrow_lane(slot + base, l.len, l.inner, w + l.len);
+          fold_bwd(n.op, static_cast<float>(g[at]), w, static_cast<float>(n.val[at]), w + l.len, l.len, 1);
+          widen_lane(w + l.len, l.len, slot + base, l.inner);
+        }
       }
   }
 
@@ -380,17 +404,16 @@ struct TapeRules {
       case Op::Param:
       case Op::Const: return;
       // Elementwise ops, from their rows: gr_ew_<stem>::bwd_a/bwd_b call the row's gr_<stem>_bwd*.
-#define GR_TAPE_EW_BWD(E, name, arity, cls, attrs, stem, ...)                                               \
+#define GR_TAPE_EW_BWD(E, name, arity, cls, attrs, stem, fwd, ...)                                          \
   GR_OP_IF_UNARY_##cls(case Op::E: return unary([&](int64_t e) { return gr_ew_##stem::bwd_a(R(g[e]), R(x[e]), R(0), R(y[e]), s); });) \
   GR_OP_IF_BINARY_##cls(case Op::E: return binary(                                                        \
       [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_a(R(g[e]), R(x[ia]), R(b[ib]), R(y[e]), s); }, \
       [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_b(R(g[e]), R(x[ia]), R(b[ib]), R(y[e]), s); });) \
-  GR_OP_IF_ROW_##cls(case Op::E: return row();)
+  GR_OP_IF_ROW_##cls(case Op::E: return row();) GR_OP_IF_FOLD(cls, fwd, case Op::E: return fold();)
       GR_OP_TABLE(GR_TAPE_EW_BWD)
 #undef GR_TAPE_EW_BWD
       case Op::Sum:
       case Op::Mean: return reduction();
-      case Op::Max: return max();
       case Op::Matmul: return matmul();
       case Op::Bmm: return bmm();
       case Op::Transpose: return transpose();

@@ -45,12 +45,14 @@ struct OpInfo {
   FusionClass fusion;
   bool emit_scalar;
   Domain dom_a, dom_b;
-  std::string_view torch;  // the op over torch tensors a, b and float s ("" = mapped by hand)
-  std::string_view onnx;   // an elementwise row's opset-13 ONNX operator ("" = none: the export refuses it)
+  std::string_view torch;  // the op over torch tensors a, b and float s (a fold: a, dim d, keepdim k; "" = by hand)
+  std::string_view onnx;   // an elementwise or fold row's opset-13 ONNX operator ("" = none: the export refuses it)
 
   constexpr bool elementwise() const { return cls == OpClass::Unary || cls == OpClass::Binary; }
   constexpr bool leaf() const { return cls == OpClass::Leaf; }
   constexpr bool row() const { return cls == OpClass::Row; }
+  // A fold reduction (max, ...): its rule is gr_<stem>_fold_fwd / _bwd in gr_ops_lane.h.
+  constexpr bool fold() const { return cls == OpClass::Reduction && fwd == "fold"; }
 };
 
 namespace op_table_detail {

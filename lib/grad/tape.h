@@ -117,6 +117,9 @@ class Tape {
   // max over all elements, or along `axis`; the gradient goes to the first largest element.
   Var max(Var x);
   Var max(Var x, int64_t axis, bool keepdims = false);
+  // Any fold reduction of the table (Class Reduction, Fwd `fold`: max, ...) by its enum, over all
+  // elements (axis kAllAxes) or along `axis`; its rule is gr_<stem>_fold_fwd / _bwd (gr_ops_lane.h).
+  Var fold_op(Op op, Var x, int64_t axis = kAllAxes, bool keepdims = false);
   Var matmul(Var a, Var b);
   Var bmm(Var a, Var b);
   Var transpose(Var x);

@@ -158,16 +158,38 @@ Var Tape::reduce(Op op, Var x, int64_t axis, bool keepdims) {
   return Var{size() - 1};
 }
 
-// A reduction's values, summed in R (gr_sum's order); max copies the first largest element, the
-// same element in either precision (the stored values are exact).
+namespace {
+// A fold reduction's value of one lane: its row's gr_<stem>_fold_fwd (an exhaustive switch generated
+// from the table; fold rows only reach it).
+template <class T>
+T fold_fwd(Op op, const T* x, int64_t len, int64_t stride) {
+  switch (op) {
+#define GR_TAPE_FOLD_FWD(E, name, arity, cls, attrs, stem, fwd, ...)                                            \
+  GR_OP_IF_FOLD(cls, fwd, case Op::E: return gr_##stem##_fold_fwd(x, static_cast<long long>(len), static_cast<long long>(stride));) \
+  GR_OP_IF_NOT_FOLD(cls, fwd, case Op::E: break;)
+    GR_OP_TABLE(GR_TAPE_FOLD_FWD)
+#undef GR_TAPE_FOLD_FWD
+  }
+  throw Error("fold_fwd: " + std::string(op_name(op)) + " is not a fold reduction");
+}
+}  // namespace
+
+// A reduction's values, summed in R (gr_sum's order); a fold reduction (max, ...) runs its rule over
+// each lane in R (f32: over a float copy of the lane).
 template <class R>
 void Tape::reduce_values(Node& n, const double* px, const Shape& in) {
-  if (n.op == Op::Max) {
+  if (op_info(n.op).fold()) {
     const AxisLanes l = n.axis == kAllAxes ? AxisLanes{1, in.numel(), 1} : axis_lanes(in, n.axis);
     for (int64_t o = 0; o < l.outer; ++o)
       for (int64_t i = 0; i < l.inner; ++i) {
         const double* lane = px + o * l.len * l.inner + i;
-        n.val[o * l.inner + i] = lane[gr_lane_argmax(lane, l.len, l.inner) * l.inner];
+        if constexpr (std::is_same_v<R, double>) {
+          n.val[o * l.inner + i] = fold_fwd(n.op, lane, l.len, l.inner);
+        } else {
+          float* w = scratch(static_cast<size_t>(l.len));
+          narrow_lane(lane, l.len, l.inner, w);
+          n.val[o * l.inner + i] = static_cast<double>(fold_fwd(n.op, w, l.len, 1));
+        }
       }
     return;
   }
@@ -189,6 +211,10 @@ Var Tape::sum(Var x, int64_t axis, bool keepdims) { return reduce(Op::Sum, x, ax
 Var Tape::mean(Var x, int64_t axis, bool keepdims) { return reduce(Op::Mean, x, axis, keepdims); }
 Var Tape::max(Var x) { return reduce(Op::Max, x, kAllAxes, false); }
 Var Tape::max(Var x, int64_t axis, bool keepdims) { return reduce(Op::Max, x, axis, keepdims); }
+Var Tape::fold_op(Op op, Var x, int64_t axis, bool keepdims) {
+  if (!op_info(op).fold()) throw Error("fold_op: " + std::string(op_name(op)) + " is not a fold reduction");
+  return reduce(op, x, axis, keepdims);
+}
 
 // ---- contractions ------------------------------------------------------------------------------
 // matmul: [M,K]·[K,N] → [M,N]

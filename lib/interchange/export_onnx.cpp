@@ -157,9 +157,11 @@ struct Builder : GraphWalk {
         return in.rank() >= 2;
       case Op::Matmul:
       case Op::Bmm: return true;
+#define GR_ONNX_ROWWISE_FOLD(E, name, arity, cls, attrs, stem, fwd, ...) GR_OP_IF_FOLD(cls, fwd, case Op::E:)
+        GR_OP_TABLE(GR_ONNX_ROWWISE_FOLD)  // fold reductions (max, ...)
+#undef GR_ONNX_ROWWISE_FOLD
       case Op::Sum:
-      case Op::Mean:
-      case Op::Max: return n.axis.has_value() && !axis0(in);
+      case Op::Mean: return n.axis.has_value() && !axis0(in);
       case Op::Dropout: return true;
       case Op::Softmax:
       case Op::LogSoftmax:
@@ -308,10 +310,15 @@ struct Builder : GraphWalk {
         if (n.axis) return emit("ReduceMean", {a}, out, {attr_ints("axes", {axis}), attr_int("keepdims", n.keepdims ? 1 : 0)});
         return emit("Reshape", {emit("ReduceMean", {a}, out + "_all", {attr_int("keepdims", 0)}), ints("shape", {1})},
                     out);
-      case Op::Max:  // opset 13: ReduceMax takes its axes as an attribute
-        if (n.axis) return emit("ReduceMax", {a}, out, {attr_ints("axes", {axis}), attr_int("keepdims", n.keepdims ? 1 : 0)});
-        return emit("Reshape", {emit("ReduceMax", {a}, out + "_all", {attr_int("keepdims", 0)}), ints("shape", {1})},
-                    out);
+#define GR_ONNX_FOLD(E, name, arity, cls, attrs, stem, fwd, ...) GR_OP_IF_FOLD(cls, fwd, case Op::E:)
+        GR_OP_TABLE(GR_ONNX_FOLD)
+#undef GR_ONNX_FOLD
+        {  // fold reductions (max, ...): the row's ONNX column, its axes an attribute (opset 13 ReduceMax/Min)
+          const std::string onnx(op_info(n.op).onnx);
+          if (onnx.empty()) refuse(n, "(" + std::string(op_name(n.op)) + ") has no opset-13 ONNX operator in the op table");
+          if (n.axis) return emit(onnx, {a}, out, {attr_ints("axes", {axis}), attr_int("keepdims", n.keepdims ? 1 : 0)});
+          return emit("Reshape", {emit(onnx, {a}, out + "_all", {attr_int("keepdims", 0)}), ints("shape", {1})}, out);
+        }
       case Op::Matmul:
       case Op::Bmm: return emit("MatMul", {a, b}, out);
       case Op::Transpose: {

@@ -93,8 +93,10 @@ class AttrNames {
   std::set<std::string> used_;
 };
 
-// The row's torch expression with its operands a, b, s substituted (whole identifiers not after '.').
-std::string substitute(std::string_view expr, const std::string& a, const std::string& b, const std::string& s) {
+// The row's torch expression with its operands a, b, s (and a fold reduction's dim d and keepdim k)
+// substituted (whole identifiers not after '.').
+std::string substitute(std::string_view expr, const std::string& a, const std::string& b, const std::string& s,
+                       const std::string& d = "d", const std::string& k = "k") {
   std::string out;
   for (size_t i = 0; i < expr.size();) {
     const char c = expr[i];
@@ -106,6 +108,8 @@ std::string substitute(std::string_view expr, const std::string& a, const std::s
       if (!attr && word == "a") out += a;
       else if (!attr && word == "b") out += b;
       else if (!attr && word == "s") out += "(" + s + ")";
+      else if (!attr && word == "d") out += d;
+      else if (!attr && word == "k") out += k;
       else out += word;
       i = j;
     } else {
@@ -277,8 +281,15 @@ struct Emitter : GraphWalk {
         return n.axis ? "torch.sum(" + a + ", dim=" + axis + ", keepdim=" + keep + ")" : "torch.sum(" + a + ").reshape(1)";
       case Op::Mean:
         return n.axis ? "torch.mean(" + a + ", dim=" + axis + ", keepdim=" + keep + ")" : "torch.mean(" + a + ").reshape(1)";
-      case Op::Max:
-        return n.axis ? "torch.amax(" + a + ", dim=" + axis + ", keepdim=" + keep + ")" : "torch.amax(" + a + ").reshape(1)";
+#define GR_EXPORT_FOLD(E, name, arity, cls, attrs, stem, fwd, ...) GR_OP_IF_FOLD(cls, fwd, case Op::E:)
+        GR_OP_TABLE(GR_EXPORT_FOLD)
+#undef GR_EXPORT_FOLD
+        {  // fold reductions (max, ...): the row's torch expression over a, dim d and keepdim k
+          const std::string_view t = op_info(n.op).torch;
+          if (t.empty()) return refuse("(" + std::string(op_name(n.op)) + ") has no torch expression in the op table");
+          if (n.axis) return substitute(t, a, "", "", axis, keep);
+          return "(" + substitute(t, a + ".reshape(-1)", "", "", "0", "False") + ").reshape(1)";
+        }
       case Op::Dropout: return a;  // the exported module predicts: dropout is the identity
       case Op::Matmul:
       case Op::Bmm: return "torch.matmul(" + a + ", " + b + ")";

@@ -89,13 +89,13 @@ const char* detail::elementwise_kernel(Op op, int side) {
 const std::vector<std::string>& kernel_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;
-    for (const OpInfo& info : kOps) {  // the elementwise and row ops' kernels, from their rows
+    for (const OpInfo& info : kOps) {  // the elementwise, row and fold ops' kernels, from their rows
       if (info.elementwise())
         for (int side = -1; side < (info.cls == OpClass::Binary ? 2 : 1); ++side) n.push_back(detail::elementwise_kernel(info.op, side));
-      if (info.row())
+      if (info.row() || info.fold())
         for (const char* part : {"fwd", "bwd"}) n.push_back(detail::kernel_of(info.op, part));
     }
-    for (const Op op : {Op::Reshape, Op::Softmax, Op::LogSoftmax, Op::Transpose, Op::Slice, Op::SoftmaxCrossEntropy, Op::Max,
+    for (const Op op : {Op::Reshape, Op::Softmax, Op::LogSoftmax, Op::Transpose, Op::Slice, Op::SoftmaxCrossEntropy,
                         Op::CrossEntropy, Op::Dropout, Op::Matmul, Op::Bmm, Op::Concat})
       for (const char* part : {"fwd", "bwd"})
         if (!((op == Op::Matmul || op == Op::Bmm || op == Op::Concat) && std::string_view(part) == "bwd"))

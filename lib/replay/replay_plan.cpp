@@ -22,14 +22,20 @@ void Program::plan_forward(int32_t id) {
     const int64_t L = n.shape[n.shape.rank() - 1];
     add(fwd_, kernel_of(n.op, "fwd"), n.numel / L, {vptr(n.a), y, I(n.numel / L), I(L), D(n.scalar)});
   };
+  // A fold reduction (max, ...): one thread per lane of [outer, len, inner] (all axes: one lane).
+  const auto fold_fwd = [&] {
+    const NodeInfo& x = nodes_[static_cast<size_t>(n.a)];
+    const AxisLanes l = n.axis == kAllAxes ? AxisLanes{1, x.numel, 1} : axis_lanes(x.shape, n.axis);
+    add(fwd_, kernel_of(n.op, "fwd"), l.outer * l.inner, {vptr(n.a), y, I(l.outer), I(l.len), I(l.inner)});
+  };
   switch (n.op) {
     case Op::Param:
     case Op::Const: return;  // data: nothing to compute
-#define GR_PLAN_EW_FWD(E, name, arity, cls, ...)                                                            \
+#define GR_PLAN_EW_FWD(E, name, arity, cls, attrs, stem, fwd, ...)                                          \
   GR_OP_IF_BINARY_##cls(case Op::E: return add(fwd_, elementwise_kernel(n.op, -1), n.numel,                   \
                                                {vptr(n.a), vptr(n.b), y, mptr(n.meta_off), I(n.numel)});) \
   GR_OP_IF_UNARY_##cls(case Op::E: return add(fwd_, elementwise_kernel(n.op, -1), n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});) \
-  GR_OP_IF_ROW_##cls(case Op::E: return row_fwd();)
+  GR_OP_IF_ROW_##cls(case Op::E: return row_fwd();) GR_OP_IF_FOLD(cls, fwd, case Op::E: return fold_fwd();)
     GR_OP_TABLE(GR_PLAN_EW_FWD)
 #undef GR_PLAN_EW_FWD
     case Op::Reshape: return add(fwd_, kernel_of(Op::Reshape, "fwd"), n.numel, {vptr(n.a), y, D(0.0), I(n.numel)});
@@ -74,11 +80,6 @@ void Program::plan_forward(int32_t id) {
       const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
       return add_serial(fwd_, kernel_of(Op::SoftmaxCrossEntropy, "fwd"), {vptr(n.a), vptr(n.b), y, I(sx[0]), I(sx[1])});
     }
-    case Op::Max: {
-      const NodeInfo& x = nodes_[static_cast<size_t>(n.a)];
-      const AxisLanes l = n.axis == kAllAxes ? AxisLanes{1, x.numel, 1} : axis_lanes(x.shape, n.axis);
-      return add(fwd_, kernel_of(Op::Max, "fwd"), l.outer * l.inner, {vptr(n.a), y, I(l.outer), I(l.len), I(l.inner)});
-    }
     case Op::CrossEntropy: {
       const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
       return add_serial(fwd_, kernel_of(Op::CrossEntropy, "fwd"), {vptr(n.a), vptr(n.b), y, I(sx[0]), I(sx[1])});
@@ -99,6 +100,13 @@ void Program::plan_backward(int32_t id) {
     const int64_t L = n.shape[n.shape.rank() - 1];
     add(bwd_, kernel_of(n.op, "bwd"), n.numel / L, {g, vptr(n.a), y, gptr(n.a), I(n.numel / L), I(L), D(n.scalar)});
   };
+  // A fold reduction: one thread per lane, its g and y at the lane's output element.
+  const auto fold_bwd = [&] {
+    if (!active(n.a)) return;
+    const NodeInfo& x = nodes_[static_cast<size_t>(n.a)];
+    const AxisLanes l = n.axis == kAllAxes ? AxisLanes{1, x.numel, 1} : axis_lanes(x.shape, n.axis);
+    add(bwd_, kernel_of(n.op, "bwd"), l.outer * l.inner, {g, vptr(n.a), y, gptr(n.a), I(l.outer), I(l.len), I(l.inner)});
+  };
   // The whole a-side walk, then the whole b-side walk (x∘x: a's then b's per slot).
   const auto binary_bwd = [&] {
     const NodeInfo &na = nodes_[static_cast<size_t>(n.a)], &nb = nodes_[static_cast<size_t>(n.b)];
@@ -110,10 +118,10 @@ void Program::plan_backward(int32_t id) {
   switch (n.op) {
     case Op::Param:
     case Op::Const: return;
-#define GR_PLAN_EW_BWD(E, name, arity, cls, ...)                 \
+#define GR_PLAN_EW_BWD(E, name, arity, cls, attrs, stem, fwd, ...) \
   GR_OP_IF_BINARY_##cls(case Op::E: return binary_bwd();)        \
   GR_OP_IF_UNARY_##cls(case Op::E: return unary(elementwise_kernel(n.op, 0));) \
-  GR_OP_IF_ROW_##cls(case Op::E: return row_bwd();)
+  GR_OP_IF_ROW_##cls(case Op::E: return row_bwd();) GR_OP_IF_FOLD(cls, fwd, case Op::E: return fold_bwd();)
     GR_OP_TABLE(GR_PLAN_EW_BWD)
 #undef GR_PLAN_EW_BWD
     case Op::Reshape: return unary(kernel_of(Op::Reshape, "bwd"));
@@ -172,12 +180,6 @@ void Program::plan_backward(int32_t id) {
       const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
       return add(bwd_, kernel_of(Op::SoftmaxCrossEntropy, "bwd"), sx[0],
                  {g, vptr(n.a), vptr(n.b), gptr(n.a), gptr(n.b), I(sx[0]), I(sx[1])});
-    }
-    case Op::Max: {
-      if (!active(n.a)) return;
-      const NodeInfo& x = nodes_[static_cast<size_t>(n.a)];
-      const AxisLanes l = n.axis == kAllAxes ? AxisLanes{1, x.numel, 1} : axis_lanes(x.shape, n.axis);
-      return add(bwd_, kernel_of(Op::Max, "bwd"), l.outer * l.inner, {g, vptr(n.a), gptr(n.a), I(l.outer), I(l.len), I(l.inner)});
     }
     case Op::CrossEntropy: {
       if (!active(n.a)) return;

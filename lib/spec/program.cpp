@@ -41,15 +41,15 @@ Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const s
   switch (n.op) {
     case Op::Param:
     case Op::Const: return Var{};  // the parser never makes a leaf a graph node
-#define GR_RECORD_EW(E, name, arity, cls, ...)                      \
+#define GR_RECORD_EW(E, name, arity, cls, attrs, stem, fwd, ...)     \
   GR_OP_IF_UNARY_##cls(case Op::E: return t.unary_op(Op::E, a, n.scalar);) \
   GR_OP_IF_BINARY_##cls(case Op::E: return t.binary_op(Op::E, a, b);) \
-  GR_OP_IF_ROW_##cls(case Op::E: return t.row_op(Op::E, a, n.scalar);)
+  GR_OP_IF_ROW_##cls(case Op::E: return t.row_op(Op::E, a, n.scalar);) \
+  GR_OP_IF_FOLD(cls, fwd, case Op::E: return n.axis ? t.fold_op(Op::E, a, *n.axis, n.keepdims) : t.fold_op(Op::E, a);)
     GR_OP_TABLE(GR_RECORD_EW)
 #undef GR_RECORD_EW
     case Op::Sum: return n.axis ? t.sum(a, *n.axis, n.keepdims) : t.sum(a);
     case Op::Mean: return n.axis ? t.mean(a, *n.axis, n.keepdims) : t.mean(a);
-    case Op::Max: return n.axis ? t.max(a, *n.axis, n.keepdims) : t.max(a);
     case Op::Matmul: return t.matmul(a, b);
     case Op::Bmm: return t.bmm(a, b);
     case Op::Transpose: return t.transpose(a);

@@ -20,7 +20,8 @@ program.txt (one record per line, hex = 16 hex digits of an IEEE binary64 bit pa
   mutate ID
   node ID OP A B AXIS KEEPDIMS SCALARHEX RANK DIMS... STARTS...
   vals ID COUNT HEX...          (after a param/const node: its values, row-major)
-  expr ID TEXT...               (after an elementwise node: its row's torch expression)
+  expr ID TEXT...               (after an elementwise, row or fold node: its row's torch expression)
+  fold ID                       (after a fold reduction's expr: the expression is over a, dim d, keepdim k)
   end
 AXIS is -2147483648 for "all axes"; A/B are -1 when absent. Node ids are 0..N-1 in order.
 
@@ -88,6 +89,10 @@ def parse(path):
             if nid != len(nodes) - 1:
                 die("expr record for node %d does not follow it" % nid)
             nodes[nid]["expr"] = ln.split(None, 2)[2] if len(t) > 2 else ""
+        elif k == "fold":  # the node before is a fold reduction (its expr is over a, d and k)
+            if not nodes or nodes[-1]["id"] != int(t[1]):
+                die("fold record for node %s does not follow it" % t[1])
+            nodes[-1]["fold"] = True
         elif k == "key":
             nodes[int(t[1])]["key"] = (int(t[2]), int(t[3]), int(t[4]))
         elif k == "vals":
@@ -153,6 +158,16 @@ def run(nodes, vals, loss_id, mutate=None, mode=None):
             if op == "param":
                 y.requires_grad_(True)
                 params[n["id"]] = y
+        elif "expr" in n and "fold" in n:  # a fold reduction: its row's expression over a, dim d, keepdim k
+            if not n["expr"]:
+                die("node %d (%s): the op table row has no torch expression" % (n["id"], op))
+            env = {"__builtins__": {}, "torch": torch}
+            if ax == ALL_AXES:  # one lane of every element, as the tape's rule sees it
+                y = eval(n["expr"], env, {"a": a.reshape(-1), "d": 0, "k": False}).reshape(1)
+            else:
+                y = eval(n["expr"], env, {"a": a, "d": ax, "k": n["keepdims"]})
+                if y.dim() == 0:
+                    y = y.reshape(1)
         elif "expr" in n:  # an elementwise or row op: its row's torch expression over a, b and s
             if not n["expr"]:
                 die("node %d (%s): the op table row has no torch expression" % (n["id"], op))
@@ -189,13 +204,6 @@ def run(nodes, vals, loss_id, mutate=None, mode=None):
             if a.dim() != 2:
                 die("softmax_cross_entropy node %d: logits are not 2-D" % n["id"])
             y = (-(b * torch.log_softmax(a, dim=-1)).sum() / a.shape[0]).reshape(1)
-        elif op == "max":  # torch.max over a dim routes the gradient to the index it returns
-            if ax == ALL_AXES:
-                y = torch.max(a.reshape(-1), dim=0)[0].reshape(1)
-            else:
-                y = torch.max(a, dim=ax, keepdim=n["keepdims"])[0]
-                if y.dim() == 0:
-                    y = y.reshape(1)
         elif op == "dropout":
             seed, step, training = n["key"]
             if training:

@@ -3,11 +3,13 @@
 // (test_fd.cpp), the replay and fusion sweeps (test_replay.cpp), the PyTorch oracle (test_oracle.cpp),
 // the emitter sweep (test_emit_ops.cpp) and the differential fuzzer's per-op metadata (fuzz_graph.h).
 //
-// Every elementwise and row op of kernels/gr_op_table.h (Unary/Binary/Row) gets its cases DERIVED from its row:
+// Every elementwise, row and fold op of kernels/gr_op_table.h (Unary/Binary/Row/fold Reduction) gets its cases DERIVED from its row:
 //   unary    [3,4] (one case per scalar value when the op takes a scalar)
 //   binary   same shape [3,4]∘[3,4], a row b-side [3,4]∘[4], a broadcast numerator [4]∘[3,4] and a
 //            one-element b-side [2,3,4]∘[1]
 //   row      [3,5] times a const [5], [2,3,4] with eps 0.1, one column [3,1] (replay only), fan-out
+//   fold     (a fold reduction: max, ...) all of [3,4], axis 0, axis -1 keepdims of [2,3,4], a middle
+//            axis with fan-out, and ties (x concatenated with itself; replay only)
 // with the row's input domains, so a new elementwise or row op needs no test edit. Hand-written cases keep
 // the other ops (reductions, contractions, movement, lanes) and the extra elementwise edge cases
 // (outer broadcasts, x∘x fan-out, const sides, composites). op_cases_missing() names every op of
@@ -70,7 +72,7 @@ struct OpCase {
   Op op;  // the op the case is about (coverage is counted by it)
   std::vector<CaseInput> inputs;
   CaseBuild build;
-  bool derived = false;      // generated from an elementwise row
+  bool derived = false;      // generated from an elementwise, row or fold row
   unsigned uses = kUseAll;   // the checks that take it
 };
 
@@ -185,6 +187,19 @@ inline std::vector<OpCase> derived_cases(const OpInfo& info) {
                    true, kUseReplay});
     out.push_back({name + " fan-out", op, {{{4, 3}, da}},
                    [op](Tape& t, const std::vector<Var>& v) { return t.mul(t.row_op(op, v[0]), v[0]); }, true});
+  } else if (info.fold()) {
+    out.push_back({name, op, {{{3, 4}, da}}, [op](Tape& t, const std::vector<Var>& v) { return t.fold_op(op, v[0]); }, true});
+    out.push_back({name + " axis 0", op, {{{3, 4}, da}},
+                   [op](Tape& t, const std::vector<Var>& v) { return t.fold_op(op, v[0], 0); }, true});
+    out.push_back({name + " axis -1 keepdims", op, {{{2, 3, 4}, da}},
+                   [op](Tape& t, const std::vector<Var>& v) { return t.fold_op(op, v[0], -1, true); }, true});
+    out.push_back({name + " middle axis, fan-out", op, {{{2, 3, 2}, da}},
+                   [op](Tape& t, const std::vector<Var>& v) { return t.add(t.fold_op(op, v[0], 1), t.sum(v[0], 1)); }, true});
+    // ties: the lane's rule picks (max: the first index takes the gradient; no derivative at a tie,
+    // so no FD or oracle)
+    out.push_back({name + " ties", op, {{{2, 3}, da}},
+                   [op](Tape& t, const std::vector<Var>& v) { return t.fold_op(op, t.concat(v[0], v[0], 1), 1); }, true,
+                   kUseReplay});
   }
   return out;
 }
@@ -255,14 +270,7 @@ inline std::vector<OpCase> hand_cases() {
        [](Tape& t, V v) { return t.cross_entropy(v[0], v[1]); }},
       {"cross_entropy large logits", Op::CrossEntropy, {{{3, 4}, Dom::Big}, {{3}, Dom::ClassId}},
        [](Tape& t, V v) { return t.cross_entropy(v[0], v[1]); }, false, kUseReplay},
-      // reductions by selection
-      {"max", Op::Max, {{{3, 4}}}, [](Tape& t, V v) { return t.max(v[0]); }},
-      {"max axis 0", Op::Max, {{{3, 4}}}, [](Tape& t, V v) { return t.max(v[0], 0); }},
-      {"max axis -1 keepdims", Op::Max, {{{2, 3, 4}}}, [](Tape& t, V v) { return t.max(v[0], -1, true); }},
-      {"max middle axis, fan-out", Op::Max, {{{2, 3, 2}}}, [](Tape& t, V v) { return t.add(t.max(v[0], 1), t.sum(v[0], 1)); }},
-      // ties: the first index takes the gradient (no derivative at a tie, so no FD or oracle)
-      {"max ties to the first index", Op::Max, {{{2, 3}}}, [](Tape& t, V v) { return t.max(t.concat(v[0], v[0], 1), 1); },
-       false, kUseReplay},
+      // the fold reductions (max, ...): derived from their rows (derived_cases)
       // dropout: the counter mask in training (cases set the tape's key; the oracle draws the same mask
       // from the documented formula), the identity outside it
       {"dropout rate 0.3", Op::Dropout, {{{4, 6}}},
