@@ -20,7 +20,6 @@ usage: test_class_weight.py GRADRUN   (run from the repository root; numpy, torc
 """
 import csv
 import json
-import math
 import os
 import struct
 import sys
@@ -31,6 +30,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 from cli_support import Cli, read, tensors  # noqa: E402
+from documented_split import split  # noqa: E402
 
 try:
     import torch
@@ -41,25 +41,6 @@ except ImportError:
 
 cli = Cli(os.path.abspath(sys.argv[1]))
 check = cli.check
-M64 = (1 << 64) - 1
-
-
-def mix64(z):
-    z = (z + 0x9E3779B97F4A7C15) & M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def split(n, seed, validation):
-    p = list(range(n))
-    for i in range(n - 1, 0, -1):
-        j = mix64(mix64(mix64(seed) ^ (1 << 32)) ^ i) % (i + 1)
-        p[i], p[j] = p[j], p[i]
-    n_val = math.floor(validation * n)
-    return sorted(p[n_val:]), sorted(p[:n_val])
-
-
 def f64(b):
     return np.frombuffer(b, dtype="<f8")
 

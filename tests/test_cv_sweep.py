@@ -33,27 +33,11 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 from cli_support import Cli, read  # noqa: E402
+from documented_split import permutation  # noqa: E402
 
 cli = Cli(os.path.abspath(sys.argv[1]))
 check = cli.check
-M64 = (1 << 64) - 1
 SPEC = "specs/penguins.json"
-
-
-def mix64(z):
-    z = (z + 0x9E3779B97F4A7C15) & M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def permutation(n, seed):
-    """random_permutation(n, seed, kSplitStream) (lib/spec/random.h), as tests/test_tabular.py's split."""
-    p = list(range(n))
-    for i in range(n - 1, 0, -1):
-        j = mix64(mix64(mix64(seed) ^ (1 << 32)) ^ i) % (i + 1)
-        p[i], p[j] = p[j], p[i]
-    return p
 
 
 def folds_of(labels, k, seed, stratified):
