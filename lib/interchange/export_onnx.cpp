@@ -37,25 +37,11 @@ using onnx::attr_int;
 using onnx::attr_ints;
 using onnx::NodeProto;
 
-// Value names, unique within the graph (ONNX values are single-assignment).
-class ValueNames {
- public:
-  std::string take(const std::string& wanted) {
-    std::string name = wanted;
-    for (int k = 2; used_.contains(name); ++k) name = wanted + "_" + std::to_string(k);
-    used_.insert(name);
-    return name;
-  }
-
- private:
-  std::set<std::string> used_;
-};
-
 std::vector<int64_t> dims_of(const Shape& s) { return {s.dims().begin(), s.dims().end()}; }
 
 struct Builder : GraphWalk {
   onnx::ModelProto model;
-  ValueNames names;
+  UniqueNames names;  // ONNX values are single-assignment
   std::vector<std::string> node_val, param_val, const_val, input_val;
   bool symbolic = true;
   int counter = 0;

@@ -79,20 +79,6 @@ std::string sanitize(const std::string& s) {
   return out;
 }
 
-// Attribute names, unique within the module.
-class AttrNames {
- public:
-  std::string take(const std::string& wanted) {
-    std::string name = wanted;
-    for (int k = 2; used_.contains(name); ++k) name = wanted + "_" + std::to_string(k);
-    used_.insert(name);
-    return name;
-  }
-
- private:
-  std::set<std::string> used_;
-};
-
 // The row's torch expression with its operands a, b, s (and a fold reduction's dim d and keepdim k)
 // substituted (whole identifiers not after '.').
 std::string substitute(std::string_view expr, const std::string& a, const std::string& b, const std::string& s,
@@ -131,7 +117,7 @@ struct Emitter : GraphWalk {
   std::vector<std::string> node_var, param_ref, const_ref, input_var;
   std::ostringstream init, fwd;
   TorchExport out;
-  AttrNames names;
+  UniqueNames names;  // attribute names, unique within the module
   // The module's dtype: the run's precision (out.real).
   const char* dtype() const { return out.real == DType::F32 ? "torch.float32" : "torch.float64"; }
 

@@ -5,12 +5,30 @@
 // calls it (a value name in ONNX, a Python expression in torch).
 #pragma once
 #include <cstddef>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "io/safetensors.h"
 #include "spec/program.h"
 
 namespace gr {
+
+// Names unique within one export: `take("x")` gives x, then x_2, x_3, … (ONNX value names, the torch
+// module's attribute names).
+class UniqueNames {
+ public:
+  std::string take(const std::string& wanted) {
+    std::string name = wanted;
+    for (int k = 2; used_.contains(name); ++k) name = wanted + "_" + std::to_string(k);
+    used_.insert(name);
+    return name;
+  }
+
+ private:
+  std::set<std::string> used_;
+};
+
 
 struct GraphWalk {
   const Program& p;
