@@ -149,6 +149,10 @@ struct Builder : GraphWalk {
       case Op::Sum:
       case Op::Mean: return n.axis.has_value() && !axis0(in);
       case Op::Dropout: return true;
+#define GR_ONNX_ROWWISE_WIN(E, name, arity, cls, ...) GR_OP_IF_WINDOW_##cls(case Op::E:)
+        GR_OP_TABLE(GR_ONNX_ROWWISE_WIN)  // window ops: each sample of the batch on its own
+#undef GR_ONNX_ROWWISE_WIN
+        return true;
       case Op::Softmax:
       case Op::LogSoftmax:
       case Op::Concat: return !axis0(in);
@@ -336,6 +340,10 @@ struct Builder : GraphWalk {
         refuse(n, "(" + std::string(op_name(n.op)) + ") is a row op with no opset-13 ONNX operator (LayerNormalization and "
                   "RMSNormalization are opset 17 and 23)");
       case Op::Dropout: return emit("Identity", {a}, out);  // a prediction is inference: dropout is the identity
+#define GR_ONNX_WIN(E, name, arity, cls, ...) GR_OP_IF_WINDOW_##cls(case Op::E:)
+        GR_OP_TABLE(GR_ONNX_WIN)
+#undef GR_ONNX_WIN
+        refuse(n, "(" + std::string(op_name(n.op)) + ") is a window op the ONNX export does not write yet");
     }
     refuse(n, "has an op the export does not know");
   }

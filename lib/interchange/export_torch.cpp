@@ -277,6 +277,10 @@ struct Emitter : GraphWalk {
           return "(" + substitute(t, a + ".reshape(-1)", "", "", "0", "False") + ").reshape(1)";
         }
       case Op::Dropout: return a;  // the exported module predicts: dropout is the identity
+#define GR_EXPORT_WIN(E, name, arity, cls, ...) GR_OP_IF_WINDOW_##cls(case Op::E:)
+        GR_OP_TABLE(GR_EXPORT_WIN)
+#undef GR_EXPORT_WIN
+        return refuse("(" + std::string(op_name(n.op)) + ") is a window op the torch export does not write yet");
       case Op::Matmul:
       case Op::Bmm: return "torch.matmul(" + a + ", " + b + ")";
       case Op::Transpose: return a + ".transpose(-2, -1)";
