@@ -3,7 +3,7 @@
 // geometries, f64 and f32 (conv2d's im2col + matmul path is the fast version of those chains, as
 // matmul_exact is of matmul_reference); the tape's and the spec's located errors; and, with
 // GR_WINDOW_BENCH=1, the forward/backward GFLOP/s of LeNet's conv2 and a digits-CNN-sized conv.
-#include <catch2/catch_test_macros.hpp>
+#include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cmath>
