@@ -440,7 +440,14 @@ class Gen {
   }
   Val window_move(const Val& a) {
     const int64_t N = a.shape[0], C = a.shape[1], H = a.shape[2], W = a.shape[3];
-    const int kind = static_cast<int>(pick(3));  // 0 conv2d, 1 max_pool2d, 2 avg_pool2d
+    static const std::vector<const OpInfo*> windows = [] {  // the table's window rows (conv2d, the pools, ...)
+      std::vector<const OpInfo*> v;
+      for (const OpInfo& info : kOps)
+        if (info.window()) v.push_back(&info);
+      return v;
+    }();
+    const OpInfo& row = *windows[static_cast<size_t>(pick(static_cast<int64_t>(windows.size())))];
+    const int kind = (row.attrs & kAttrConv) ? 0 : 1;  // 0: a conv (a weight, groups, dilation), 1: a pool
     const int64_t kh = 1 + pick(3), kw = 1 + pick(3), sh = 1 + pick(2), sw = 1 + pick(2);
     const int64_t dil = kind == 0 ? 1 + pick(2) : 1;
     const int pad_kind = static_cast<int>(pick(4));  // 0 same, 1 valid, else an int
@@ -454,7 +461,7 @@ class Gen {
     if (kind != 0) {
       at["kernel"] = json::array({kh, kw});
       const double bound = a.bound;
-      return op(kind == 1 ? "max_pool2d" : "avg_pool2d", {a}, at, {N, C, oh, ow}, bound);
+      return op(std::string(row.name), {a}, at, {N, C, oh, ow}, bound);  // a pool's value is a mean or a cell
     }
     std::vector<int64_t> gs;  // groups dividing C (and F, drawn as a multiple)
     for (int64_t g = 1; g <= C; ++g)
@@ -468,7 +475,7 @@ class Gen {
     const Val w = leaf(!coin(5), {F, C / groups, kh, kw}, -wb, wb);
     std::vector<Val> in{a, w};
     if (coin(3)) in.push_back(leaf(true, {F}, -0.5, 0.5));  // a bias: lowered to reshape + add
-    Val y = op("conv2d", in, at, {N, F, oh, ow}, static_cast<double>(K) * a.bound * wb + 0.5);
+    Val y = op(std::string(row.name), in, at, {N, F, oh, ow}, static_cast<double>(K) * a.bound * wb + 0.5);
     return coin() ? un(coin() ? "tanh" : "relu", y) : squash(y, 6.0);
   }
   void image_case() {
