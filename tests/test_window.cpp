@@ -212,7 +212,9 @@ TEST_CASE("window ops: spec attributes, the conv2d bias lowering and located err
 
 // GR_WINDOW_BENCH=1: GFLOP/s of conv2d forward and backward (dx + dW) on the tape, 1 thread.
 TEST_CASE("window ops: conv2d GFLOP/s (GR_WINDOW_BENCH=1)", "[window][bench]") {
-  if (!std::getenv("GR_WINDOW_BENCH")) return;
+  const char* want = std::getenv("GR_WINDOW_BENCH");  // 1: every layer; else a word of the layer's name
+  if (!want) return;
+  const std::string only = std::string(want) == "1" ? "" : want;
   struct Layer {
     const char* name;
     Shape x, w;
@@ -228,6 +230,7 @@ TEST_CASE("window ops: conv2d GFLOP/s (GR_WINDOW_BENCH=1)", "[window][bench]") {
   };
   for (const DType dt : {DType::F64, DType::F32})
     for (const Layer& l : layers) {
+      if (!only.empty() && std::string(l.name).find(only) == std::string::npos) continue;
       Rng rng(7);
       Tape t(dt);
       const Var x = t.param(l.x, rng.uniform_vec(l.x.numel(), -1.0, 1.0));
@@ -235,7 +238,7 @@ TEST_CASE("window ops: conv2d GFLOP/s (GR_WINDOW_BENCH=1)", "[window][bench]") {
       const int32_t mark = t.mark();
       double fwd = 1e30, bwd = 1e30;
       double flops = 0;
-      for (int rep = 0; rep < 12; ++rep) {
+      for (int rep = 0; rep < 30; ++rep) {
         t.reset_to(mark);
         const auto t0 = std::chrono::steady_clock::now();
         const Var y = t.conv2d(x, w, l.a);

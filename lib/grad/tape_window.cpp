@@ -7,7 +7,7 @@
 //   forward  per group: Yᵀ[(n,p), f] = Col[(n,p), k] · W[f, k]ᵀ   k = (c, i, j) ascending, p = (oh, ow)
 //   dW       per group: dWᵀ[k, f]    = Col[(n,p), k]ᵀ · G[(n,p), f]  one chain over (n, oh, ow) ascending,
 //            then slot = slot + acc
-//   dx       per group: D[(n,p), k]  = G[(n,p), f] · W[f, k]         the chain over f, then col2im adds
+//   dx       per group: D[k, (n,p)]  = W[f, k]ᵀ · G[(n,p), f]ᵀ       the chain over f, then col2im adds
 //            each D into the input cell it came from, per sample (c, i, j) ascending: per cell (i, j)
 //            ascending, then slot = slot + acc
 // Col is im2col over the padded input, one row per output position (padding 0, so a padded tap is the
@@ -37,71 +37,69 @@ void same_pads(int64_t in, int64_t k, int64_t s, int64_t d, long long& lo, long 
 }
 
 // im2col of one group: col[(n·P + p)·K + k] = xp[n, c0 + c, ih, iw] for p = (oh, ow), k = (c, i, j).
+// Filled a sample at a time (its P·K block stays in cache), tap k outermost, so the inner loop walks a
+// row of x and strides down a column of the block.
 void im2col(const double* x, const gr_window& g, int64_t c0, double* col) {
-  const int64_t cg = g.c / g.groups, K = cg * g.kh * g.kw;
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t oh = 0; oh < g.oh; ++oh)
-      for (int64_t ow = 0; ow < g.ow; ++ow) {
-        double* row = col + ((n * g.oh + oh) * g.ow + ow) * K;
-        const int64_t iw0 = ow * g.sw - g.pl;
-        const bool inside_w = iw0 >= 0 && iw0 + (g.kw - 1) * g.dw < g.w;
-        for (int64_t c = 0; c < cg; ++c) {
-          const double* plane = x + (n * g.c + c0 + c) * g.h * g.w;
-          for (int64_t i = 0; i < g.kh; ++i) {
+  const int64_t cg = g.c / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow;
+  for (int64_t n = 0; n < g.n; ++n) {
+    double* block = col + n * P * K;
+    for (int64_t c = 0; c < cg; ++c) {
+      const double* plane = x + (n * g.c + c0 + c) * g.h * g.w;
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const int64_t k = (c * g.kh + i) * g.kw + j;
+          // the outputs ow whose tap j lands inside the row: 0 <= ow·sw − pl + j·dw < W
+          const int64_t off = j * g.dw - g.pl;
+          const int64_t ow0 = std::min<int64_t>(g.ow, off >= 0 ? 0 : (-off + g.sw - 1) / g.sw);
+          const int64_t ow1 = std::max<int64_t>(ow0, std::min<int64_t>(g.ow, g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1));
+          for (int64_t oh = 0; oh < g.oh; ++oh) {
+            double* out = block + oh * g.ow * K + k;
             const int64_t ih = oh * g.sh - g.pt + i * g.dh;
-            double* out = row + (c * g.kh + i) * g.kw;
             if (ih < 0 || ih >= g.h) {
-              std::fill(out, out + g.kw, 0.0);
+              for (int64_t ow = 0; ow < g.ow; ++ow) out[ow * K] = 0.0;
               continue;
             }
-            const double* src = plane + ih * g.w + iw0;
-            if (inside_w) {
-              if (g.dw == 1) std::copy_n(src, g.kw, out);
-              else for (int64_t j = 0; j < g.kw; ++j) out[j] = src[j * g.dw];
-              continue;
-            }
-            for (int64_t j = 0; j < g.kw; ++j) {
-              const int64_t iw = iw0 + j * g.dw;
-              out[j] = (iw >= 0 && iw < g.w) ? src[j * g.dw] : 0.0;
-            }
+            const double* src = plane + ih * g.w + off;
+            for (int64_t ow = 0; ow < ow0; ++ow) out[ow * K] = 0.0;
+            for (int64_t ow = ow0; ow < ow1; ++ow) out[ow * K] = src[ow * g.sw];
+            for (int64_t ow = ow1; ow < g.ow; ++ow) out[ow * K] = 0.0;
           }
         }
-      }
+    }
+  }
 }
 
-// col2im of one group into acc (per cell: acc = acc + d, in R): the rows (n, oh, ow) with oh and ow
-// descending, each row's k = (c, i, j) ascending. A cell gets at most one term per row, and a later
-// tap (larger i, or the same i and a larger j) reads from an earlier output row, so each cell sums its
-// taps (i, j) ascending — the documented order (gr_conv2d_win_bwd_a).
+// col2im of one group into acc (per cell: acc = acc + d, in R) from D [K, N·P] (a row per tap k =
+// (c, i, j)): per sample, k ascending, so each cell sums its taps (i, j) ascending — the documented
+// order (gr_conv2d_win_bwd_a); along a row of cells the adds are independent (they vectorize).
 template <class R>
-void col2im(const double* col, const gr_window& g, int64_t c0, double* acc) {
-  const int64_t cg = g.c / g.groups, K = cg * g.kh * g.kw;
+void col2im(const double* d, const gr_window& g, int64_t c0, double* acc) {
+  const int64_t cg = g.c / g.groups, P = g.oh * g.ow, NP = g.n * P;
   for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t oh = g.oh - 1; oh >= 0; --oh)
-      for (int64_t ow = g.ow - 1; ow >= 0; --ow) {
-        const double* row = col + ((n * g.oh + oh) * g.ow + ow) * K;
-        const int64_t iw0 = ow * g.sw - g.pl;
-        const bool inside_w = iw0 >= 0 && iw0 + (g.kw - 1) * g.dw < g.w;
-        for (int64_t c = 0; c < cg; ++c) {
-          double* plane = acc + (n * g.c + c0 + c) * g.h * g.w;
-          for (int64_t i = 0; i < g.kh; ++i) {
+    for (int64_t c = 0; c < cg; ++c) {
+      double* plane = acc + (n * g.c + c0 + c) * g.h * g.w;
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const double* row = d + ((c * g.kh + i) * g.kw + j) * NP + n * P;
+          // the outputs ow whose tap j lands inside the row: 0 <= ow·sw − pl + j·dw < W
+          const int64_t off = j * g.dw - g.pl;
+          const int64_t ow0 = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+          const int64_t ow1 = std::min<int64_t>(g.ow, g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1);
+          for (int64_t oh = 0; oh < g.oh; ++oh) {
             const int64_t ih = oh * g.sh - g.pt + i * g.dh;
             if (ih < 0 || ih >= g.h) continue;
-            const double* d = row + (c * g.kh + i) * g.kw;
-            double* dst = plane + ih * g.w + iw0;
-            if (inside_w) {
-              for (int64_t j = 0; j < g.kw; ++j)
-                dst[j * g.dw] = static_cast<double>(gr_radd(static_cast<R>(dst[j * g.dw]), static_cast<R>(d[j])));
-              continue;
-            }
-            for (int64_t j = 0; j < g.kw; ++j) {
-              const int64_t iw = iw0 + j * g.dw;
-              if (iw >= 0 && iw < g.w)
-                dst[j * g.dw] = static_cast<double>(gr_radd(static_cast<R>(dst[j * g.dw]), static_cast<R>(d[j])));
+            const double* src = row + oh * g.ow;
+            double* dst = plane + ih * g.w + off;
+            if (g.sw == 1) {
+              for (int64_t ow = ow0; ow < ow1; ++ow)
+                dst[ow] = static_cast<double>(gr_radd(static_cast<R>(dst[ow]), static_cast<R>(src[ow])));
+            } else {
+              for (int64_t ow = ow0; ow < ow1; ++ow)
+                dst[ow * g.sw] = static_cast<double>(gr_radd(static_cast<R>(dst[ow * g.sw]), static_cast<R>(src[ow])));
             }
           }
         }
-      }
+    }
 }
 
 // A window op's rule per element, from its row (an exhaustive switch generated from the table; window
@@ -272,7 +270,8 @@ void Tape::window_backward(const Node& n, const double* gy) {
     win_col_.resize(static_cast<size_t>(K * NP));
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       gather_g(grp);
-      matmul_in(real_, {gt.data(), fg, 1, w + grp * fg * K, K, 1, win_col_.data(), NP, fg, K, MatmulStore::Overwrite});
+      // D[k, (n,p)] = Σ_f W[f, k]·G[(n,p), f]: B is gt read across its rows (b_rs 1, b_cs fg)
+      matmul_in(real_, {w + grp * fg * K, 1, K, gt.data(), 1, fg, win_col_.data(), K, fg, NP, MatmulStore::Overwrite});
       col2im<R>(win_col_.data(), g, grp * cg, acc);
     }
     if (!fresh)
