@@ -287,6 +287,23 @@ TEST_CASE("window ops: the im2col products alone (GR_WINDOW_BENCH=matmul)", "[wi
   const double dw_g = time([&] { matmul_exact(MatmulArgs{gt.data(), 1, F, col.data(), K, 1, dw.data(), F, NP, K, MatmulStore::Overwrite}); });
   const double dx = time([&] { matmul_exact(MatmulArgs{w.data(), 1, K, gt.data(), 1, F, d.data(), K, F, NP, MatmulStore::Overwrite}); });
   const double dx_rows = time([&] { matmul_exact(MatmulArgs{gt.data(), F, 1, w.data(), K, 1, d.data(), NP, F, K, MatmulStore::Overwrite}); });
+  {  // LeNet conv1's forward product: F = 6, K = 25, N·OH·OW = 50176
+    const int64_t np1 = 50176, k1 = 25, f1 = 6;
+    const std::vector<double> c1 = rng.uniform_vec(np1 * k1, -1, 1), w1 = rng.uniform_vec(f1 * k1, -1, 1);
+    std::vector<double> o1(static_cast<size_t>(np1 * f1));
+    const auto time1 = [&](auto f) {
+      double best = 1e30;
+      for (int r = 0; r < 20; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return 2.0 * static_cast<double>(np1 * k1 * f1) / best * 1e-9;
+    };
+    const double t1 = time1([&] { matmul_exact(MatmulArgs{c1.data(), k1, 1, w1.data(), 1, k1, o1.data(), np1, k1, f1, MatmulStore::Overwrite}); });
+    const double w1g = time1([&] { matmul_exact(MatmulArgs{w1.data(), k1, 1, c1.data(), 1, k1, o1.data(), f1, k1, np1, MatmulStore::Overwrite}); });
+    std::printf("LeNet conv1 product: [50176,25]x[25,6] %.2f GFLOP/s, [6,25]x[25,50176] %.2f GFLOP/s\n", t1, w1g);
+  }
   std::printf("dW as Col^T.G %.2f GFLOP/s, as G^T.Col %.2f GFLOP/s; dx as W^T.G^T %.2f GFLOP/s, as G.W (rows) %.2f GFLOP/s\n",
               dw_t, dw_g, dx, dx_rows);
 }
