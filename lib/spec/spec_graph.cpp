@@ -154,12 +154,12 @@ NodeSpec read_node(const JsonAt& j) {
   return n;
 }
 
+// The three are ordinary op nodes (not `generated`: the conv reads the data input x as the spec wrote it).
 bool lower_conv_bias(const NodeSpec& n, std::vector<NodeSpec>& nodes) {
   if (n.kind != NodeSpec::Kind::Op || n.op != Op::Conv2d || n.inputs.size() != 3) return false;
   NodeSpec conv = n;
   conv.id = n.id + ".conv";
   conv.inputs.pop_back();
-  conv.generated = true;
   NodeSpec bias;
   bias.id = n.id + ".bias";
   bias.pointer = n.pointer + "/inputs/2";
@@ -167,7 +167,6 @@ bool lower_conv_bias(const NodeSpec& n, std::vector<NodeSpec>& nodes) {
   bias.inputs = {n.inputs[2]};
   bias.shape = {-1, 1, 1};
   bias.conv_bias = true;
-  bias.generated = true;
   NodeSpec sum;
   sum.id = n.id;
   sum.pointer = n.pointer;
