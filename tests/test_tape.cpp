@@ -127,7 +127,7 @@ TEST_CASE("the op table names every op once", "[tape]") {
     CHECK(static_cast<size_t>(kOps[i].op) == i);
     CHECK(op_by_name(kOps[i].name) == kOps[i].op);
   }
-  CHECK_FALSE(op_by_name("conv2d").has_value());
+  CHECK_FALSE(op_by_name("conv3d").has_value());
 }
 
 // Every loop the threads split (grad/owned.h, tensor/matmul.h): products split by columns ([64,512])

@@ -47,15 +47,18 @@ bool Tape::usable(Op op, Var v) {
 }
 
 Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a) {
+  // `shape` may be a node's own (binary/unary pass nodes_[a].shape): copy it before emplace_back
+  // can move the nodes (reading it afterwards was a use after free once the vector grew).
+  const Shape out = shape;
   Node& n = nodes_.emplace_back();
   n.op = op;
   n.a = a;
   n.b = b;
-  n.shape = shape;
+  n.shape = out;
   n.pos_before = arena_.pos();
   const bool have_inputs = (a < 0 || nodes_[a].val) && (b < 0 || nodes_[b].val);
   n.requires_grad = (a >= 0 && nodes_[a].requires_grad) || (b >= 0 && nodes_[b].requires_grad);
-  if (have_inputs) n.val = view_of_a ? nodes_[a].val : arena_.alloc(shape.numel());
+  if (have_inputs) n.val = view_of_a ? nodes_[a].val : arena_.alloc(out.numel());
   value_end_ = arena_.pos();
   return &n;
 }

@@ -211,7 +211,8 @@ inline std::vector<OpCase> derived_cases(const OpInfo& info) {
       w.kh = k0, w.kw = k1, w.sh = s0, w.sw = s1, w.pad = pad, w.ph = p0, w.pw = p1, w.dh = d0, w.dw = d1, w.groups = groups;
       return w;
     };
-    const auto add = [&](std::string what, std::vector<CaseInput> in, WindowAttrs w, bool fan_out = false) {
+    const auto add = [&](std::string what, std::vector<CaseInput> in, WindowAttrs w, bool fan_out = false,
+                         unsigned uses = kUseAll) {
       out.push_back({name + " " + what, op, std::move(in),
                      [op, w, fan_out](Tape& t, const std::vector<Var>& v) {
                        const Var y = t.window_op(op, v[0], v.size() > 1 ? v[1] : Var{}, w);
@@ -221,7 +222,7 @@ inline std::vector<OpCase> derived_cases(const OpInfo& info) {
                        if (v.size() > 1) extra = t.add(extra, t.mean(t.mul(v[1], v[1])));
                        return t.add(y, t.muls(extra, 0.1));
                      },
-                     true});
+                     true, uses});
     };
     if (info.attrs & kAttrConv) {
       add("3x3", {{{2, 3, 5, 6}, da}, {{4, 3, 3, 3}, db}}, attrs(0, 0, 1, 1, P::Explicit, 0, 0));
@@ -231,7 +232,11 @@ inline std::vector<OpCase> derived_cases(const OpInfo& info) {
       add("groups 2, padding [1,0]", {{{2, 4, 5, 5}, da}, {{6, 2, 3, 3}, db}}, attrs(0, 0, 1, 1, P::Explicit, 1, 0, 1, 1, 2));
       add("depthwise, same", {{{2, 3, 6, 6}, da}, {{3, 1, 3, 3}, db}}, attrs(0, 0, 1, 1, P::Same, 0, 0, 1, 1, 3));
       add("1x1 valid, fan-out", {{{2, 3, 4, 4}, da}, {{5, 3, 1, 1}, db}}, attrs(0, 0, 1, 1, P::Valid, 0, 0), true);
-      add("5x5 stride 3, padding 2, fan-out", {{{2, 2, 9, 8}, da}, {{3, 2, 5, 5}, db}}, attrs(0, 0, 3, 3, P::Explicit, 2, 2), true);
+      // FD and replay only: one weight gradient of this draw nearly cancels (1.2e-6 among ~1e-3), and
+      // torch float32's own error there is 2.8e-4 relative (the f32 tape's is 9e-6 from the f64 truth),
+      // beyond the f32 oracle's gate; the f64 oracle takes the other six conv2d cases.
+      add("5x5 stride 3, padding 2, fan-out", {{{2, 2, 9, 8}, da}, {{3, 2, 5, 5}, db}}, attrs(0, 0, 3, 3, P::Explicit, 2, 2), true,
+          kUseFd | kUseReplay);
     } else {
       add("2x2", {{{2, 3, 6, 6}, da}}, attrs(2, 2, 0, 0, P::Explicit, 0, 0));
       add("3x3 stride 2, padding 1", {{{2, 2, 7, 7}, da}}, attrs(3, 3, 2, 2, P::Explicit, 1, 1));
