@@ -179,7 +179,8 @@ struct Builder : GraphWalk {
       const InputPrep* ip = prep.find(name);
       if (!ip)
         throw InputError(p.spec->path, "/data/inputs/" + name, "the saved preprocessing has no input \"" + name + "\"");
-      const Shape& s = p.input_shapes[i];
+      const std::vector<int64_t> declared = declared_rows(i);  // "shape": flat columns in, reshaped last
+      const Shape s = declared.empty() ? p.input_shapes[i] : Shape{p.input_shapes[i][0], p.input_shapes[i].numel() / p.input_shapes[i][0]};
       at_pointer = "/data/inputs/" + name;
       at_what = "input \"" + name + "\"";
       onnx::ValueInfoProto vi;
@@ -241,6 +242,11 @@ struct Builder : GraphWalk {
         const std::string m = initializer_f(name + "_mean", row, ip->mean);
         const std::string sd = initializer_f(name + "_std", row, ip->std);
         v = emit("Div", {emit("Sub", {v, m}, name + "_centered"), sd}, name + "_standardized");
+      }
+      if (!declared.empty()) {
+        std::vector<int64_t> dims{-1};
+        dims.insert(dims.end(), declared.begin(), declared.end());
+        v = emit("Reshape", {v, ints(name + "_row_shape", dims)}, name + "_rows");
       }
       input_val[i] = v;
     }

@@ -182,6 +182,17 @@ struct Emitter : GraphWalk {
       fwd << "        " << arg << " = torch.as_tensor(" << arg << ", dtype=" << dtype() << ")\n";
       std::vector<int64_t> row(p.input_shapes[i].dims().begin() + 1, p.input_shapes[i].dims().end());
       if (row.empty()) row.push_back(1);
+      const std::vector<int64_t> declared = declared_rows(i);
+      if (!declared.empty()) {  // "shape": flat columns in, the declared row shape out (after standardize)
+        fwd << "        " << arg << " = " << arg << ".reshape(" << arg << ".shape[0], -1)\n";
+        row = {Shape(std::span<const int64_t>(row)).numel()};
+      }
+      const auto shape_rows = [&] {
+        if (declared.empty()) return;
+        std::vector<int64_t> dims{-1};
+        dims.insert(dims.end(), declared.begin(), declared.end());
+        fwd << "        " << arg << " = " << arg << ".reshape(" << py_ints(dims) << ")\n";
+      };
       const Shape rs{std::span<const int64_t>(row)};
       // The tabular transforms (spec/dataset.h): indicator, fill, encoding, indicator columns appended.
       const InputFit& f = ip->fit;
@@ -217,7 +228,10 @@ struct Emitter : GraphWalk {
       }
       if (f.indicator)
         fwd << "        " << arg << " = torch.cat((" << arg << ".reshape(" << arg << ".shape[0], -1), " << mask << "), dim=1)\n";
-      if (ip->mean.empty()) continue;
+      if (ip->mean.empty()) {
+        shape_rows();
+        continue;
+      }
       if (static_cast<int64_t>(ip->mean.size()) != rs.numel() || ip->std.size() != ip->mean.size())
         throw InputError(p.spec->path, "/data/inputs/" + name,
                          "the saved standardization has " + std::to_string(ip->mean.size()) + " columns; the input's row " +
@@ -226,6 +240,7 @@ struct Emitter : GraphWalk {
       buffer(m, Tensor(rs, ip->mean));
       buffer(s, Tensor(rs, ip->std));
       fwd << "        " << arg << " = (" << arg << " - self." << m << ") / self." << s << "\n";
+      shape_rows();
     }
   }
 

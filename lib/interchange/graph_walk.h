@@ -39,6 +39,14 @@ struct GraphWalk {
   void mark(int output);
   // The weights' tensor of parameter `index`; InputError when it is missing or its shape is not the spec's.
   const Tensor& weight(int index) const;
+  // The row shape input `i` declares ("shape": docs/spec.md), empty when none: the export takes
+  // the flat columns (or rows already of that shape), preprocesses them flat and reshapes last.
+  std::vector<int64_t> declared_rows(size_t i) const {
+    if (p.spec->data)
+      for (const InputSpec& in : p.spec->data->inputs)
+        if (in.name == p.input_names[i]) return in.row_shape;
+    return {};
+  }
   // What a Ref is called in the export: the entry of the table of its kind.
   template <class T>
   static const T& pick(const Ref& r, const std::vector<T>& input, const std::vector<T>& param, const std::vector<T>& cnst,

@@ -100,6 +100,27 @@ void record_program(Tape& t, const Program& p, const std::vector<Var>& inputs, c
   }
 }
 
+namespace {
+
+// The shape of a lowered layer's parameter from its node's first input x (spec.h, LayerParamSpec).
+Shape layer_param_shape(const Spec& spec, const NodeSpec& n, const LayerParamSpec& lp, const Shape& x) {
+  const std::string layer = "a " + n.layer + " layer";
+  using R = LayerParamSpec::Role;
+  if (lp.role == R::ConvWeight || lp.role == R::ConvBias) {
+    if (x.rank() != 4) throw InputError(spec.path, n.pointer, layer + " needs an [N, C, H, W] input, got " + x.str());
+    if (lp.role == R::ConvBias) return Shape{lp.filters, 1, 1};
+    if (x[1] % lp.groups)
+      throw InputError(spec.path, n.pointer,
+                       layer + ": the input's " + std::to_string(x[1]) + " channels are not divisible by groups " + std::to_string(lp.groups));
+    return Shape{lp.filters, x[1] / lp.groups, lp.kh, lp.kw};
+  }
+  if (x.rank() == 4) return Shape{x[1], 1, 1};
+  if (x.rank() == 2) return Shape{x[1]};
+  throw InputError(spec.path, n.pointer, layer + " needs an [N, C, H, W] or [N, C] input, got " + x.str());
+}
+
+}  // namespace
+
 Program resolve_program(const Spec& spec, const DataTable& train) {
   Program p;
   p.spec = &spec;
@@ -141,10 +162,46 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
   for (const NodeSpec& n : spec.graph) {
     ProgramNode pn{&n, {}, -1, -1, Shape{1}, false, n.kind == NodeSpec::Kind::Dense && n.trainable};
     for (const std::string& name : n.inputs) {
+      if (!n.layer_params.empty() && !p.names.count(name)) continue;  // the layer's own parameters: created below
       const Ref r = p.names.at(name);
       pn.inputs.push_back(r);
       pn.requires_grad = pn.requires_grad || (r.kind == Ref::Kind::Param && p.params[r.index].trainable) ||
                          (r.kind == Ref::Kind::Node && p.nodes[r.index].requires_grad);
+    }
+    if (!n.layer_params.empty() || (!n.layer.empty() && n.op == Op::Reshape)) {  // a lowered layer (spec_layers.cpp)
+      const Ref r = p.names.at(n.inputs[0]);
+      const Var x = r.kind == Ref::Kind::Node ? nodes[r.index]
+                    : r.kind == Ref::Kind::Input ? inputs[r.index]
+                    : r.kind == Ref::Kind::Param ? params[r.index]
+                                                 : consts[r.index];
+      const Shape xs = t.node(x).shape;
+      if (n.op == Op::Reshape) {  // flatten: [N, -1] as [-1, C·H·W], so any batch size runs
+        if (xs.rank() < 2) throw InputError(spec.path, n.pointer, "a flatten layer needs an [N, ...] input, got " + xs.str());
+        auto flat = std::make_shared<NodeSpec>(n);
+        flat->shape = {-1, xs.numel() / xs[0]};
+        pn.spec = flat.get();
+        p.resolved_specs.push_back(std::move(flat));
+      }
+      for (const LayerParamSpec& lp : n.layer_params) {
+        const Shape shape = layer_param_shape(spec, n, lp, xs);
+        InitSpec init = lp.init;
+        if (lp.role == LayerParamSpec::Role::ConvWeight) init.fan_in = shape.numel() / shape[0], init.fan_out = lp.filters * lp.kh * lp.kw;
+        check_file_init(spec, init, shape, lp.name);
+        const int index = static_cast<int>(p.params.size());
+        p.params.push_back({lp.name, n.pointer, shape, init, 0.0, lp.role != LayerParamSpec::Role::ConvWeight, lp.trainable,
+                            lp.torch_name});
+        params.push_back(t.constant_lazy(shape));
+        p.names[lp.name] = {Ref::Kind::Param, index};
+        pn.layer_params.push_back(index);
+      }
+      pn.inputs.clear();
+      pn.requires_grad = false;
+      for (const std::string& name : n.inputs) {
+        const Ref ri = p.names.at(name);
+        pn.inputs.push_back(ri);
+        pn.requires_grad = pn.requires_grad || (ri.kind == Ref::Kind::Param && p.params[ri.index].trainable) ||
+                           (ri.kind == Ref::Kind::Node && p.nodes[ri.index].requires_grad);
+      }
     }
     if (n.kind == NodeSpec::Kind::Dense) {
       const Ref r = pn.inputs[0];

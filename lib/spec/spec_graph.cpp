@@ -70,7 +70,8 @@ NodeSpec read_node(const JsonAt& j) {
       if (!(n.scalar >= 0.0 && n.scalar < 1.0)) j.at("dropout").fail("dropout is a rate in [0, 1)");
     }
     if (j.has("trainable")) n.trainable = j.at("trainable").boolean();
-    if (j.at("layer").str() != "dense") j.at("layer").fail("unknown layer \"" + j.at("layer").str() + "\" (known: dense)");
+    if (j.at("layer").str() != "dense")
+      j.at("layer").fail("unknown layer \"" + j.at("layer").str() + "\" (known: dense, conv2d, max_pool2d, avg_pool2d, batch_norm, flatten)");
     n.kind = NodeSpec::Kind::Dense;
     n.units = j.at("units").integer(1, 1 << 24);
     if (j.has("activation")) {

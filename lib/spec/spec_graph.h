@@ -11,6 +11,14 @@ namespace gr {
 InitSpec read_init(const JsonAt& j);
 // One graph node: an op with its inputs and attributes, "mse", or a dense layer.
 NodeSpec read_node(const JsonAt& j);
+// A layer node other than dense (spec_layers.cpp: conv2d, max_pool2d, avg_pool2d, batch_norm,
+// flatten) as op nodes, the last with the layer's id; `inputs`: the layer's as written, `params`:
+// the names of the parameters it creates. False when `j` is no such layer.
+struct LoweredLayer {
+  std::vector<NodeSpec> nodes;
+  std::vector<std::string> inputs, params;
+};
+bool lower_layer(const JsonAt& j, LoweredLayer& out);
 // The "data" object (spec_data.cpp); relative paths resolve against `dir`.
 DataSpec read_data(const JsonAt& j, const std::string& dir);
 
