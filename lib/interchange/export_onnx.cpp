@@ -148,7 +148,8 @@ struct Builder : GraphWalk {
 #undef GR_ONNX_ROWWISE_FOLD
       case Op::Sum:
       case Op::Mean: return n.axis.has_value() && !axis0(in);
-      case Op::Dropout: return true;
+      case Op::Dropout:
+      case Op::BatchNorm: return true;  // inference: the running statistics, per element
       case Op::Softmax:
       case Op::LogSoftmax:
       case Op::Concat: return !axis0(in);
@@ -342,6 +343,18 @@ struct Builder : GraphWalk {
         refuse(n, "(" + std::string(op_name(n.op)) + ") is a row op with no opset-13 ONNX operator (LayerNormalization and "
                   "RMSNormalization are opset 17 and 23)");
       case Op::Dropout: return emit("Identity", {a}, out);  // a prediction is inference: dropout is the identity
+      case Op::BatchNorm: {  // inference mode: the running statistics as initializers, scale 1 and bias 0 (no affine)
+        const int64_t C = p.params[static_cast<size_t>(pn.weight)].shape[0];
+        const std::vector<double> ones(static_cast<size_t>(C), 1.0), zeros(static_cast<size_t>(C), 0.0);
+        onnx::AttributeProto eps;
+        eps.name = "epsilon";
+        eps.kind = onnx::AttributeProto::Kind::Float;
+        eps.f = static_cast<float>(n.scalar);
+        return emit("BatchNormalization",
+                    {a, initializer_f(n.id + ".scale", {C}, ones), initializer_f(n.id + ".bias", {C}, zeros),
+                     param_val[static_cast<size_t>(pn.weight)], param_val[static_cast<size_t>(pn.bias)]},
+                    out, {eps});
+      }
     }
     refuse(n, "has an op the export does not know");
   }

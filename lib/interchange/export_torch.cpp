@@ -150,6 +150,18 @@ struct Emitter : GraphWalk {
       if (!needed_node[i] || pn.weight < 0) continue;
       const NodeSpec& n = *pn.spec;
       const std::string attr = names.take(plain_identifier(n.id) ? n.id : sanitize(n.id));
+      if (n.kind == NodeSpec::Kind::Op && op_info(n.op).batch()) {
+        // The running statistics as buffers of a submodule, named as PyTorch's BatchNorm names them.
+        const Tensor &rm = weight(pn.weight), &rv = weight(pn.bias);
+        init << "        self." << attr << " = nn.Module()  # " << op_name(n.op) << " " << comment_safe(n.id)
+             << ": its running statistics\n"
+             << "        self." << attr << ".register_buffer('running_mean', torch.zeros(" << rm.numel() << ", dtype=" << dtype() << "))\n"
+             << "        self." << attr << ".register_buffer('running_var', torch.ones(" << rv.numel() << ", dtype=" << dtype() << "))\n";
+        out.state.push_back({attr + ".running_mean", rm});
+        out.state.push_back({attr + ".running_var", rv});
+        param_ref[static_cast<size_t>(pn.weight)] = "self." + attr;
+        continue;
+      }
       const Tensor& w = weight(pn.weight);  // [in, units]
       const int64_t in = w.shape()[0], units = w.shape()[1];
       init << "        self." << attr << " = nn.Linear(" << in << ", " << units
@@ -292,6 +304,9 @@ struct Emitter : GraphWalk {
           return "(" + substitute(t, a + ".reshape(-1)", "", "", "0", "False") + ").reshape(1)";
         }
       case Op::Dropout: return a;  // the exported module predicts: dropout is the identity
+      case Op::BatchNorm:  // the exported module predicts: the running statistics (eval mode)
+        return "torch.nn.functional.batch_norm(" + a + ", " + param_ref[static_cast<size_t>(pn.weight)] + ".running_mean, " +
+               param_ref[static_cast<size_t>(pn.weight)] + ".running_var, training=False, eps=" + py_num(n.scalar) + ")";
       case Op::Matmul:
       case Op::Bmm: return "torch.matmul(" + a + ", " + b + ")";
       case Op::Transpose: return a + ".transpose(-2, -1)";

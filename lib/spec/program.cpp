@@ -45,7 +45,8 @@ Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const s
   GR_OP_IF_UNARY_##cls(case Op::E: return t.unary_op(Op::E, a, n.scalar);) \
   GR_OP_IF_BINARY_##cls(case Op::E: return t.binary_op(Op::E, a, b);) \
   GR_OP_IF_ROW_##cls(case Op::E: return t.row_op(Op::E, a, n.scalar);) \
-  GR_OP_IF_FOLD(cls, fwd, case Op::E: return n.axis ? t.fold_op(Op::E, a, *n.axis, n.keepdims) : t.fold_op(Op::E, a);)
+  GR_OP_IF_FOLD(cls, fwd, case Op::E: return n.axis ? t.fold_op(Op::E, a, *n.axis, n.keepdims) : t.fold_op(Op::E, a);) \
+  GR_OP_IF_BATCH_##cls(case Op::E: return t.batch_op(Op::E, a, params[pn.weight], params[pn.bias], n.scalar, n.momentum);)
     GR_OP_TABLE(GR_RECORD_EW)
 #undef GR_RECORD_EW
     case Op::Sum: return n.axis ? t.sum(a, *n.axis, n.keepdims) : t.sum(a);
@@ -188,7 +189,7 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
         if (lp.role == LayerParamSpec::Role::ConvWeight) init.fan_in = shape.numel() / shape[0], init.fan_out = lp.filters * lp.kh * lp.kw;
         check_file_init(spec, init, shape, lp.name);
         const int index = static_cast<int>(p.params.size());
-        p.params.push_back({lp.name, n.pointer, shape, init, 0.0, lp.role != LayerParamSpec::Role::ConvWeight, lp.trainable,
+        p.params.push_back({lp.name, n.pointer, shape, init, 0.0, lp.role != LayerParamSpec::Role::ConvWeight, lp.trainable, false,
                             lp.torch_name});
         params.push_back(t.constant_lazy(shape));
         p.names[lp.name] = {Ref::Kind::Param, index};
@@ -222,6 +223,34 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
       params.push_back(t.constant_lazy(p.params[pn.bias].shape));
       p.names[n.id + ".W"] = {Ref::Kind::Param, pn.weight};
       p.names[n.id + ".b"] = {Ref::Kind::Param, pn.bias};
+    }
+    if (n.kind == NodeSpec::Kind::Op && op_info(n.op).batch()) {
+      // The running statistics: two non-trainable state leaves [C], as PyTorch's buffers (init 0 and 1).
+      if (p.shards > 1)
+        throw InputError(spec.path, n.pointer,
+                         std::string(op_name(n.op)) + "'s batch statistics are over the whole batch; train.shards " +
+                             std::to_string(p.shards) + " would split it (set train.shards to 1)");
+      const Ref r = pn.inputs[0];
+      const Var x = leaf_var(r, inputs, params, consts, nodes);
+      const Shape& xs = t.node(x).shape;
+      if (xs.rank() != 2 && xs.rank() != 4)
+        throw InputError(spec.path, n.pointer, std::string(op_name(n.op)) + " needs x [N,C] or [N,C,H,W], got " + xs.str());
+      if (xs.numel() / xs[1] < 2)
+        throw InputError(spec.path, n.pointer,
+                         std::string(op_name(n.op)) + " needs more than one value per channel in a training batch, got x " + xs.str());
+      const Shape cs{xs[1]};
+      const char* names[2] = {".running_mean", ".running_var"};
+      for (int k = 0; k < 2; ++k) {
+        const int idx = static_cast<int>(p.params.size());
+        InitSpec init;
+        init.kind = k == 0 ? InitSpec::Kind::Zeros : InitSpec::Kind::Ones;
+        ProgramParam sp{n.id + names[k], n.pointer, cs, init, 0.0, false, false};
+        sp.state = true;
+        p.params.push_back(sp);
+        params.push_back(t.constant_lazy(cs));
+        p.names[n.id + names[k]] = {Ref::Kind::Param, idx};
+        (k == 0 ? pn.weight : pn.bias) = idx;
+      }
     }
     std::vector<Var> in;
     for (const Ref& r : pn.inputs) in.push_back(leaf_var(r, inputs, params, consts, nodes));

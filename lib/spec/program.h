@@ -30,13 +30,15 @@ struct ProgramParam {
   double l2 = 0.0;
   bool dense_bias = false;  // a dense layer's b (and a layer's bias, scale, shift): a scalar optimizer.l2 leaves it undecayed
   bool trainable = true;    // false: frozen — a tape leaf without requires_grad, outside the optimizer
+  bool state = false;       // a Batch op's running statistics (<id>.running_mean / <id>.running_var): not
+                            // trainable, yet changed by every training step (never a fixed leaf)
   std::string torch_name{};  // a layer's parameter: PyTorch's name for it (import-torch), e.g. "c1.weight"
 };
 
 struct ProgramNode {
   const NodeSpec* spec;
   std::vector<Ref> inputs;
-  int weight = -1, bias = -1;  // dense layers: parameter indices
+  int weight = -1, bias = -1;  // dense layers: parameter indices; a Batch op: its running mean, variance
   Shape shape;                 // at the training batch size
   bool reaches_loss = false;   // the loss depends on it
   bool requires_grad = false;  // a parameter lies upstream (with reaches_loss: backward visits it)

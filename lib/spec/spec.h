@@ -122,6 +122,7 @@ struct NodeSpec {
   Op op = Op::Add;  // Kind::Op
   std::vector<std::string> inputs;
   double scalar = 0.0;
+  double momentum = 0.1;  // a Batch op's running-statistics momentum (batch_norm; PyTorch's default)
   std::optional<int64_t> axis;
   bool keepdims = false;
   std::vector<int64_t> shape, starts, stops;

@@ -28,6 +28,11 @@ void read_attrs(const JsonAt& j, NodeSpec& n) {
   allowed("stops", kAttrWindow);
   allowed("eps", kAttrEps);
   allowed("rate", kAttrRate);
+  allowed("momentum", kAttrMomentum);
+  if (attrs & kAttrMomentum) {
+    n.momentum = j.has("momentum") ? j.at("momentum").number() : 0.1;  // PyTorch's default
+    if (!(n.momentum >= 0.0 && n.momentum <= 1.0)) j.at("momentum").fail("momentum must be in [0, 1]");
+  }
   if (attrs & kAttrRate) {
     n.scalar = j.has("rate") ? j.at("rate").number() : 0.5;  // PyTorch's default
     if (!(n.scalar >= 0.0 && n.scalar < 1.0)) j.at("rate").fail("rate must be in [0, 1)");
@@ -106,8 +111,8 @@ NodeSpec read_node(const JsonAt& j) {
     op.fail("unknown op \"" + name + "\"" + did_you_mean(name, words) + " (known: " + known + ", mse; or a \"layer\")");
   }
   n.op = *found;
-  j.only_keys({"id", "op", "inputs", "scalar", "axis", "keepdims", "shape", "starts", "stops", "eps", "rate", "class_weight",
-               "pos_weight"});  // class weights: spec/class_weight.h
+  j.only_keys({"id", "op", "inputs", "scalar", "axis", "keepdims", "shape", "starts", "stops", "eps", "rate", "momentum",
+               "class_weight", "pos_weight"});  // class weights: spec/class_weight.h
   const int arity = op_info(n.op).arity;
   if (static_cast<int>(n.inputs.size()) != arity)
     j.at("inputs").fail("op \"" + name + "\" takes " + std::to_string(arity) + " input" + (arity == 1 ? "" : "s") +
