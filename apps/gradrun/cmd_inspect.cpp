@@ -109,7 +109,8 @@ void print_layers(const Program& p) {
       for (const Ref& r : n.inputs)
         if (r.kind == Ref::Kind::Param) own.push_back(r.index);
       for (int q : own)
-        if (!counted[static_cast<size_t>(q)] && !p.params[static_cast<size_t>(q)].state)  // running statistics: not parameters counted[static_cast<size_t>(q)] = true, count += p.params[static_cast<size_t>(q)].shape.numel();
+        if (!counted[static_cast<size_t>(q)] && !p.params[static_cast<size_t>(q)].state)  // running statistics: not parameters
+          counted[static_cast<size_t>(q)] = true, count += p.params[static_cast<size_t>(q)].shape.numel();
       const NodeSpec& s = *n.spec;
       if (s.kind == NodeSpec::Kind::Dense) what = "dense(" + s.activation + ")";
       else if (s.kind == NodeSpec::Kind::Mse) what = "mse";
