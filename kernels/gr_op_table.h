@@ -104,7 +104,10 @@
   X(LayerNorm,           "layer_norm",            1, Row,         kAttrEps,                  layer_norm,  none, none,  none,  Same,      Lane,        No,  Any,          None,   "(a - a.mean(-1, keepdim=True)) / torch.sqrt(((a - a.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + s)", "") \
   X(CrossEntropy,        "cross_entropy",         2, Lane,        kAttrNone,                 ce,          none, none,  none,  Loss,      Opaque,      No,  Any,          ClassId, "", "") \
   X(Dropout,             "dropout",               1, Random,      kAttrRate,                 dropout,     none, none,  none,  Same,      Opaque,      No,  Any,          None,   "", "") \
-  X(BatchNorm,           "batch_norm",            1, Batch,       kAttrEps | kAttrMomentum,  batch_norm,  none, none,  none,  Same,      Opaque,      No,  Any,          None,   "", "")
+  X(BatchNorm,           "batch_norm",            1, Batch,       kAttrEps | kAttrMomentum,  batch_norm,  none, none,  none,  Same,      Opaque,      No,  Any,          None,   "", "") \
+  X(Conv2d,              "conv2d",                2, Window,      kAttrConv,                 conv2d,      win,  win,   win,   Window,    Opaque,      No,  Any,          Any,    "torch.nn.functional.conv2d(a, b, stride=st, dilation=dl, groups=gp)", "") \
+  X(MaxPool2d,           "max_pool2d",            1, Window,      kAttrPool,                 max_pool2d,  win,  win,   none,  Window,    Opaque,      No,  Any,          None,   "torch.nn.functional.max_pool2d(a, k, stride=st, dilation=dl)", "") \
+  X(AvgPool2d,           "avg_pool2d",            1, Window,      kAttrPool,                 avg_pool2d,  win,  win,   none,  Window,    Opaque,      No,  Any,          None,   "torch.nn.functional.avg_pool2d(a, k, stride=st)", "")
 // clang-format on
 
 // ---- selecting rows by class: GR_OP_IF_<CLASS>_<Class>(...) keeps its arguments for that class only --
@@ -119,6 +122,7 @@
 #define GR_OP_IF_UNARY_Random(...)
 #define GR_OP_IF_UNARY_Row(...)
 #define GR_OP_IF_UNARY_Batch(...)
+#define GR_OP_IF_UNARY_Window(...)
 #define GR_OP_IF_BINARY_Leaf(...)
 #define GR_OP_IF_BINARY_Unary(...)
 #define GR_OP_IF_BINARY_Binary(...) __VA_ARGS__
@@ -129,6 +133,7 @@
 #define GR_OP_IF_BINARY_Random(...)
 #define GR_OP_IF_BINARY_Row(...)
 #define GR_OP_IF_BINARY_Batch(...)
+#define GR_OP_IF_BINARY_Window(...)
 #define GR_OP_IF_ROW_Leaf(...)
 #define GR_OP_IF_ROW_Unary(...)
 #define GR_OP_IF_ROW_Binary(...)
@@ -139,6 +144,7 @@
 #define GR_OP_IF_ROW_Random(...)
 #define GR_OP_IF_ROW_Row(...) __VA_ARGS__
 #define GR_OP_IF_ROW_Batch(...)
+#define GR_OP_IF_ROW_Window(...)
 // GR_OP_IF_FOLD(cls, fwd, ...) keeps its arguments for the fold reductions: the Class Reduction rows
 // whose Fwd column is `fold` (max, ...); sum and mean (Fwd none) have their own plans (see above).
 #define GR_OP_IF_REDUCTION_Leaf(...)
@@ -151,6 +157,7 @@
 #define GR_OP_IF_REDUCTION_Random(...)
 #define GR_OP_IF_REDUCTION_Row(...)
 #define GR_OP_IF_REDUCTION_Batch(...)
+#define GR_OP_IF_REDUCTION_Window(...)
 #define GR_OP_IF_FOLD_FWD_fold(...) __VA_ARGS__
 #define GR_OP_IF_FOLD_FWD_none(...)
 #define GR_OP_IF_FOLD(cls, fwd, ...) GR_OP_IF_REDUCTION_##cls(GR_OP_IF_FOLD_FWD_##fwd(__VA_ARGS__))
@@ -165,6 +172,7 @@
 #define GR_OP_IF_NOT_REDUCTION_Random(...) __VA_ARGS__
 #define GR_OP_IF_NOT_REDUCTION_Row(...) __VA_ARGS__
 #define GR_OP_IF_NOT_REDUCTION_Batch(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Window(...) __VA_ARGS__
 #define GR_OP_IF_NOT_FOLD_FWD_fold(...)
 #define GR_OP_IF_NOT_FOLD_FWD_none(...) __VA_ARGS__
 #define GR_OP_IF_NOT_FOLD(cls, fwd, ...) \
@@ -191,6 +199,24 @@
 #define GR_OP_IF_BATCH_Random(...)
 #define GR_OP_IF_BATCH_Row(...)
 #define GR_OP_IF_BATCH_Batch(...) __VA_ARGS__
+#define GR_OP_IF_NOT_ROW_Window(...) __VA_ARGS__
+
+// GR_OP_IF_WINDOW_<Class>(...) keeps its arguments for the window ops (Class Window: conv2d and the
+// pools over NCHW, gr_ops_window.h); GR_OP_IF_WIN_BWDB_<BwdB> for those with a second input (conv2d's w).
+#define GR_OP_IF_WINDOW_Leaf(...)
+#define GR_OP_IF_WINDOW_Unary(...)
+#define GR_OP_IF_WINDOW_Binary(...)
+#define GR_OP_IF_WINDOW_Reduction(...)
+#define GR_OP_IF_WINDOW_Contraction(...)
+#define GR_OP_IF_WINDOW_Lane(...)
+#define GR_OP_IF_WINDOW_Movement(...)
+#define GR_OP_IF_WINDOW_Random(...)
+#define GR_OP_IF_WINDOW_Row(...)
+#define GR_OP_IF_WINDOW_Batch(...)
+#define GR_OP_IF_WINDOW_Window(...) __VA_ARGS__
+#define GR_OP_IF_WIN_BWDB_win(...) __VA_ARGS__
+#define GR_OP_IF_WIN_BWDB_none(...)
+#define GR_OP_IF_BATCH_Window(...)
 
 // GR_OP_IF_EMIT_NO_<Emit>(...) keeps its arguments for the rows whose Emit column is No (the scalar
 // emitter's refusals are these rows' case labels, generated; its rules are the Yes rows').

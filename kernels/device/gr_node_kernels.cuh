@@ -429,6 +429,33 @@ GR_OP_TABLE(GRK_ROW_OP_KERNELS)
 
 #define GRK_BATCH_OP_KERNELS(E, name, arity, cls, attrs, stem, ...) GR_OP_IF_BATCH_##cls(GRK_BATCH_KERNELS(stem))
 GR_OP_TABLE(GRK_BATCH_OP_KERNELS)
+// ---- window ops (Class Window: conv2d, max_pool2d, avg_pool2d) over NCHW, the geometry a gr_window block of
+// the metadata slab: one thread per output element (grk_<stem>_fwd) or per slot of x (grk_<stem>_bwd_a) or
+// of w (grk_<stem>_bwd_b, conv2d), each gr_<stem>_win_* of gr_ops_window.h added once into its slot ----------
+#define GRK_WINDOW_KERNELS(stem)                                                                                \
+  extern "C" __global__ void grk_##stem##_fwd(const gr_real* x, const gr_real* w, gr_real* y, const long long* m,     \
+                                              long long n) {                                                    \
+    const gr_window win = gr_window_load(m);                                                                    \
+    GRK_LOOP(e, n) y[e] = gr_##stem##_win_fwd<gr_real, gr_real>(x, w, win, e);                                  \
+  }                                                                                                             \
+  GR_EXPORT_KERNEL(grk_##stem##_fwd)                                                                            \
+  extern "C" __global__ void grk_##stem##_bwd_a(const gr_real* g, const gr_real* x, const gr_real* w, gr_real* slot, \
+                                                const long long* m, long long n) {                              \
+    const gr_window win = gr_window_load(m);                                                                    \
+    GRK_LOOP(i, n) slot[i] = gr_accumulate(slot[i], gr_##stem##_win_bwd_a<gr_real, gr_real>(g, x, w, win, i));  \
+  }                                                                                                             \
+  GR_EXPORT_KERNEL(grk_##stem##_bwd_a)
+#define GRK_WINDOW_KERNELS_B(stem)                                                                              \
+  extern "C" __global__ void grk_##stem##_bwd_b(const gr_real* g, const gr_real* x, const gr_real* w, gr_real* slot, \
+                                                const long long* m, long long n) {                              \
+    const gr_window win = gr_window_load(m);                                                                    \
+    GRK_LOOP(i, n) slot[i] = gr_accumulate(slot[i], gr_##stem##_win_bwd_b<gr_real, gr_real>(g, x, w, win, i));  \
+  }                                                                                                             \
+  GR_EXPORT_KERNEL(grk_##stem##_bwd_b)
+
+#define GRK_WINDOW_OP_KERNELS(E, name, arity, cls, attrs, stem, fwd, bwda, bwdb, ...) \
+  GR_OP_IF_WINDOW_##cls(GRK_WINDOW_KERNELS(stem) GR_OP_IF_WIN_BWDB_##bwdb(GRK_WINDOW_KERNELS_B(stem)))
+GR_OP_TABLE(GRK_WINDOW_OP_KERNELS)
 
 // ---- cross-entropy with class ids: the forward in ONE thread (rows ascending), the backward per row -----
 extern "C" __global__ void grk_ce_fwd(const gr_real* x, const gr_real* ids, gr_real* y, long long rows, long long C) {

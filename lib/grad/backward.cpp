@@ -447,7 +447,8 @@ struct TapeRules {
       [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_a(R(g[e]), R(x[ia]), R(b[ib]), R(y[e]), s); }, \
       [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_b(R(g[e]), R(x[ia]), R(b[ib]), R(y[e]), s); });) \
   GR_OP_IF_ROW_##cls(case Op::E: return row();) GR_OP_IF_FOLD(cls, fwd, case Op::E: return fold();) \
-  GR_OP_IF_BATCH_##cls(case Op::E: return batch();)
+  GR_OP_IF_BATCH_##cls(case Op::E: return batch();) \
+  GR_OP_IF_WINDOW_##cls(case Op::E: return t.window_backward<R>(n, g);)
       GR_OP_TABLE(GR_TAPE_EW_BWD)
 #undef GR_TAPE_EW_BWD
       case Op::Sum:

@@ -15,8 +15,8 @@ enum class Op : uint8_t {
 #undef GR_OP_ENUM
 };
 
-enum class OpClass : uint8_t { Leaf, Unary, Binary, Reduction, Contraction, Lane, Movement, Random, Row, Batch };
-enum class ShapeRule : uint8_t { Leaf, Same, Broadcast, Reduce, Matmul, Bmm, Transpose, Reshape, Slice, Concat, Loss };
+enum class OpClass : uint8_t { Leaf, Unary, Binary, Reduction, Contraction, Lane, Movement, Random, Row, Batch, Window };
+enum class ShapeRule : uint8_t { Leaf, Same, Broadcast, Reduce, Matmul, Bmm, Transpose, Reshape, Slice, Concat, Loss, Window };
 enum class FusionClass : uint8_t { Opaque, Elementwise, Matmul, Lane, Reduce, LaneLoss, Copy };
 enum class Domain : uint8_t { None, Any, Positive, AwayFromZero, OneHot, ClassId };
 
@@ -30,6 +30,19 @@ enum OpAttr : uint32_t {
   kAttrEps = 1u << 5,       // "eps": layer_norm (kept in the node's scalar; default 1e-5)
   kAttrRate = 1u << 6,      // "rate": dropout (kept in the node's scalar; default 0.5)
   kAttrMomentum = 1u << 7,  // "momentum": batch_norm's running-statistics update (the node's momentum; default 0.1)
+  kAttrConv = 1u << 8,      // "stride", "padding", "dilation", "groups": conv2d (the node's Window)
+  kAttrPool = 1u << 9,      // "kernel", "stride", "padding": max_pool2d, avg_pool2d (the node's Window)
+};
+
+// A window op's attributes as a spec writes them (docs/spec.md): the tape resolves them against the
+// input's shape into the node's gr_window. 0 means the default: stride 1 (pools: the kernel).
+struct WindowAttrs {
+  enum class Pad { Explicit, Same, Valid };
+  int64_t kh = 0, kw = 0;  // pools: the kernel (conv2d: w's last two dims)
+  int64_t sh = 0, sw = 0;
+  Pad pad = Pad::Explicit;
+  int64_t ph = 0, pw = 0;  // Explicit: rows added at top and bottom, columns at left and right
+  int64_t dh = 1, dw = 1, groups = 1;
 };
 
 struct OpInfo {
@@ -56,6 +69,8 @@ struct OpInfo {
   constexpr bool batch() const { return cls == OpClass::Batch; }
   // A fold reduction (max, ...): its rule is gr_<stem>_fold_fwd / _bwd in gr_ops_lane.h.
   constexpr bool fold() const { return cls == OpClass::Reduction && fwd == "fold"; }
+  // A window op (conv2d, the pools over NCHW): its rules are gr_<stem>_win_* in gr_ops_window.h.
+  constexpr bool window() const { return cls == OpClass::Window; }
 };
 
 namespace op_table_detail {
@@ -124,5 +139,18 @@ constexpr bool elementwise_rows_fit() {
 }
 static_assert(elementwise_rows_fit(), "kernels/gr_op_table.h: a Unary row has arity 1 and Shape Same, a Binary row "
                                       "arity 2 and Shape Broadcast");
+
+// A Window op's generic rules (the tape, replay, fusion) rely on what its class promises: Shape Window,
+// never fused or emitted, rules win/win and BwdB win exactly when it has a second input (conv2d's w).
+constexpr bool window_rows_fit() {
+  for (const OpInfo& info : kOps)
+    if (info.window() && !(info.shape == ShapeRule::Window && info.fusion == FusionClass::Opaque && !info.emit_scalar &&
+                           info.fwd == "win" && info.bwd_a == "win" && (info.bwd_b == "win") == (info.arity == 2) &&
+                           (info.attrs == kAttrConv || info.attrs == kAttrPool) && !info.torch.empty()))
+      return false;
+  return true;
+}
+static_assert(window_rows_fit(), "kernels/gr_op_table.h: a Window op has Shape Window, Fusion Opaque, Emit No, Fwd/BwdA "
+                                 "win, BwdB win iff arity 2, attrs kAttrConv or kAttrPool and a torch expression");
 
 }  // namespace gr

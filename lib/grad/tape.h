@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "gr_ops_window.h"
 #include "grad/arena.h"
 #include "grad/page_block.h"
 #include "grad/op_table.h"
@@ -55,6 +56,7 @@ struct Node {
   Shape shape;
   int64_t starts[kMaxDims] = {};  // slice window: [starts, starts + shape); dropout: its key (seed, step, training);
                                   // a Batch op: starts[0] = 1 when recorded training (batch statistics)
+  gr_window win{};                // window ops (conv2d, pools): the resolved geometry (gr_ops_window.h)
   double* val = nullptr;          // null: no host value (lazy or dropped const, or downstream of one)
   double* grad = nullptr;         // null: no gradient memory (never reached by backward)
   Arena::Pos pos_before;          // arena position before this node's value
@@ -157,6 +159,13 @@ class Tape {
   Var slice(Var x, std::span<const int64_t> starts, std::span<const int64_t> stops);
   Var concat(Var a, Var b, int64_t axis);
   Var mse(Var y, Var target);
+  // The window ops (Class Window, gr_ops_window.h) over NCHW: conv2d x [N,C,H,W] with w [F, C/groups,
+  // KH, KW] → [N,F,OH,OW] (no bias: add one reshaped to [F,1,1]); max_pool2d / avg_pool2d (count_include_pad)
+  // → [N,C,OH,OW]. "same" pads to OH = ceil(H / stride), the smaller half at the top/left (tape_window.cpp).
+  Var window_op(Op op, Var x, Var w, const WindowAttrs& attrs);
+  Var conv2d(Var x, Var w, const WindowAttrs& attrs = {}) { return window_op(Op::Conv2d, x, w, attrs); }
+  Var max_pool2d(Var x, const WindowAttrs& attrs) { return window_op(Op::MaxPool2d, x, Var{}, attrs); }
+  Var avg_pool2d(Var x, const WindowAttrs& attrs) { return window_op(Op::AvgPool2d, x, Var{}, attrs); }
 
   // ---- episodes ---------------------------------------------------------------------------
   bool ok() const { return ok_; }
@@ -239,6 +248,10 @@ class Tape {
   template <class R>
   void reduce_values(Node& n, const double* px, const Shape& in);
   template <class R>
+  void window_values(Node& n);
+  template <class R>
+  void window_backward(const Node& n, const double* g);  // called by backward.cpp's rules
+  template <class R>
   void lane_values(Node& n, const double* px, int ax);
   Var reduce(Op op, Var x, int64_t axis, bool keepdims);
   Var lane(Op op, Var x, int64_t axis);
@@ -249,6 +262,7 @@ class Tape {
   std::map<int32_t, PageBlock> own_pages_;  // node id → the values of a big const or frozen param
   std::vector<double> zeros_;  // backing for grad() of unreached nodes
   std::vector<float> scratch_;  // f32 working copies (scratch())
+  std::vector<double> win_col_, win_tmp_;  // window ops' im2col and product buffers (tape_window.cpp)
   DType real_ = DType::F64;
   bool ok_ = true;
   std::string error_;

@@ -150,6 +150,10 @@ struct Builder : GraphWalk {
       case Op::Mean: return n.axis.has_value() && !axis0(in);
       case Op::Dropout:
       case Op::BatchNorm: return true;  // inference: the running statistics, per element
+#define GR_ONNX_ROWWISE_WIN(E, name, arity, cls, ...) GR_OP_IF_WINDOW_##cls(case Op::E:)
+        GR_OP_TABLE(GR_ONNX_ROWWISE_WIN)  // window ops: each sample of the batch on its own
+#undef GR_ONNX_ROWWISE_WIN
+        return true;
       case Op::Softmax:
       case Op::LogSoftmax:
       case Op::Concat: return !axis0(in);
@@ -355,6 +359,10 @@ struct Builder : GraphWalk {
                      param_val[static_cast<size_t>(pn.weight)], param_val[static_cast<size_t>(pn.bias)]},
                     out, {eps});
       }
+#define GR_ONNX_WIN(E, name, arity, cls, ...) GR_OP_IF_WINDOW_##cls(case Op::E:)
+        GR_OP_TABLE(GR_ONNX_WIN)
+#undef GR_ONNX_WIN
+        refuse(n, "(" + std::string(op_name(n.op)) + ") is a window op the ONNX export does not write yet");
     }
     refuse(n, "has an op the export does not know");
   }

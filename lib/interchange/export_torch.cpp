@@ -307,6 +307,10 @@ struct Emitter : GraphWalk {
       case Op::BatchNorm:  // the exported module predicts: the running statistics (eval mode)
         return "torch.nn.functional.batch_norm(" + a + ", " + param_ref[static_cast<size_t>(pn.weight)] + ".running_mean, " +
                param_ref[static_cast<size_t>(pn.weight)] + ".running_var, training=False, eps=" + py_num(n.scalar) + ")";
+#define GR_EXPORT_WIN(E, name, arity, cls, ...) GR_OP_IF_WINDOW_##cls(case Op::E:)
+        GR_OP_TABLE(GR_EXPORT_WIN)
+#undef GR_EXPORT_WIN
+        return refuse("(" + std::string(op_name(n.op)) + ") is a window op the torch export does not write yet");
       case Op::Matmul:
       case Op::Bmm: return "torch.matmul(" + a + ", " + b + ")";
       case Op::Transpose: return a + ".transpose(-2, -1)";

@@ -96,6 +96,9 @@ const std::vector<std::string>& kernel_names() {
         for (const char* part : {"fwd", "bwd"}) n.push_back(detail::kernel_of(info.op, part));
       if (info.batch())
         for (const char* part : {"fwd", "bwd", "update"}) n.push_back(detail::kernel_of(info.op, part));
+      if (info.window())
+        for (const char* part : {"fwd", "bwd_a", "bwd_b"})
+          if (info.arity == 2 || std::string_view(part) != "bwd_b") n.push_back(detail::kernel_of(info.op, part));
     }
     for (const Op op : {Op::Reshape, Op::Softmax, Op::LogSoftmax, Op::Transpose, Op::Slice, Op::SoftmaxCrossEntropy,
                         Op::CrossEntropy, Op::Dropout, Op::Matmul, Op::Bmm, Op::Concat})
@@ -182,6 +185,13 @@ Program::Program(device::Backend& backend, const Tape& tape, Var loss, ReplayOpt
         }
         meta.insert(meta.end(), blk, blk + kBinMeta);
       }
+    } else if (op_info(nd.op).window()) {  // the geometry, gr_ops_window.h's gr_window_load order
+      nodes_[static_cast<size_t>(id)].meta_off = static_cast<int64_t>(meta.size());
+      const gr_window& w = nd.win;
+      for (const long long v : {w.n, w.c, w.h, w.w, w.f, w.oh, w.ow, w.kh, w.kw, w.sh, w.sw, w.pt, w.pl, w.pb, w.pr, w.dh, w.dw,
+                                w.groups})
+        meta.push_back(static_cast<int64_t>(v));
+      static_assert(kGrWindowMeta == 18, "the window metadata block");
     } else if (nd.op == Op::Slice) {
       {
         nodes_[static_cast<size_t>(id)].meta_off = static_cast<int64_t>(meta.size());

@@ -46,7 +46,8 @@ Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const s
   GR_OP_IF_BINARY_##cls(case Op::E: return t.binary_op(Op::E, a, b);) \
   GR_OP_IF_ROW_##cls(case Op::E: return t.row_op(Op::E, a, n.scalar);) \
   GR_OP_IF_FOLD(cls, fwd, case Op::E: return n.axis ? t.fold_op(Op::E, a, *n.axis, n.keepdims) : t.fold_op(Op::E, a);) \
-  GR_OP_IF_BATCH_##cls(case Op::E: return t.batch_op(Op::E, a, params[pn.weight], params[pn.bias], n.scalar, n.momentum);)
+  GR_OP_IF_BATCH_##cls(case Op::E: return t.batch_op(Op::E, a, params[pn.weight], params[pn.bias], n.scalar, n.momentum);) \
+  GR_OP_IF_WINDOW_##cls(case Op::E: return t.window_op(Op::E, a, b, n.window);)
     GR_OP_TABLE(GR_RECORD_EW)
 #undef GR_RECORD_EW
     case Op::Sum: return n.axis ? t.sum(a, *n.axis, n.keepdims) : t.sum(a);
@@ -255,6 +256,12 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
     std::vector<Var> in;
     for (const Ref& r : pn.inputs) in.push_back(leaf_var(r, inputs, params, consts, nodes));
     if (in.size() == 2) check_loss_shapes(spec, n, t.node(in[0]).shape, t.node(in[1]).shape);
+    if (n.conv_bias) {  // a conv2d's bias (spec_graph.cpp lower_conv_bias): one value per filter
+      const Shape& bs = t.node(in[0]).shape;
+      const Shape& cs = t.node(nodes.back()).shape;  // the conv2d, recorded just before
+      if (bs.rank() != 1 || bs[0] != cs[1])
+        throw InputError(spec.path, n.pointer, "a conv2d bias needs one value per filter, [" + std::to_string(cs[1]) + "], got " + bs.str());
+    }
     const Var v = record_node(t, pn, in, params);
     if (!t.ok()) throw InputError(spec.path, n.pointer, t.error());
     pn.shape = t.node(v).shape;

@@ -231,6 +231,13 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
       names.insert(n.id + ".b");
     }
     std::vector<NodeSpec> lowered;  // a weighted loss: the ops that compute it (spec/class_weight.h)
+    if (lower_conv_bias(n, lowered)) {  // conv2d [x, W, b]: conv2d(x, W) + reshape(b, [F,1,1])
+      for (NodeSpec& g : lowered) {
+        if (g.id != n.id) define(g.id, j.at("id"));
+        s.graph.push_back(std::move(g));
+      }
+      continue;
+    }
     const size_t consts_before = s.consts.size();
     if (lower_class_weight(j, n, s, lowered)) {
       for (size_t c = consts_before; c < s.consts.size(); ++c) define(s.consts[c].name, j.at("id"));

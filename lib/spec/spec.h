@@ -126,6 +126,8 @@ struct NodeSpec {
   std::optional<int64_t> axis;
   bool keepdims = false;
   std::vector<int64_t> shape, starts, stops;
+  WindowAttrs window;     // conv2d, max_pool2d, avg_pool2d: stride, padding, dilation, groups, kernel
+  bool conv_bias = false;  // the [F] → [F,1,1] reshape of a lowered conv2d bias (lower_conv_bias)
   // layer nodes ("layer": "dense"): params <id>.W [in, units], <id>.b [units]
   int64_t units = 0;
   std::string activation = "none";  // none | relu | tanh | sigmoid | gelu; dense dropout: its rate in scalar

@@ -19,6 +19,9 @@ struct LoweredLayer {
   std::vector<std::string> inputs, params;
 };
 bool lower_layer(const JsonAt& j, LoweredLayer& out);
+// conv2d with a bias, [x, W, b]: lowered into conv2d(x, W) ("<id>.conv"), reshape(b, [F,1,1])
+// ("<id>.bias") and their add (keeping the id), appended to `nodes`; false (nothing appended) otherwise.
+bool lower_conv_bias(const NodeSpec& n, std::vector<NodeSpec>& nodes);
 // The "data" object (spec_data.cpp); relative paths resolve against `dir`.
 DataSpec read_data(const JsonAt& j, const std::string& dir);
 
