@@ -256,6 +256,37 @@ struct Emitter : GraphWalk {
     }
   }
 
+  Shape shape_of(const Ref& r) const {
+    const auto k = static_cast<size_t>(r.index);
+    switch (r.kind) {
+      case Ref::Kind::Input: return p.input_shapes[k];
+      case Ref::Kind::Param: return p.params[k].shape;
+      case Ref::Kind::Const: return Shape(std::span<const int64_t>(p.spec->consts[k].shape));
+      case Ref::Kind::Node: return p.nodes[k].shape;
+    }
+    return Shape{1};
+  }
+
+  // conv2d, max_pool2d, avg_pool2d as torch.nn.functional calls; pads that are not the same on both
+  // sides ("same" with an even total) go through F.pad first (-inf for max: padding never wins).
+  std::string window_expr(const ProgramNode& pn, const std::string& a, const std::string& b) const {
+    const NodeSpec& n = *pn.spec;
+    const WindowGeometry g = window_geometry(n, shape_of(pn.inputs[0]), n.op == Op::Conv2d ? shape_of(pn.inputs[1]) : Shape{1});
+    const auto pair = [](int64_t x, int64_t y) { return "(" + std::to_string(x) + ", " + std::to_string(y) + ")"; };
+    std::string x = a, pad = pair(g.pt, g.pl);
+    if (!g.symmetric()) {
+      x = "torch.nn.functional.pad(" + a + ", (" + std::to_string(g.pl) + ", " + std::to_string(g.pr) + ", " + std::to_string(g.pt) +
+          ", " + std::to_string(g.pb) + ")" + (n.op == Op::MaxPool2d ? ", value=float('-inf')" : "") + ")";
+      pad = "0";
+    }
+    const std::string kernel = pair(g.kh, g.kw), stride = pair(g.sh, g.sw);
+    if (n.op == Op::Conv2d)
+      return "torch.nn.functional.conv2d(" + x + ", " + b + ", stride=" + stride + ", padding=" + pad + ", dilation=" + pair(g.dh, g.dw) +
+             ", groups=" + std::to_string(g.groups) + ")";
+    if (n.op == Op::MaxPool2d) return "torch.nn.functional.max_pool2d(" + x + ", " + kernel + ", stride=" + stride + ", padding=" + pad + ")";
+    return "torch.nn.functional.avg_pool2d(" + x + ", " + kernel + ", stride=" + stride + ", padding=" + pad + ", count_include_pad=True)";
+  }
+
   std::string expr(const ProgramNode& pn) const {
     const NodeSpec& n = *pn.spec;
     const std::string a = pn.inputs.empty() ? "" : ref(pn.inputs[0]);
@@ -310,7 +341,7 @@ struct Emitter : GraphWalk {
 #define GR_EXPORT_WIN(E, name, arity, cls, ...) GR_OP_IF_WINDOW_##cls(case Op::E:)
         GR_OP_TABLE(GR_EXPORT_WIN)
 #undef GR_EXPORT_WIN
-        return refuse("(" + std::string(op_name(n.op)) + ") is a window op the torch export does not write yet");
+        return window_expr(pn, a, b);
       case Op::Matmul:
       case Op::Bmm: return "torch.matmul(" + a + ", " + b + ")";
       case Op::Transpose: return a + ".transpose(-2, -1)";

@@ -30,6 +30,15 @@ class UniqueNames {
 };
 
 
+// A window op's geometry as both exports write it (the tape's, tape_window.cpp): kernel, stride,
+// dilation, groups and the pads top, left, bottom, right resolved against the input x ("same": the
+// smaller half first). `w`: conv2d's weight shape (the kernel is its last two dims).
+struct WindowGeometry {
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, groups = 1, pt = 0, pl = 0, pb = 0, pr = 0;
+  bool symmetric() const { return pt == pb && pl == pr; }
+};
+WindowGeometry window_geometry(const NodeSpec& n, const Shape& x, const Shape& w);
+
 struct GraphWalk {
   const Program& p;
   const SafetensorsFile& weights;
