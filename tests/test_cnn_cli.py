@@ -19,6 +19,8 @@ import csv
 import importlib.util
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -134,6 +136,40 @@ def main():
             want = np.array([[float(v) for v in r[:-1]] for r in list(csv.reader(open(pred)))[1:]])
             err = float(np.max(np.abs(got - want)))
             check(err <= 1e-12, "export torch vs predict: max |diff| %.3g" % err)
+
+        # 6b. export onnx vs predict in onnxruntime-node (tools/onnxrt): float32 to 1e-5 relative + 1e-6,
+        # float64 to 1e-12 relative + 1e-15 (as test_export_onnx.py), when node and onnxruntime are there
+        run_js = os.path.join(ROOT, "tools", "onnxrt", "run.js")
+        if shutil.which("node") and os.path.isdir(os.path.join(ROOT, "tools", "onnxrt", "node_modules", "onnxruntime-node")):
+            rows_in = list(csv.DictReader(open(DIGITS)))
+            feed = os.path.join(tmp, "feed.json")
+            json.dump({"x": [[float(r["px%d" % i]) for i in range(64)] for r in rows_in]}, open(feed, "w"))
+            want = np.array([[float(v) for v in r[:-1]] for r in list(csv.reader(open(pred)))[1:]])
+            # A max-pool-only model in float64 too (onnxruntime's CPU provider has no double Conv or
+            # AveragePool: the f64 CNN export warns, naming the node, and is written all the same).
+            p = run("export", rd, "--format", "onnx", "--dtype", "f64", "--out", os.path.join(tmp, "net64.onnx"))
+            check("uses Conv in float64" in p.stderr, "f64 export warns that onnxruntime lacks double Conv: " + p.stderr)
+            pools = digits([{"id": "p1", "layer": "max_pool2d", "inputs": ["x"], "kernel": 3, "stride": 2, "padding": 1},
+                            {"id": "flat", "layer": "flatten", "inputs": ["p1"]},
+                            {"id": "logits", "layer": "dense", "inputs": ["flat"], "units": 10}], tmp, "pools")
+            rp = os.path.join(tmp, "rp")
+            run("train", pools, "--out", rp, "--quiet")
+            pred_p = os.path.join(tmp, "pred-pools.csv")
+            run("predict", rp, "--data", DIGITS, "--out", pred_p)
+            for dtype, rel, ab, rd_, pred_ in (("f32", 1e-5, 1e-6, rd, pred), ("f64", 1e-12, 1e-15, rp, pred_p)):
+                want = np.array([[float(v) for v in r[:-1]] for r in list(csv.reader(open(pred_)))[1:]])
+                model_path = os.path.join(tmp, "net-%s.onnx" % dtype)
+                run("export", rd_, "--format", "onnx", "--dtype", dtype, "--out", model_path)
+                r = subprocess.run(["node", run_js, model_path, feed], capture_output=True, text=True)
+                if r.returncode != 0:
+                    check(False, "onnxruntime %s: %s" % (dtype, r.stderr.strip()))
+                    continue
+                outs = json.loads(r.stdout)
+                got = np.array(next(iter(outs.values()))["data"]).reshape(want.shape)
+                bad = np.abs(got - want) > rel * np.abs(want) + ab
+                check(not bad.any(), "export onnx %s vs predict: max |diff| %.3g" % (dtype, float(np.max(np.abs(got - want)))))
+        else:
+            print("note: no node/onnxruntime-node (tools/onnxrt/node_modules): the ONNX check did not run")
 
         # 7. the example beats the MLP
         rc = os.path.join(tmp, "rc")

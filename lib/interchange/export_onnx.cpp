@@ -22,16 +22,16 @@ namespace {
 // tests/test_export_onnx.py checks each f64 model's operators against onnx.defs.get_schema(op, 13).
 bool onnx_has_double(std::string_view op) {
   static constexpr std::string_view kOps[] = {
-      "Abs",      "Add",       "ArgMax",     "Cast",      "Concat",    "Cos",  "Div",     "Equal",
+      "Abs",      "Add",       "ArgMax",     "AveragePool", "Cast",    "Concat",    "Conv",  "Cos",  "Div",     "Equal",
       "Exp",      "Greater",   "Identity",   "IsNaN",     "Log",       "LogSoftmax", "MatMul", "Mul",
-      "Neg",      "Pow",       "ReduceMax",  "ReduceMean", "ReduceSum", "Relu", "Reshape", "Sigmoid",
+      "MaxPool",  "Neg",      "Pow",       "ReduceMax",  "ReduceMean", "ReduceSum", "Relu", "Reshape", "Sigmoid",
       "Sin",      "Slice",     "Softmax",    "Sqrt",      "Sub",       "Tanh", "Transpose", "Where"};
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 
 // Valid in float64, but onnxruntime's CPU provider (onnxruntime-node 1.22.0, tools/onnxrt) has no
 // double kernel for it: the model is written, and the export warns that onnxruntime cannot load it.
-bool onnxruntime_lacks_double(std::string_view op) { return op == "Cos"; }
+bool onnxruntime_lacks_double(std::string_view op) { return op == "Cos" || op == "Conv" || op == "AveragePool"; }
 
 using onnx::attr_int;
 using onnx::attr_ints;
@@ -362,7 +362,20 @@ struct Builder : GraphWalk {
 #define GR_ONNX_WIN(E, name, arity, cls, ...) GR_OP_IF_WINDOW_##cls(case Op::E:)
         GR_OP_TABLE(GR_ONNX_WIN)
 #undef GR_ONNX_WIN
-        refuse(n, "(" + std::string(op_name(n.op)) + ") is a window op the ONNX export does not write yet");
+        {  // Conv, MaxPool, AveragePool (count_include_pad = 1) with pads [top, left, bottom, right]
+          const WindowGeometry g =
+              window_geometry(n, shape_of(pn.inputs[0]), n.op == Op::Conv2d ? shape_of(pn.inputs[1]) : Shape{1});
+          std::vector<onnx::AttributeProto> at{attr_ints("kernel_shape", {g.kh, g.kw}), attr_ints("strides", {g.sh, g.sw}),
+                                               attr_ints("pads", {g.pt, g.pl, g.pb, g.pr})};
+          if (n.op == Op::Conv2d) {
+            at.push_back(attr_ints("dilations", {g.dh, g.dw}));
+            at.push_back(attr_int("group", g.groups));
+            return emit("Conv", {a, b}, out, at);
+          }
+          if (n.op == Op::MaxPool2d) return emit("MaxPool", {a}, out, at);
+          at.push_back(attr_int("count_include_pad", 1));
+          return emit("AveragePool", {a}, out, at);
+        }
     }
     refuse(n, "has an op the export does not know");
   }
