@@ -137,6 +137,27 @@ def main():
             err = float(np.max(np.abs(got - want)))
             check(err <= 1e-12, "export torch vs predict: max |diff| %.3g" % err)
 
+        # 6a. import-torch: the export's state_dict (nn.Conv2d's names c1.weight, c1.bias [F]) imports as
+        # the trained weights' bytes; a PyTorch-native float32 state_dict widens exactly ([F] -> [F, 1, 1])
+        from cli_support import tensors, write_safetensors
+        imp = os.path.join(tmp, "imported.safetensors")
+        run("import-torch", os.path.join(ex, "state_dict.safetensors"), "--spec", spec, "--out", imp, "--quiet")
+        a, b = tensors(imp), tensors(os.path.join(rd, "weights.safetensors"))
+        check(all(a.get(k) == v for k, v in b.items() if ".running_" not in k), "import-torch round trip: the trained bytes")
+        torch.manual_seed(0)
+        native = {"c1.weight": torch.randn(6, 1, 4, 4), "c1.bias": torch.randn(6), "c2.weight": torch.randn(8, 6, 3, 3),
+                  "c2.bias": torch.randn(8), "logits.weight": torch.randn(10, 32), "logits.bias": torch.randn(10)}
+        nat = os.path.join(tmp, "native.safetensors")
+        write_safetensors(nat, {k: ("F32", v.numpy()) for k, v in native.items()})
+        imp2 = os.path.join(tmp, "imported2.safetensors")
+        run("import-torch", nat, "--spec", spec, "--out", imp2, "--quiet")
+        got = tensors(imp2)
+        for k, gk, f in (("c1.weight", "c1.W", None), ("c1.bias", "c1.b", None), ("c2.bias", "c2.b", None),
+                         ("logits.weight", "logits.W", "T")):
+            v = native[k].numpy().astype(np.float64)
+            v = v.T if f else v
+            check(got.get(gk) == np.ascontiguousarray(v).tobytes(), "import-torch native %s -> %s" % (k, gk))
+
         # 6b. export onnx vs predict in onnxruntime-node (tools/onnxrt): float32 to 1e-5 relative + 1e-6,
         # float64 to 1e-12 relative + 1e-15 (as test_export_onnx.py), when node and onnxruntime are there
         run_js = os.path.join(ROOT, "tools", "onnxrt", "run.js")

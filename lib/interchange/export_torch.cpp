@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -118,6 +119,7 @@ struct Emitter : GraphWalk {
   std::ostringstream init, fwd;
   TorchExport out;
   UniqueNames names;  // attribute names, unique within the module
+  std::map<std::string, std::string> submodules{};  // a layer's id → its submodule's attribute (layer_param)
   // The module's dtype: the run's precision (out.real).
   const char* dtype() const { return out.real == DType::F32 ? "torch.float32" : "torch.float64"; }
 
@@ -131,6 +133,32 @@ struct Emitter : GraphWalk {
     out.state.push_back({attr, t});
   }
 
+  // A conv2d / batch_norm layer's parameter (ProgramParam::torch_name "ID.weight", "ID.bias"): an
+  // attribute of a submodule ID, as nn.Conv2d / nn.BatchNorm2d name it, so the state_dict keys are
+  // PyTorch's; a bias, scale or shift is saved as PyTorch's [C] and viewed as [C, 1, 1] in forward.
+  bool layer_param(size_t i) {
+    const ProgramParam& pp = p.params[i];
+    const size_t dot = pp.torch_name.rfind('.');
+    if (pp.torch_name.empty() || dot == std::string::npos) return false;
+    const std::string mod = pp.torch_name.substr(0, dot), leaf = pp.torch_name.substr(dot + 1);
+    if (!plain_identifier(mod)) return false;
+    auto it = submodules.find(mod);
+    if (it == submodules.end()) {
+      const std::string attr = names.take(mod);
+      init << "        self." << attr << " = nn.Module()  # layer " << comment_safe(mod) << "\n";
+      it = submodules.emplace(mod, attr).first;
+    }
+    const std::string& attr = it->second;
+    const bool flat = pp.shape.rank() > 1 && pp.shape.numel() == pp.shape[0];  // [C, 1, 1]
+    const Shape saved = flat ? Shape{pp.shape[0]} : pp.shape;
+    init << "        self." << attr << "." << leaf << " = nn.Parameter(torch.zeros(" << py_ints(saved.dims()) << ", dtype=" << dtype()
+         << "))  # " << comment_safe(pp.name) << "\n";
+    param_ref[i] = "self." + attr + "." + leaf + (flat ? ".reshape(" + py_ints(pp.shape.dims()) + ")" : "");
+    const Tensor& w = weight(static_cast<int>(i));
+    out.state.push_back({attr + "." + leaf, Tensor(saved, std::vector<double>(w.values().begin(), w.values().end()))});
+    return true;
+  }
+
   void leaves(const Preprocessing& prep) {
     param_ref.assign(p.params.size(), "");
     for (size_t i = 0; i < p.params.size(); ++i) {
@@ -139,6 +167,7 @@ struct Emitter : GraphWalk {
       bool dense = false;
       for (const ProgramNode& pn : p.nodes) dense = dense || pn.weight == static_cast<int>(i) || pn.bias == static_cast<int>(i);
       if (dense) continue;
+      if (layer_param(i)) continue;
       const std::string attr = names.take(plain_identifier(pp.name) ? pp.name : sanitize(pp.name));
       init << "        self." << attr << " = nn.Parameter(torch.zeros(" << py_ints(pp.shape.dims())
            << ", dtype=" << dtype() << "))  # " << comment_safe(pp.name) << "\n";
