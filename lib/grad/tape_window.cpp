@@ -4,12 +4,15 @@
 // Every element is the one definition of kernels/gr_ops_window.h (docs/numerics.md "conv2d"). The
 // pools call those functions per element. conv2d runs them as products, arranged so that each output
 // element is exactly that fma chain (tests/test_window.cpp checks the bytes against the functions):
-//   forward  per group: Y[f, (n,p)] = W[f, k] · Col[k, (n,p)]     k = (c, i, j) ascending, p = (oh, ow)
-//   dW       per group: dW[f, k]   = G[f, (n,p)] · Col[k, (n,p)]ᵀ  one chain over (n, oh, ow) ascending
-//   dx       per group: D[k, (n,p)] = W[f, k]ᵀ · G[f, (n,p)]       the chain over f, then col2im adds
-//            each D into the input cell it came from, (c, i, j) ascending: per cell (i, j) ascending
-// Col is im2col over the padded input (padding 0, so a padded tap is the same fma step), built as
-// doubles that hold the tape's values (floats on an f32 tape: matmul_in narrows them as it packs).
+//   forward  per group: Yᵀ[(n,p), f] = Col[(n,p), k] · W[f, k]ᵀ   k = (c, i, j) ascending, p = (oh, ow)
+//   dW       per group: dWᵀ[k, f]    = Col[(n,p), k]ᵀ · G[(n,p), f]  one chain over (n, oh, ow) ascending,
+//            then slot = slot + acc
+//   dx       per group: D[k, (n,p)]  = W[f, k]ᵀ · G[(n,p), f]ᵀ       the chain over f, then col2im adds
+//            each D into the input cell it came from, per sample (c, i, j) ascending: per cell (i, j)
+//            ascending, then slot = slot + acc
+// Col is im2col over the padded input, one row per output position (padding 0, so a padded tap is the
+// same fma step), built as doubles that hold the tape's values (floats on an f32 tape: matmul_in
+// narrows them as it packs). The tall products (rows = N·OH·OW) are the shape the matmul is fast at.
 #include <algorithm>
 #include <string>
 
@@ -33,30 +36,70 @@ void same_pads(int64_t in, int64_t k, int64_t s, int64_t d, long long& lo, long 
   hi = total - lo;
 }
 
-// im2col of one group: col[k·NP + n·P + p] = xp[n, c0 + c, ih, iw] for k = (c, i, j), p = (oh, ow).
+// im2col of one group: col[(n·P + p)·K + k] = xp[n, c0 + c, ih, iw] for p = (oh, ow), k = (c, i, j).
+// Filled a sample at a time (its P·K block stays in cache), tap k outermost, so the inner loop walks a
+// row of x and strides down a column of the block.
 void im2col(const double* x, const gr_window& g, int64_t c0, double* col) {
-  const int64_t cg = g.c / g.groups, P = g.oh * g.ow, NP = g.n * P;
-  for (int64_t c = 0; c < cg; ++c)
-    for (int64_t i = 0; i < g.kh; ++i)
-      for (int64_t j = 0; j < g.kw; ++j) {
-        double* row = col + ((c * g.kh + i) * g.kw + j) * NP;
-        for (int64_t n = 0; n < g.n; ++n) {
-          const double* plane = x + (n * g.c + c0 + c) * g.h * g.w;
+  const int64_t cg = g.c / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow;
+  for (int64_t n = 0; n < g.n; ++n) {
+    double* block = col + n * P * K;
+    for (int64_t c = 0; c < cg; ++c) {
+      const double* plane = x + (n * g.c + c0 + c) * g.h * g.w;
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const int64_t k = (c * g.kh + i) * g.kw + j;
+          // the outputs ow whose tap j lands inside the row: 0 <= ow·sw − pl + j·dw < W
+          const int64_t off = j * g.dw - g.pl;
+          const int64_t ow0 = std::min<int64_t>(g.ow, off >= 0 ? 0 : (-off + g.sw - 1) / g.sw);
+          const int64_t ow1 = std::max<int64_t>(ow0, std::min<int64_t>(g.ow, g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1));
           for (int64_t oh = 0; oh < g.oh; ++oh) {
+            double* out = block + oh * g.ow * K + k;
             const int64_t ih = oh * g.sh - g.pt + i * g.dh;
-            double* out = row + n * P + oh * g.ow;
             if (ih < 0 || ih >= g.h) {
-              std::fill(out, out + g.ow, 0.0);
+              for (int64_t ow = 0; ow < g.ow; ++ow) out[ow * K] = 0.0;
               continue;
             }
-            const double* src = plane + ih * g.w;
-            for (int64_t ow = 0; ow < g.ow; ++ow) {
-              const int64_t iw = ow * g.sw - g.pl + j * g.dw;
-              out[ow] = (iw >= 0 && iw < g.w) ? src[iw] : 0.0;
+            const double* src = plane + ih * g.w + off;
+            for (int64_t ow = 0; ow < ow0; ++ow) out[ow * K] = 0.0;
+            for (int64_t ow = ow0; ow < ow1; ++ow) out[ow * K] = src[ow * g.sw];
+            for (int64_t ow = ow1; ow < g.ow; ++ow) out[ow * K] = 0.0;
+          }
+        }
+    }
+  }
+}
+
+// col2im of one group into acc (per cell: acc = acc + d, in R) from D [K, N·P] (a row per tap k =
+// (c, i, j)): per sample, k ascending, so each cell sums its taps (i, j) ascending — the documented
+// order (gr_conv2d_win_bwd_a); along a row of cells the adds are independent (they vectorize).
+template <class R>
+void col2im(const double* d, const gr_window& g, int64_t c0, double* acc) {
+  const int64_t cg = g.c / g.groups, P = g.oh * g.ow, NP = g.n * P;
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t c = 0; c < cg; ++c) {
+      double* plane = acc + (n * g.c + c0 + c) * g.h * g.w;
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const double* row = d + ((c * g.kh + i) * g.kw + j) * NP + n * P;
+          // the outputs ow whose tap j lands inside the row: 0 <= ow·sw − pl + j·dw < W
+          const int64_t off = j * g.dw - g.pl;
+          const int64_t ow0 = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+          const int64_t ow1 = std::min<int64_t>(g.ow, g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1);
+          for (int64_t oh = 0; oh < g.oh; ++oh) {
+            const int64_t ih = oh * g.sh - g.pt + i * g.dh;
+            if (ih < 0 || ih >= g.h) continue;
+            const double* src = row + oh * g.ow;
+            double* dst = plane + ih * g.w + off;
+            if (g.sw == 1) {
+              for (int64_t ow = ow0; ow < ow1; ++ow)
+                dst[ow] = static_cast<double>(gr_radd(static_cast<R>(dst[ow]), static_cast<R>(src[ow])));
+            } else {
+              for (int64_t ow = ow0; ow < ow1; ++ow)
+                dst[ow * g.sw] = static_cast<double>(gr_radd(static_cast<R>(dst[ow * g.sw]), static_cast<R>(src[ow])));
             }
           }
         }
-      }
+    }
 }
 
 // A window op's rule per element, from its row (an exhaustive switch generated from the table; window
@@ -170,10 +213,13 @@ void Tape::window_values(Node& n) {
   win_tmp_.resize(static_cast<size_t>(fg * NP));
   for (int64_t grp = 0; grp < g.groups; ++grp) {
     im2col(x, g, grp * cg, win_col_.data());
-    matmul_in(real_, {w + grp * fg * K, K, 1, win_col_.data(), NP, 1, win_tmp_.data(), fg, K, NP, MatmulStore::Overwrite});
-    for (int64_t f = 0; f < fg; ++f)
-      for (int64_t b = 0; b < g.n; ++b)
-        std::copy_n(win_tmp_.data() + f * NP + b * P, P, n.val + (b * g.f + grp * fg + f) * P);
+    matmul_in(real_, {win_col_.data(), K, 1, w + grp * fg * K, 1, K, win_tmp_.data(), NP, K, fg, MatmulStore::Overwrite});
+    for (int64_t b = 0; b < g.n; ++b)
+      for (int64_t f = 0; f < fg; ++f) {
+        double* out = n.val + (b * g.f + grp * fg + f) * P;
+        const double* src = win_tmp_.data() + b * P * fg + f;
+        for (int64_t p = 0; p < P; ++p) out[p] = src[p * fg];
+      }
   }
 }
 
@@ -203,49 +249,50 @@ void Tape::window_backward(const Node& n, const double* gy) {
   const double* w = nodes_[b].val;
   const bool want_w = nodes_[b].requires_grad;
   const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow, NP = g.n * P;
-  // gt[f·NP + n·P + p] = g[n, grp·fg + f, p]: one group's gradient with the batch inside each row.
+  // gt[(n·P + p)·fg + f] = g[n, grp·fg + f, p]: one group's gradient, a row per output position.
   std::vector<double> gt(static_cast<size_t>(fg * NP));
   const auto gather_g = [&](int64_t grp) {
-    for (int64_t f = 0; f < fg; ++f)
-      for (int64_t bb = 0; bb < g.n; ++bb) std::copy_n(gy + (bb * g.f + grp * fg + f) * P, P, gt.data() + f * NP + bb * P);
+    for (int64_t bb = 0; bb < g.n; ++bb)
+      for (int64_t f = 0; f < fg; ++f) {
+        const double* src = gy + (bb * g.f + grp * fg + f) * P;
+        double* dst = gt.data() + bb * P * fg + f;
+        for (int64_t p = 0; p < P; ++p) dst[p * fg] = src[p];
+      }
   };
   if (want_x) {  // the a-side first, as every binary op
-    std::vector<double> acc(static_cast<size_t>(nodes_[a].numel()), 0.0);
+    // The per-cell sums start at +0 and never become −0, so a fresh slot (+0 + acc = acc) is its own acc.
+    bool fresh = false;
+    double* slot = grad_slot(a, fresh);
+    std::vector<double> own;
+    double* acc = slot;
+    if (fresh) std::fill(slot, slot + nodes_[a].numel(), 0.0);
+    else own.assign(static_cast<size_t>(nodes_[a].numel()), 0.0), acc = own.data();
     win_col_.resize(static_cast<size_t>(K * NP));
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       gather_g(grp);
-      matmul_in(real_, {w + grp * fg * K, 1, K, gt.data(), NP, 1, win_col_.data(), K, fg, NP, MatmulStore::Overwrite});
-      // col2im: (c, i, j) ascending, so each cell sums its taps (i, j) ascending.
-      for (int64_t c = 0; c < cg; ++c)
-        for (int64_t i = 0; i < g.kh; ++i)
-          for (int64_t j = 0; j < g.kw; ++j) {
-            const double* row = win_col_.data() + ((c * g.kh + i) * g.kw + j) * NP;
-            for (int64_t bb = 0; bb < g.n; ++bb) {
-              double* plane = acc.data() + (bb * g.c + grp * cg + c) * g.h * g.w;
-              for (int64_t oh = 0; oh < g.oh; ++oh) {
-                const int64_t ih = oh * g.sh - g.pt + i * g.dh;
-                if (ih < 0 || ih >= g.h) continue;
-                const double* src = row + bb * P + oh * g.ow;
-                double* dst = plane + ih * g.w;
-                for (int64_t ow = 0; ow < g.ow; ++ow) {
-                  const int64_t iw = ow * g.sw - g.pl + j * g.dw;
-                  if (iw >= 0 && iw < g.w) dst[iw] = static_cast<double>(gr_radd(static_cast<R>(dst[iw]), static_cast<R>(src[ow])));
-                }
-              }
-            }
-          }
+      // D[k, (n,p)] = Σ_f W[f, k]·G[(n,p), f]: B is gt read across its rows (b_rs 1, b_cs fg)
+      matmul_in(real_, {w + grp * fg * K, 1, K, gt.data(), 1, fg, win_col_.data(), K, fg, NP, MatmulStore::Overwrite});
+      col2im<R>(win_col_.data(), g, grp * cg, acc);
     }
-    write(a, [&](int64_t e) { return acc[static_cast<size_t>(e)]; });
+    if (!fresh)
+      for (int64_t e = 0; e < nodes_[a].numel(); ++e) accumulate_into(slot[e], static_cast<R>(acc[e]));
   }
   if (want_w) {
     bool fresh = false;
     double* slot = grad_slot(b, fresh);
     win_col_.resize(static_cast<size_t>(K * NP));
+    win_tmp_.resize(static_cast<size_t>(K * fg));
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       gather_g(grp);
       im2col(x, g, grp * cg, win_col_.data());
-      matmul_in(real_, {gt.data(), NP, 1, win_col_.data(), 1, NP, slot + grp * fg * K, fg, NP, K,
-                        fresh ? MatmulStore::OntoZero : MatmulStore::Accumulate});
+      matmul_in(real_, {win_col_.data(), 1, K, gt.data(), fg, 1, win_tmp_.data(), K, NP, fg, MatmulStore::Overwrite});
+      double* dw = slot + grp * fg * K;
+      for (int64_t f = 0; f < fg; ++f)
+        for (int64_t k = 0; k < K; ++k) {
+          const R v = static_cast<R>(win_tmp_[static_cast<size_t>(k * fg + f)]);
+          if (fresh) first_into(dw[f * K + k], v);
+          else accumulate_into(dw[f * K + k], v);
+        }
     }
   }
 }
