@@ -367,23 +367,6 @@ Tensor apply_fit(RawInput& raw, const InputFit& fit, std::span<const int64_t> or
   return Tensor(Shape(std::span<const int64_t>(r.dims)), std::move(r.values));
 }
 
-Tensor shape_rows(const Tensor& t, const InputSpec& in, const std::string& file, const std::string& place) {
-  if (in.row_shape.empty()) return t;
-  const int64_t rows = t.shape().rank() ? t.shape()[0] : 1;
-  const Shape want{std::span<const int64_t>(in.row_shape)};
-  const int64_t have = rows ? t.numel() / rows : 0;
-  if (rows && have != want.numel()) {
-    std::vector<int64_t> row(t.shape().dims().begin() + 1, t.shape().dims().end());
-    throw InputError(file, place,
-                     "input \"" + in.name + "\" has rows of " + std::to_string(have) + " values (" +
-                         Shape(std::span<const int64_t>(row)).str() + "), but its row shape " + want.str() + " holds " +
-                         std::to_string(want.numel()));
-  }
-  std::vector<int64_t> dims{rows};
-  dims.insert(dims.end(), in.row_shape.begin(), in.row_shape.end());
-  return Tensor(Shape(std::span<const int64_t>(dims)), std::vector<double>(t.values().begin(), t.values().end()));
-}
-
 void check_labels(const Spec& spec, const DataTable& t) {
   if (!spec.data) return;
   for (size_t i = 0; i < t.names.size(); ++i)
