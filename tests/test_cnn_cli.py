@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The CNN user side of issue 42 through the CLI: a data input's row shape, the layer sugar, inspect's
-layers table, export --format torch of conv2d / pools against `predict`, and specs/digits-cnn.json.
+layers table, the exports and import-torch of conv2d / pools against `predict`, and specs/digits-cnn.json.
 
     /usr/bin/python3 tests/test_cnn_cli.py GRADRUN
 
@@ -12,7 +12,14 @@ layers table, export --format torch of conv2d / pools against `predict`, and spe
 - inspect lists every layer with its output shape and parameter count (conv 3x3, 1 -> 16: 160).
 - Unknown layer keys and a conv2d layer on a 2-D input are located errors naming the layer.
 - export --format torch of a CNN with "same" padding (even kernel: asymmetric pads), max and avg
-  pools reproduces `gradrun predict` to 1e-12 in float64 (torch).
+  pools reproduces `gradrun predict` to 1e-12 in float64 (torch); import-torch of that state_dict
+  gives the trained bytes, and a float32 PyTorch-native one (c1.weight, c1.bias [F], logits.weight
+  [out, in]) widens exactly into c1.W, c1.b [F, 1, 1], logits.W.
+- export --format onnx in onnxruntime-node (when tools/onnxrt/node_modules is there): the CNN in
+  float32 to 1e-5 relative, a max-pool model in float64 to 1e-12; the f64 CNN export warns that
+  onnxruntime has no double Conv.
+- A batch_norm layer after a conv: inspect counts its 8 parameters, export torch matches predict
+  (running statistics), its scale/shift saved as nn.BatchNorm2d's bn.weight / bn.bias [C].
 - specs/digits-cnn.json beats the MLP's validation accuracy (0.983) on the same rows.
 """
 import csv
@@ -191,6 +198,35 @@ def main():
                 check(not bad.any(), "export onnx %s vs predict: max |diff| %.3g" % (dtype, float(np.max(np.abs(got - want)))))
         else:
             print("note: no node/onnxruntime-node (tools/onnxrt/node_modules): the ONNX check did not run")
+
+        # 6c. a batch_norm layer after a conv (running statistics in eval mode, scale/shift [C, 1, 1] as
+        # nn.BatchNorm2d's weight/bias [C]): export torch reproduces predict; import-torch maps the names
+        bnet = [{"id": "c1", "layer": "conv2d", "inputs": ["x"], "filters": 4, "kernel": 3, "bias": False},
+                {"id": "bn", "layer": "batch_norm", "inputs": ["c1"]},
+                {"id": "p1", "layer": "max_pool2d", "inputs": ["bn"], "kernel": 2},
+                {"id": "flat", "layer": "flatten", "inputs": ["p1"]},
+                {"id": "logits", "layer": "dense", "inputs": ["flat"], "units": 10}]
+        bspec = digits(bnet, tmp, "bnet", epochs=2)
+        rbn = os.path.join(tmp, "rbn")
+        run("train", bspec, "--out", rbn, "--quiet")
+        out = run("inspect", bspec).stdout
+        check("bn               batch_norm" in out and " 8\n" in out[out.index("layers:"):], "inspect: batch_norm layer, 8 parameters")
+        pred_b = os.path.join(tmp, "pred-bn.csv")
+        run("predict", rbn, "--data", DIGITS, "--out", pred_b)
+        exb = os.path.join(tmp, "exb")
+        run("export", rbn, "--format", "torch", "--out", exb)
+        sm = importlib.util.spec_from_file_location("bn_model", os.path.join(exb, "model.py"))
+        bm = importlib.util.module_from_spec(sm)
+        sm.loader.exec_module(bm)
+        bmodel = bm.Model.from_dir(exb)
+        rows_all = list(csv.DictReader(open(DIGITS)))
+        xb = torch.tensor([[float(r["px%d" % i]) for i in range(64)] for r in rows_all], dtype=torch.float64)
+        with torch.no_grad():
+            got = bmodel(xb).numpy()
+        want = np.array([[float(v) for v in r[:-1]] for r in list(csv.reader(open(pred_b)))[1:]])
+        check(float(np.max(np.abs(got - want))) <= 1e-12, "batch_norm layer: export torch vs predict %.3g" % float(np.max(np.abs(got - want))))
+        sd = tensors(os.path.join(exb, "state_dict.safetensors"))
+        check("bn.weight" in sd and "bn.bias" in sd and len(sd["bn.weight"]) == 4 * 8, "export: bn.weight / bn.bias as [C]: %s" % sorted(sd))
 
         # 7. the example beats the MLP
         rc = os.path.join(tmp, "rc")
