@@ -234,6 +234,23 @@ def main():
         last = list(csv.DictReader(open(os.path.join(rc, "metrics.csv"))))[-1]
         acc = float(last["val_accuracy"])
         check(acc > 0.983, "digits-cnn val_accuracy %.4f > 0.983 (digits.json's MLP)" % acc)
+        ev = run("evaluate", rc).stdout  # the validation rows again through the row shape: the same bits
+        check("accuracy   %r" % acc in ev or ("accuracy   " + last["val_accuracy"]) in ev, "evaluate = metrics.csv: " + ev[:200])
+
+        # 8. a tensor input's row shape: checked when the data is loaded, located at the binding
+        npz = os.path.join(tmp, "img.npz")
+        np.savez(npz, x=np.zeros((16, 1, 4, 4)), y=np.eye(2)[np.arange(16) % 2])
+        t = {"gradrun": 1, "data": {"npz": npz, "inputs": {"x": {"tensor": "x", "shape": [1, 4, 5]}, "y": {"tensor": "y"}}},
+             "graph": [{"id": "o", "layer": "dense", "inputs": ["x"], "units": 2},
+                       {"id": "loss", "op": "softmax_cross_entropy", "inputs": ["o", "y"]}],
+             "loss": "loss", "train": {"batch_size": 8}}
+        tpath = os.path.join(tmp, "tensor.json")
+        json.dump(t, open(tpath, "w"))
+        p = run("inspect", tpath, code=2)
+        check("/data/inputs/x/shape" in p.stderr and "16 values" in p.stderr and "holds 20" in p.stderr, "tensor row shape: " + p.stderr)
+        t["data"]["inputs"]["x"]["shape"] = [16]
+        json.dump(t, open(tpath, "w"))
+        check("input x              [8, 16]" in run("inspect", tpath).stdout, "a [N, 1, 4, 4] tensor read as [N, 16] rows")
         print("digits-cnn val_accuracy %.4f" % acc)
     return cli.finish("ok   cnn_cli")
 
