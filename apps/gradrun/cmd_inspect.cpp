@@ -111,13 +111,15 @@ void print_layers(const Program& p) {
       for (int q : own)
         if (!counted[static_cast<size_t>(q)] && !p.params[static_cast<size_t>(q)].state)  // running statistics: not parameters
           counted[static_cast<size_t>(q)] = true, count += p.params[static_cast<size_t>(q)].shape.numel();
-      const NodeSpec& s = *n.spec;
-      if (s.kind == NodeSpec::Kind::Dense) what = "dense(" + s.activation + ")";
-      else if (s.kind == NodeSpec::Kind::Mse) what = "mse";
-      else if (!s.layer.empty() && what.empty()) what = s.layer;
-      else if (!s.layer.empty() && s.layer == "conv2d" && op_info(s.op).arity == 1) what = "conv2d(" + std::string(op_name(s.op)) + ")";
-      else if (s.layer.empty() && what.empty()) what = std::string(op_name(s.op));
     }
+    // What the node is: a layer (a conv2d with its activation), or the op of the node that keeps the id
+    // (a weighted loss: the loss it computes).
+    const NodeSpec& s = *last.spec;
+    if (s.kind == NodeSpec::Kind::Dense) what = "dense(" + s.activation + ")";
+    else if (s.kind == NodeSpec::Kind::Mse) what = "mse";
+    else if (s.layer == "conv2d" && op_info(s.op).arity == 1) what = "conv2d(" + std::string(op_name(s.op)) + ")";
+    else if (!s.layer.empty()) what = s.layer;
+    else what = std::string(op_name(s.weighted ? *s.weighted : s.op));
     total += count;
     std::printf("  %-16s %-22s %-18s %lld\n", last.spec->id.c_str(), what.c_str(), last.shape.str().c_str(), static_cast<long long>(count));
     i = end;
