@@ -9,6 +9,7 @@ layers table, the exports and import-torch of conv2d / pools against `predict`, 
 - Lowering: a flatten layer trains to the same loss.csv bytes as the reshape op it stands for, and a
   conv2d layer to the same bytes as the conv2d + add + relu op nodes with the same params (its
   W [F, C, k, k] and b [F, 1, 1] given as "values" inits in both).
+- "trainable": false on a conv2d layer keeps its W and b at their initial bytes.
 - inspect lists every layer with its output shape and parameter count (conv 3x3, 1 -> 16: 160).
 - Unknown layer keys and a conv2d layer on a 2-D input are located errors naming the layer.
 - export --format torch of a CNN with "same" padding (even kernel: asymmetric pads), max and avg
@@ -34,7 +35,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GR = sys.argv[1]
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
-from cli_support import Cli, read  # noqa: E402
+from cli_support import Cli, read, tensors  # noqa: E402
 
 cli = Cli(GR)
 check, run, fails = cli.check, cli.run, cli.fails
@@ -87,6 +88,14 @@ def main():
         run("train", layer, "--out", os.path.join(tmp, "rl"), "--quiet")
         run("train", ops, "--out", os.path.join(tmp, "ro"), "--quiet")
         check(read(os.path.join(tmp, "rl", "loss.csv")) == read(os.path.join(tmp, "ro", "loss.csv")), "conv2d layer = conv2d + add + relu ops")
+
+        # 3b. "trainable": false on a conv2d layer freezes its W and b: their bytes stay the init's
+        frozen = digits([{"id": "c", "layer": "conv2d", "inputs": ["x"], "filters": 4, "kernel": 3, "padding": "same",
+                          "activation": "relu", "trainable": False}] + head, tmp, "frozen")
+        rf = os.path.join(tmp, "rf")
+        run("train", frozen, "--out", rf, "--quiet")
+        a0, a1 = tensors(os.path.join(rf, "init.safetensors")), tensors(os.path.join(rf, "weights.safetensors"))
+        check(a0["c.W"] == a1["c.W"] and a0["c.b"] == a1["c.b"] and a0["logits.W"] != a1["logits.W"], "frozen conv2d layer")
 
         # 4. inspect's layers table
         out = run("inspect", os.path.join(ROOT, "specs", "digits-cnn.json")).stdout
@@ -146,7 +155,7 @@ def main():
 
         # 6a. import-torch: the export's state_dict (nn.Conv2d's names c1.weight, c1.bias [F]) imports as
         # the trained weights' bytes; a PyTorch-native float32 state_dict widens exactly ([F] -> [F, 1, 1])
-        from cli_support import tensors, write_safetensors
+        from cli_support import write_safetensors
         imp = os.path.join(tmp, "imported.safetensors")
         run("import-torch", os.path.join(ex, "state_dict.safetensors"), "--spec", spec, "--out", imp, "--quiet")
         a, b = tensors(imp), tensors(os.path.join(rd, "weights.safetensors"))
