@@ -21,6 +21,7 @@
 #include "spec/program.h"
 #include "spec/spec.h"
 #include "support/rng.h"
+#include "tensor/matmul.h"
 
 using namespace gr;
 using gr::test::Rng;
@@ -255,4 +256,54 @@ TEST_CASE("window ops: conv2d GFLOP/s (GR_WINDOW_BENCH=1)", "[window][bench]") {
       std::printf("conv2d %s %-44s forward %7.2f GFLOP/s (%.3f ms)  backward dx+dW %7.2f GFLOP/s (%.3f ms)\n",
                   dt == DType::F32 ? "f32" : "f64", l.name, flops / fwd * 1e-9, fwd * 1e3, 2 * flops / bwd * 1e-9, bwd * 1e3);
     }
+}
+
+// GR_WINDOW_BENCH=matmul: the products of LeNet conv2's forward alone, both orientations (context for
+// the im2col arrangement: rows = N·OH·OW against rows = F).
+TEST_CASE("window ops: the im2col products alone (GR_WINDOW_BENCH=matmul)", "[window][bench]") {
+  const char* want = std::getenv("GR_WINDOW_BENCH");
+  if (!want || std::string(want) != "matmul") return;
+  Rng rng(3);
+  const int64_t NP = 6400, K = 150, F = 16;
+  const std::vector<double> col = rng.uniform_vec(NP * K, -1, 1), w = rng.uniform_vec(F * K, -1, 1);
+  std::vector<double> out(static_cast<size_t>(NP * F));
+  const auto time = [&](auto f) {
+    double best = 1e30;
+    for (int r = 0; r < 30; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return 2.0 * static_cast<double>(NP * K * F) / best * 1e-9;
+  };
+  const double tall = time([&] { matmul_exact(MatmulArgs{col.data(), K, 1, w.data(), 1, K, out.data(), NP, K, F, MatmulStore::Overwrite}); });
+  const double wide = time([&] { matmul_exact(MatmulArgs{w.data(), K, 1, col.data(), 1, K, out.data(), F, K, NP, MatmulStore::Overwrite}); });
+  std::printf("matmul_exact f64 [6400,150]x[150,16] (rows N*OH*OW): %.2f GFLOP/s; [16,150]x[150,6400] (rows F): %.2f GFLOP/s\n",
+              tall, wide);
+  // dW: Colᵀ·G ([150,6400]x[6400,16]) against Gᵀ·Col ([16,6400]x[6400,150]); dx: Wᵀ·Gᵀ ([150,16]x[16,6400])
+  const std::vector<double> gt = rng.uniform_vec(NP * F, -1, 1);
+  std::vector<double> dw(static_cast<size_t>(K * F)), d(static_cast<size_t>(K * NP));
+  const double dw_t = time([&] { matmul_exact(MatmulArgs{col.data(), 1, K, gt.data(), F, 1, dw.data(), K, NP, F, MatmulStore::Overwrite}); });
+  const double dw_g = time([&] { matmul_exact(MatmulArgs{gt.data(), 1, F, col.data(), K, 1, dw.data(), F, NP, K, MatmulStore::Overwrite}); });
+  const double dx = time([&] { matmul_exact(MatmulArgs{w.data(), 1, K, gt.data(), 1, F, d.data(), K, F, NP, MatmulStore::Overwrite}); });
+  const double dx_rows = time([&] { matmul_exact(MatmulArgs{gt.data(), F, 1, w.data(), K, 1, d.data(), NP, F, K, MatmulStore::Overwrite}); });
+  {  // LeNet conv1's forward product: F = 6, K = 25, N·OH·OW = 50176
+    const int64_t np1 = 50176, k1 = 25, f1 = 6;
+    const std::vector<double> c1 = rng.uniform_vec(np1 * k1, -1, 1), w1 = rng.uniform_vec(f1 * k1, -1, 1);
+    std::vector<double> o1(static_cast<size_t>(np1 * f1));
+    const auto time1 = [&](auto f) {
+      double best = 1e30;
+      for (int r = 0; r < 20; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return 2.0 * static_cast<double>(np1 * k1 * f1) / best * 1e-9;
+    };
+    const double t1 = time1([&] { matmul_exact(MatmulArgs{c1.data(), k1, 1, w1.data(), 1, k1, o1.data(), np1, k1, f1, MatmulStore::Overwrite}); });
+    const double w1g = time1([&] { matmul_exact(MatmulArgs{w1.data(), k1, 1, c1.data(), 1, k1, o1.data(), f1, k1, np1, MatmulStore::Overwrite}); });
+    std::printf("LeNet conv1 product: [50176,25]x[25,6] %.2f GFLOP/s, [6,25]x[25,50176] %.2f GFLOP/s\n", t1, w1g);
+  }
+  std::printf("dW as Col^T.G %.2f GFLOP/s, as G^T.Col %.2f GFLOP/s; dx as W^T.G^T %.2f GFLOP/s, as G.W (rows) %.2f GFLOP/s\n",
+              dw_t, dw_g, dx, dx_rows);
 }

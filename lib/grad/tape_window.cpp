@@ -14,6 +14,7 @@
 // same fma step), built as doubles that hold the tape's values (floats on an f32 tape: matmul_in
 // narrows them as it packs). The tall products (rows = N·OH·OW) are the shape the matmul is fast at.
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "gr_ops_window.h"
@@ -37,36 +38,53 @@ void same_pads(int64_t in, int64_t k, int64_t s, int64_t d, long long& lo, long 
 }
 
 // im2col of one group: col[(n·P + p)·K + k] = xp[n, c0 + c, ih, iw] for p = (oh, ow), k = (c, i, j).
-// Filled a sample at a time (its P·K block stays in cache), tap k outermost, so the inner loop walks a
-// row of x and strides down a column of the block.
-void im2col(const double* x, const gr_window& g, int64_t c0, double* col) {
-  const int64_t cg = g.c / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow;
-  for (int64_t n = 0; n < g.n; ++n) {
-    double* block = col + n * P * K;
-    for (int64_t c = 0; c < cg; ++c) {
-      const double* plane = x + (n * g.c + c0 + c) * g.h * g.w;
-      for (int64_t i = 0; i < g.kh; ++i)
-        for (int64_t j = 0; j < g.kw; ++j) {
-          const int64_t k = (c * g.kh + i) * g.kw + j;
-          // the outputs ow whose tap j lands inside the row: 0 <= ow·sw − pl + j·dw < W
-          const int64_t off = j * g.dw - g.pl;
-          const int64_t ow0 = std::min<int64_t>(g.ow, off >= 0 ? 0 : (-off + g.sw - 1) / g.sw);
-          const int64_t ow1 = std::max<int64_t>(ow0, std::min<int64_t>(g.ow, g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1));
-          for (int64_t oh = 0; oh < g.oh; ++oh) {
-            double* out = block + oh * g.ow * K + k;
+// Row by row (one output position each); a row's taps that all lie inside x's row (dilation 1) are one
+// copy of KW elements, KW a constant when the kernel is at most 7 wide (a few vector moves).
+template <int KW>
+void im2col_rows(const double* x, const gr_window& g, int64_t c0, double* col) {
+  const int64_t cg = g.c / g.groups, K = cg * g.kh * g.kw;
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t oh = 0; oh < g.oh; ++oh)
+      for (int64_t ow = 0; ow < g.ow; ++ow) {
+        double* row = col + ((n * g.oh + oh) * g.ow + ow) * K;
+        const int64_t iw0 = ow * g.sw - g.pl;
+        const bool inside_w = KW > 0 && iw0 >= 0 && iw0 + KW - 1 < g.w;
+        for (int64_t c = 0; c < cg; ++c) {
+          const double* plane = x + (n * g.c + c0 + c) * g.h * g.w;
+          for (int64_t i = 0; i < g.kh; ++i) {
             const int64_t ih = oh * g.sh - g.pt + i * g.dh;
+            double* out = row + (c * g.kh + i) * g.kw;
             if (ih < 0 || ih >= g.h) {
-              for (int64_t ow = 0; ow < g.ow; ++ow) out[ow * K] = 0.0;
+              for (int64_t j = 0; j < g.kw; ++j) out[j] = 0.0;
               continue;
             }
-            const double* src = plane + ih * g.w + off;
-            for (int64_t ow = 0; ow < ow0; ++ow) out[ow * K] = 0.0;
-            for (int64_t ow = ow0; ow < ow1; ++ow) out[ow * K] = src[ow * g.sw];
-            for (int64_t ow = ow1; ow < g.ow; ++ow) out[ow * K] = 0.0;
+            const double* src = plane + ih * g.w + iw0;
+            if constexpr (KW > 0) {
+              if (inside_w) {
+                std::memcpy(out, src, sizeof(double) * KW);
+                continue;
+              }
+            }
+            for (int64_t j = 0; j < g.kw; ++j) {
+              const int64_t iw = iw0 + j * g.dw;
+              out[j] = (iw >= 0 && iw < g.w) ? src[j * g.dw] : 0.0;
+            }
           }
         }
-    }
+      }
+}
+
+void im2col(const double* x, const gr_window& g, int64_t c0, double* col) {
+  switch (g.dw == 1 ? g.kw : 0) {
+    case 1: return im2col_rows<1>(x, g, c0, col);
+    case 2: return im2col_rows<2>(x, g, c0, col);
+    case 3: return im2col_rows<3>(x, g, c0, col);
+    case 4: return im2col_rows<4>(x, g, c0, col);
+    case 5: return im2col_rows<5>(x, g, c0, col);
+    case 6: return im2col_rows<6>(x, g, c0, col);
+    case 7: return im2col_rows<7>(x, g, c0, col);
   }
+  im2col_rows<0>(x, g, c0, col);
 }
 
 // col2im of one group into acc (per cell: acc = acc + d, in R) from D [K, N·P] (a row per tap k =
