@@ -118,7 +118,11 @@ def main():
         e2 = digits([{"id": "f", "layer": "flatten", "inputs": ["x"]},
                      {"id": "c", "layer": "conv2d", "inputs": ["f"], "filters": 4, "kernel": 3}] + head, tmp, "e2")
         p = run("train", e2, "--out", os.path.join(tmp, "e2"), code=2)
-        check("/graph/1" in p.stderr and "conv2d layer needs an [N, C, H, W] input" in p.stderr, "conv2d on 2-D: " + p.stderr)
+        check("/graph/1" in p.stderr and "conv2d layer (\"c\") needs an [N, C, H, W] input" in p.stderr, "conv2d on 2-D: " + p.stderr)
+
+        e3 = digits([{"id": "c", "layer": "conv2d", "inputs": ["x"], "filters": 4, "kernel": 9}] + head, tmp, "e3")
+        p = run("train", e3, "--out", os.path.join(tmp, "e3"), code=2)
+        check("/graph/0: conv2d layer \"c\": conv2d: output would be empty" in p.stderr, "kernel larger than the image: " + p.stderr)
 
         # 6. export torch vs predict: "same" with an even kernel (asymmetric pads), both pools
         try:

@@ -106,7 +106,7 @@ namespace {
 
 // The shape of a lowered layer's parameter from its node's first input x (spec.h, LayerParamSpec).
 Shape layer_param_shape(const Spec& spec, const NodeSpec& n, const LayerParamSpec& lp, const Shape& x) {
-  const std::string layer = "a " + n.layer + " layer";
+  const std::string layer = "a " + n.layer + " layer (\"" + n.layer_id + "\")";
   using R = LayerParamSpec::Role;
   if (lp.role == R::ConvWeight || lp.role == R::ConvBias) {
     if (x.rank() != 4) throw InputError(spec.path, n.pointer, layer + " needs an [N, C, H, W] input, got " + x.str());
@@ -263,7 +263,8 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
         throw InputError(spec.path, n.pointer, "a conv2d bias needs one value per filter, [" + std::to_string(cs[1]) + "], got " + bs.str());
     }
     const Var v = record_node(t, pn, in, params);
-    if (!t.ok()) throw InputError(spec.path, n.pointer, t.error());
+    if (!t.ok())
+      throw InputError(spec.path, n.pointer, (n.layer.empty() ? "" : n.layer + " layer \"" + n.layer_id + "\": ") + t.error());
     pn.shape = t.node(v).shape;
     p.names[n.id] = {Ref::Kind::Node, static_cast<int>(p.nodes.size())};
     nodes.push_back(v);

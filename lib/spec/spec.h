@@ -142,7 +142,7 @@ struct NodeSpec {
   // Layer sugar other than dense (spec_layers.cpp) lowers into op nodes; `layer` names the layer
   // ("conv2d", "flatten", ...) on each of them (the last keeps the layer's id). The node creates
   // `layer_params` when the spec is resolved; a flatten's reshape gets its shape [-1, C·H·W] then.
-  std::string layer{};
+  std::string layer{}, layer_id{};  // layer_id: the layer node's id (errors name it)
   std::vector<LayerParamSpec> layer_params{};
 };
 

@@ -19,6 +19,7 @@ NodeSpec op_node(const JsonAt& at, const std::string& layer, nlohmann::ordered_j
   NodeSpec n = read_node(j);
   n.pointer = at.pointer();
   n.layer = layer;
+  n.layer_id = at.at("id").str();
   return n;
 }
 
