@@ -239,7 +239,10 @@ int run_seeds(const Options& o) {
   const double t0 = now();
   const unsigned long compiles0 = device::host_compiler_runs();
   std::vector<Case> cases;
-  for (uint64_t s = o.start; s < o.start + o.seeds; ++s) cases.push_back(generate(s, s % 10 == 9));
+  for (uint64_t s = o.start; s < o.start + o.seeds; ++s) {
+    cases.push_back(generate(s, s % 10 == 9));
+    if (has_image_case(s)) cases.push_back(generate_image(s));  // after the seed's own: its graph is unchanged
+  }
   struct Bundle {
     std::vector<const Case*> members;
     bool scalar;
@@ -344,7 +347,7 @@ int run_seeds(const Options& o) {
   for (const Case& c : cases) {
     ops.insert(c.ops.begin(), c.ops.end());
     scalar += c.scalar;
-    if (!c.scalar) batches.insert(c.graph.leaves.front().shape[0]);
+    if (!c.scalar && !c.image) batches.insert(c.graph.leaves.front().shape[0]);
   }
   std::string missing;
   std::string covered;

@@ -43,6 +43,11 @@ class Gen {
   Gen(uint64_t seed, Case& c) : rng_(seed * 0x9E3779B97F4A7C15ULL + 0x5EED), c_(c), seed_(seed) {
     pre_ = "s" + std::to_string(seed) + "_";
   }
+  // An image case's generator: a stream of its own (the seed's tensor or scalar graph is untouched)
+  // and names of its own ("i<seed>_"), so it can join the seed's bundle.
+  Gen(uint64_t seed, Case& c, bool image) : rng_(seed * 0x9E3779B97F4A7C15ULL + 0x1A6E), c_(c), seed_(seed) {
+    pre_ = (image ? "i" : "s") + std::to_string(seed) + "_";
+  }
 
   // Draws in order: two draws in one call's arguments (f(coin(), pick(3))) are unsequenced in C++,
   // and GCC orders them differently on x86-64 and aarch64 — the same seed made another graph on
@@ -426,6 +431,73 @@ class Gen {
   }
 
   // Every node and parameter holds one element ([1] or [1, 1]); only the emitter's ops.
+  // ---- image cases: the window ops (conv2d, max_pool2d, avg_pool2d) over x [N, C, H, W] --------------
+  // Output size of one axis, or 0 when the window does not fit ("same": ceil(in / s)).
+  static int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t d, const json& pad) {
+    if (pad.is_string()) return pad == "same" ? (in + s - 1) / s : (in - d * (k - 1) - 1 >= 0 ? (in - d * (k - 1) - 1) / s + 1 : 0);
+    const int64_t e = in + 2 * pad.get<int64_t>() - d * (k - 1) - 1;
+    return e >= 0 ? e / s + 1 : 0;
+  }
+  Val window_move(const Val& a) {
+    const int64_t N = a.shape[0], C = a.shape[1], H = a.shape[2], W = a.shape[3];
+    static const std::vector<const OpInfo*> windows = [] {  // the table's window rows (conv2d, the pools, ...)
+      std::vector<const OpInfo*> v;
+      for (const OpInfo& info : kOps)
+        if (info.window()) v.push_back(&info);
+      return v;
+    }();
+    const OpInfo& row = *windows[static_cast<size_t>(pick(static_cast<int64_t>(windows.size())))];
+    const int kind = (row.attrs & kAttrConv) ? 0 : 1;  // 0: a conv (a weight, groups, dilation), 1: a pool
+    const int64_t kh = 1 + pick(3), kw = 1 + pick(3), sh = 1 + pick(2), sw = 1 + pick(2);
+    const int64_t dil = kind == 0 ? 1 + pick(2) : 1;
+    const int pad_kind = static_cast<int>(pick(4));  // 0 same, 1 valid, else an int
+    json pad;
+    if (pad_kind == 0) pad = "same";
+    else if (pad_kind == 1) pad = "valid";
+    else pad = kind == 0 ? pick(3) : pick(std::min(kh, kw) / 2 + 1);
+    int64_t oh = window_out(H, kh, sh, dil, pad), ow = window_out(W, kw, sw, dil, pad);
+    if (oh < 1 || ow < 1) pad = "same", oh = (H + sh - 1) / sh, ow = (W + sw - 1) / sw;
+    json at = {{"stride", json::array({sh, sw})}, {"padding", pad}};
+    if (kind != 0) {
+      at["kernel"] = json::array({kh, kw});
+      const double bound = a.bound;
+      return op(std::string(row.name), {a}, at, {N, C, oh, ow}, bound);  // a pool's value is a mean or a cell
+    }
+    std::vector<int64_t> gs;  // groups dividing C (and F, drawn as a multiple)
+    for (int64_t g = 1; g <= C; ++g)
+      if (C % g == 0) gs.push_back(g);
+    const int64_t groups = gs[static_cast<size_t>(pick(static_cast<int64_t>(gs.size())))];
+    const int64_t F = groups * (1 + pick(3));
+    if (dil > 1) at["dilation"] = dil;
+    if (groups > 1) at["groups"] = groups;
+    const int64_t K = C / groups * kh * kw;
+    const double wb = 1.0 / std::sqrt(static_cast<double>(K));
+    const Val w = leaf(!coin(5), {F, C / groups, kh, kw}, -wb, wb);
+    std::vector<Val> in{a, w};
+    if (coin(3)) in.push_back(leaf(true, {F}, -0.5, 0.5));  // a bias: lowered to reshape + add
+    Val y = op(std::string(row.name), in, at, {N, F, oh, ow}, static_cast<double>(K) * a.bound * wb + 0.5);
+    return coin() ? un(coin() ? "tanh" : "relu", y) : squash(y, 6.0);
+  }
+  void image_case() {
+    const int64_t N = 1 + pick(3), C = 1 + pick(3), H = 2 + pick(7), W = 2 + pick(7);
+    Val cur = leaf(coin(3), {N, C, H, W}, -1.5, 1.5);  // sometimes a param: the input's gradient is checked too
+    const int steps = 1 + static_cast<int>(pick(3));
+    for (int s = 0; s < steps; ++s) {
+      cur = window_move(cur);
+      if (numel(cur.shape) > 2000) break;
+    }
+    const int64_t C2 = cur.shape[1], HW = cur.shape[2] * cur.shape[3];
+    Val flat;
+    if (coin(3)) {  // global average pooling: mean over the spatial axes (one axis at a time)
+      flat = reduce("mean", reduce("mean", cur, -1, false), -1, false);
+    } else {
+      flat = reshape(cur, {N, C2 * HW}, coin());
+      if (C2 * HW > 8) flat = squash(matmul(flat, weight(C2 * HW, 1 + pick(4))), 6.0);
+    }
+    Val l = loss(flat);
+    c_.graph.losses.push_back(l.name);
+  }
+
   void scalar_case() {
     auto one = [&] { return coin() ? Dims{1} : Dims{1, 1}; };
     std::vector<Val> vals{leaf(true, one(), -1, 1), leaf(false, {1}, -1, 1)};
@@ -495,6 +567,15 @@ Case generate(uint64_t seed, bool scalar) {
   Gen g(seed, c);
   if (scalar) g.scalar_case();
   else g.tensor_case();
+  return c;
+}
+
+Case generate_image(uint64_t seed) {
+  Case c;
+  c.seed = seed;
+  c.image = true;
+  Gen g(seed, c, true);
+  g.image_case();
   return c;
 }
 

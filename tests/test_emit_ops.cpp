@@ -118,18 +118,25 @@ TEST_CASE("emit: every emittable elementwise row of the op table, from the case 
   std::printf("emit sweep: %zu ops emitted and verified: %s\n", swept.size(), gr::test::op_list(swept).c_str());
 }
 
-TEST_CASE("emit: every row op and Emit-No fold reduction of the op table is refused, naming its node", "[emit][sweep]") {
-  // Per Class Row op (and fold reduction marked Emit No: max, ...): a spec x [1] -> op -> sum; the
-  // emitter refuses it at construction.
+TEST_CASE("emit: every row op, Emit-No fold reduction and window op of the op table is refused, naming its node",
+          "[emit][sweep]") {
+  // Per Class Row op (and fold reduction marked Emit No: max, ...): a spec x [1] -> op -> sum; per window
+  // op (conv2d, pools): x [1,1,1,1] (conv2d: with w [1,1,1,1]; pools: kernel 1); the emitter refuses it
+  // at construction.
   std::set<Op> refused;
   for (const OpInfo& info : kOps) {
-    if (!info.row() && !(info.fold() && !info.emit_scalar)) continue;
+    if (!info.row() && !(info.fold() && !info.emit_scalar) && !info.window()) continue;
     REQUIRE(!info.emit_scalar);
     const std::string name(info.name);
     gr::test::TempDir dir("gr_test_emit_refuse");
     const std::string path = dir.file("refuse.json");
-    std::ofstream(path) << R"({"gradrun": 1, "params": {"x": {"shape": [1], "init": {"values": [1.5]}}},)"
-                        << R"( "graph": [{"id": "y", "op": ")" << name << R"(", "inputs": ["x"])" << (info.row() ? R"(, "eps": 0.001)" : "") << "},"
+    const bool conv = info.window() && info.arity == 2;
+    const std::string x_shape = info.window() ? "[1, 1, 1, 1]" : "[1]";
+    const std::string extra = info.row() ? R"(, "eps": 0.001)" : info.window() && !conv ? R"(, "kernel": 1)" : "";
+    std::ofstream(path) << R"({"gradrun": 1, "params": {"x": {"shape": )" << x_shape << R"(, "init": {"values": [1.5]}})"
+                        << (conv ? R"(, "w": {"shape": [1, 1, 1, 1], "init": {"values": [0.5]}})" : "") << "},"
+                        << R"( "graph": [{"id": "y", "op": ")" << name << R"(", "inputs": ["x")" << (conv ? R"(, "w")" : "")
+                        << "]" << extra << "},"
                         << R"( {"id": "loss", "op": "sum", "inputs": ["y"]}], "loss": "loss", "emit": {"signature": "params"}})";
     std::string what;
     try {
@@ -142,5 +149,5 @@ TEST_CASE("emit: every row op and Emit-No fold reduction of the op table is refu
     if (what.find(name) != std::string::npos) refused.insert(info.op);
   }
   REQUIRE(!refused.empty());
-  std::printf("emit refusals: %zu row and fold ops refused, named: %s\n", refused.size(), gr::test::op_list(refused).c_str());
+  std::printf("emit refusals: %zu row, fold and window ops refused, named: %s\n", refused.size(), gr::test::op_list(refused).c_str());
 }

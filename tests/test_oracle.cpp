@@ -215,8 +215,15 @@ std::string program_text(const Graph& g) {
     // evaluates it, so the oracle needs no edit for a new elementwise op.
     // A fold reduction's (max, ...) is over a, dim d and keepdim k, marked by a `fold` record.
     const gr::OpInfo& info = gr::op_info(n.op);
-    if (info.elementwise() || info.row() || info.fold()) o << "expr " << id << ' ' << info.torch << '\n';
+    if (info.elementwise() || info.row() || info.fold() || info.window()) o << "expr " << id << ' ' << info.torch << '\n';
     if (info.fold()) o << "fold " << id << '\n';
+    // A window op's (conv2d, pools) resolved geometry: its expression is over the padded input.
+    if (info.window()) {
+      const gr_window& w = n.win;
+      o << "window " << id;
+      for (const long long v : {w.kh, w.kw, w.sh, w.sw, w.pt, w.pl, w.pb, w.pr, w.dh, w.dw, w.groups}) o << ' ' << v;
+      o << '\n';
+    }
     // A dropout node's key (seed, step, training): torch_oracle.py draws the mask from it itself.
     if (n.op == Op::Dropout)
       o << "key " << id << ' ' << static_cast<uint64_t>(n.starts[0]) << ' ' << n.starts[1] << ' ' << n.starts[2] << '\n';
@@ -423,7 +430,7 @@ void check_coverage(Graph& g) {
     INFO("op '" << info.name << "' is not in the oracle graph");
     CHECK(seen[static_cast<size_t>(info.op)]);
     INFO("elementwise, row or fold op '" << info.name << "' has no torch expression in kernels/gr_op_table.h");
-    CHECK((!(info.elementwise() || info.row() || info.fold()) || !info.torch.empty()));
+    CHECK((!(info.elementwise() || info.row() || info.fold() || info.window()) || !info.torch.empty()));
   }
   INFO("ops of kOps without an oracle case in support/op_cases.h: " << gr::test::op_cases_missing(gr::test::kUseOracle));
   CHECK(gr::test::op_cases_missing(gr::test::kUseOracle).empty());

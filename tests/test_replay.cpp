@@ -119,6 +119,14 @@ TEST_CASE("fuse: every case of the case table, fused == CPU tape bit for bit", "
         for (int32_t id : sg.nodes) fused_ops.insert(t.node(id).op);
       for (int32_t id = 0; id < t.size(); ++id)
         if (!op_info(t.node(Var{id}).op).leaf()) swept_ops.insert(t.node(Var{id}).op);
+      // The window ops stay per node, and the plan says so: every one of them, named.
+      size_t windows = 0;
+      for (int32_t id = 0; id < t.size(); ++id)
+        if (op_info(t.node(Var{id}).op).window()) {
+          ++windows;
+          CHECK(pl.describe().find(std::to_string(id) + " " + std::string(op_name(t.node(Var{id}).op))) != std::string::npos);
+        }
+      CHECK(pl.per_node_windows.size() == windows);
       fused_cases += pl.fuses();
       fuse::FusedProgram fp(prog, std::move(pl));
       fp.forward();

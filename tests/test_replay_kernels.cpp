@@ -27,7 +27,7 @@ using namespace gr;
 using namespace gr::replaytest;
 
 // ---- (d) NVRTC -----------------------------------------------------------------------------------------
-// The FMA contract in PTX (support/ptx_audit.h): fma only in the matmul/bmm kernels, and none at all
+// The FMA contract in PTX (support/ptx_audit.h): fma only in the matmul/bmm/conv2d kernels, and none at all
 // once gr_dot's explicit __fma_rn is spelled as a multiply and an add (so none is a contraction).
 static void check_fma_only_in_dots(DType dt) {
   std::string ptx, plain, log;
@@ -43,9 +43,13 @@ static void check_fma_only_in_dots(DType dt) {
   for (const std::string& k : replay::kernel_names()) {
     INFO("kernel " << k);
     CHECK(ptx.find(".entry " + k + "(") != std::string::npos);
-    if (k.find("matmul") != std::string::npos || k.find("bmm") != std::string::npos) dots.insert(k);
+    // the dot-product kernels: the contractions' (matmul, bmm) and conv2d's (a window row with kAttrConv)
+    for (const OpInfo& info : kOps)
+      if ((info.cls == OpClass::Contraction || (info.window() && (info.attrs & kAttrConv))) &&
+          k.rfind("grk_" + std::string(info.stem) + "_", 0) == 0)
+        dots.insert(k);
   }
-  CHECK(dots.size() >= 6);
+  CHECK(dots.size() >= 9);
   for (const std::string& f : with_fma) {
     INFO("function " << f << " has an fma but computes no dot product");
     CHECK(dots.count(f) == 1);

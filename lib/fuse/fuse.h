@@ -63,6 +63,9 @@ struct Plan {
   std::string module_name;  // "gr_fuse_<id>"
   std::string source;       // the complete module text (replay::kernel_prelude(dtype) + generated kernels)
   std::string generated;    // the generated part alone
+  // The window ops (conv2d, the pools: Fusion Opaque) of the program: they stay per-node inside a fused
+  // episode (their per-node kernels launch between the segments), listed so the plan says so.
+  std::vector<std::pair<int32_t, Op>> per_node_windows;
   // Launches per forward / backward: the per-node replay vs this plan.
   size_t fwd_per_node = 0, bwd_per_node = 0, fwd_fused = 0, bwd_fused = 0;
 

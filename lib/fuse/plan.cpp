@@ -255,6 +255,9 @@ Plan plan(const replay::Program& prog, PlanOptions options) {
   pl.source = replay::kernel_prelude(pl.dtype) + pl.generated;
   pl.module_name = "gr_fuse_" + ids;
 
+  for (int32_t id = 0; id < n; ++id)
+    if (op_info(an.n(id).op).window()) pl.per_node_windows.emplace_back(id, an.n(id).op);
+
   // Launch counts.
   pl.fwd_per_node = prog.forward_launches();
   pl.bwd_per_node = prog.backward_launches();
@@ -296,6 +299,11 @@ std::string Plan::describe() const {
     }
     s += "    nodes: " + ops;
     if (seg.head >= 0) s += "; backward head: node " + std::to_string(seg.head);
+    s += "\n";
+  }
+  if (!per_node_windows.empty()) {
+    s += "  per-node window ops (Fusion Opaque, never fused; their kernels launch between the segments):";
+    for (const auto& [node, op] : per_node_windows) s += " " + std::to_string(node) + " " + std::string(op_name(op));
     s += "\n";
   }
   std::snprintf(buf, sizeof buf,

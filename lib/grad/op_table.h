@@ -15,8 +15,8 @@ enum class Op : uint8_t {
 #undef GR_OP_ENUM
 };
 
-enum class OpClass : uint8_t { Leaf, Unary, Binary, Reduction, Contraction, Lane, Movement, Random, Row };
-enum class ShapeRule : uint8_t { Leaf, Same, Broadcast, Reduce, Matmul, Bmm, Transpose, Reshape, Slice, Concat, Loss };
+enum class OpClass : uint8_t { Leaf, Unary, Binary, Reduction, Contraction, Lane, Movement, Random, Row, Batch, Window };
+enum class ShapeRule : uint8_t { Leaf, Same, Broadcast, Reduce, Matmul, Bmm, Transpose, Reshape, Slice, Concat, Loss, Window };
 enum class FusionClass : uint8_t { Opaque, Elementwise, Matmul, Lane, Reduce, LaneLoss, Copy };
 enum class Domain : uint8_t { None, Any, Positive, AwayFromZero, OneHot, ClassId };
 
@@ -29,6 +29,20 @@ enum OpAttr : uint32_t {
   kAttrWindow = 1u << 4,    // "starts"/"stops": slice
   kAttrEps = 1u << 5,       // "eps": layer_norm (kept in the node's scalar; default 1e-5)
   kAttrRate = 1u << 6,      // "rate": dropout (kept in the node's scalar; default 0.5)
+  kAttrMomentum = 1u << 7,  // "momentum": batch_norm's running-statistics update (the node's momentum; default 0.1)
+  kAttrConv = 1u << 8,      // "stride", "padding", "dilation", "groups": conv2d (the node's Window)
+  kAttrPool = 1u << 9,      // "kernel", "stride", "padding": max_pool2d, avg_pool2d (the node's Window)
+};
+
+// A window op's attributes as a spec writes them (docs/spec.md): the tape resolves them against the
+// input's shape into the node's gr_window. 0 means the default: stride 1 (pools: the kernel).
+struct WindowAttrs {
+  enum class Pad { Explicit, Same, Valid };
+  int64_t kh = 0, kw = 0;  // pools: the kernel (conv2d: w's last two dims)
+  int64_t sh = 0, sw = 0;
+  Pad pad = Pad::Explicit;
+  int64_t ph = 0, pw = 0;  // Explicit: rows added at top and bottom, columns at left and right
+  int64_t dh = 1, dw = 1, groups = 1;
 };
 
 struct OpInfo {
@@ -51,8 +65,12 @@ struct OpInfo {
   constexpr bool elementwise() const { return cls == OpClass::Unary || cls == OpClass::Binary; }
   constexpr bool leaf() const { return cls == OpClass::Leaf; }
   constexpr bool row() const { return cls == OpClass::Row; }
+  // A batch-statistics op (batch_norm): gr_<stem>_chan_fwd / _bwd / _update in gr_ops_batch.h.
+  constexpr bool batch() const { return cls == OpClass::Batch; }
   // A fold reduction (max, ...): its rule is gr_<stem>_fold_fwd / _bwd in gr_ops_lane.h.
   constexpr bool fold() const { return cls == OpClass::Reduction && fwd == "fold"; }
+  // A window op (conv2d, the pools over NCHW): its rules are gr_<stem>_win_* in gr_ops_window.h.
+  constexpr bool window() const { return cls == OpClass::Window; }
 };
 
 namespace op_table_detail {
@@ -99,6 +117,17 @@ constexpr bool row_rows_fit() {
 static_assert(row_rows_fit(), "kernels/gr_op_table.h: a Row op has arity 1, attrs kAttrEps, Shape Same, Fusion Lane, "
                               "Emit No and a torch expression");
 
+// A Batch op's generic rules (the tape, replay, the spec's state leaves) rely on what its class promises.
+constexpr bool batch_rows_fit() {
+  for (const OpInfo& info : kOps)
+    if (info.batch() && !(info.arity == 1 && info.attrs == (kAttrEps | kAttrMomentum) && info.shape == ShapeRule::Same &&
+                          info.fusion == FusionClass::Opaque && !info.emit_scalar))
+      return false;
+  return true;
+}
+static_assert(batch_rows_fit(), "kernels/gr_op_table.h: a Batch op has arity 1, attrs kAttrEps | kAttrMomentum, Shape Same, "
+                                "Fusion Opaque and Emit No");
+
 // The elementwise classes' generic rules (Tape::unary_op / binary_op, the replay plan, the fused
 // stages) give a unary op its input's shape and a binary op the broadcast shape: their Shape column.
 constexpr bool elementwise_rows_fit() {
@@ -110,5 +139,18 @@ constexpr bool elementwise_rows_fit() {
 }
 static_assert(elementwise_rows_fit(), "kernels/gr_op_table.h: a Unary row has arity 1 and Shape Same, a Binary row "
                                       "arity 2 and Shape Broadcast");
+
+// A Window op's generic rules (the tape, replay, fusion) rely on what its class promises: Shape Window,
+// never fused or emitted, rules win/win and BwdB win exactly when it has a second input (conv2d's w).
+constexpr bool window_rows_fit() {
+  for (const OpInfo& info : kOps)
+    if (info.window() && !(info.shape == ShapeRule::Window && info.fusion == FusionClass::Opaque && !info.emit_scalar &&
+                           info.fwd == "win" && info.bwd_a == "win" && (info.bwd_b == "win") == (info.arity == 2) &&
+                           (info.attrs == kAttrConv || info.attrs == kAttrPool) && !info.torch.empty()))
+      return false;
+  return true;
+}
+static_assert(window_rows_fit(), "kernels/gr_op_table.h: a Window op has Shape Window, Fusion Opaque, Emit No, Fwd/BwdA "
+                                 "win, BwdB win iff arity 2, attrs kAttrConv or kAttrPool and a torch expression");
 
 }  // namespace gr

@@ -46,14 +46,15 @@ bool Tape::usable(Op op, Var v) {
   return true;
 }
 
-Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a) {
+Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a, int32_t c) {
   Node& n = nodes_.emplace_back();
   n.op = op;
   n.a = a;
   n.b = b;
+  n.c = c;
   n.shape = shape;
   n.pos_before = arena_.pos();
-  const bool have_inputs = (a < 0 || nodes_[a].val) && (b < 0 || nodes_[b].val);
+  const bool have_inputs = (a < 0 || nodes_[a].val) && (b < 0 || nodes_[b].val) && (c < 0 || nodes_[c].val);
   n.requires_grad = (a >= 0 && nodes_[a].requires_grad) || (b >= 0 && nodes_[b].requires_grad);
   if (have_inputs) n.val = view_of_a ? nodes_[a].val : arena_.alloc(shape.numel());
   value_end_ = arena_.pos();

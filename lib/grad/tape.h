@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "gr_ops_window.h"
 #include "grad/arena.h"
 #include "grad/page_block.h"
 #include "grad/op_table.h"
@@ -48,10 +49,14 @@ struct Node {
   bool lazy = false;           // a constant declared by shape; values come later (device only)
   bool keepdims = false;       // axis reductions
   int32_t a = -1, b = -1;      // input node ids (-1: none)
+  int32_t c = -1;              // a third input: a Batch op's running variance (b: its running mean)
   int32_t axis = 0;            // normalized axis, or kAllAxes
   double scalar = 0.0;         // adds / muls operand
+  double momentum = 0.0;       // a Batch op's running-statistics momentum
   Shape shape;
-  int64_t starts[kMaxDims] = {};  // slice window: [starts, starts + shape); dropout: its key (seed, step, training)
+  int64_t starts[kMaxDims] = {};  // slice window: [starts, starts + shape); dropout: its key (seed, step, training);
+                                  // a Batch op: starts[0] = 1 when recorded training (batch statistics)
+  gr_window win{};                // window ops (conv2d, pools): the resolved geometry (gr_ops_window.h)
   double* val = nullptr;          // null: no host value (lazy or dropped const, or downstream of one)
   double* grad = nullptr;         // null: no gradient memory (never reached by backward)
   Arena::Pos pos_before;          // arena position before this node's value
@@ -140,9 +145,27 @@ class Tape {
   Var dropout(Var x, double rate);
   void set_dropout_key(const DropoutKey& key) { dropout_key_ = key; }
   const DropoutKey& dropout_key() const { return dropout_key_; }
+  // Any batch-statistics op of the table (Class Batch: batch_norm) by its enum: x [N,C] or [N,C,H,W]
+  // normalized per channel (gr_ops_batch.h); rm, rv: its running statistics, [C] leaves without a
+  // gradient. Training (dropout_key().training when recorded): batch statistics; else rm and rv.
+  Var batch_op(Op op, Var x, Var rm, Var rv, double eps = 1e-5, double momentum = 0.1);
+  Var batch_norm(Var x, Var rm, Var rv, double eps = 1e-5, double momentum = 0.1) {
+    return batch_op(Op::BatchNorm, x, rm, rv, eps, momentum);
+  }
+  // After a training step's forward: the running statistics of Batch node `node` (recorded
+  // training) take one update from its input's batch (gr_<stem>_chan_update), written into its
+  // leaves b and c in place. Nothing for a node recorded outside training.
+  void update_running_stats(Var node);
   Var slice(Var x, std::span<const int64_t> starts, std::span<const int64_t> stops);
   Var concat(Var a, Var b, int64_t axis);
   Var mse(Var y, Var target);
+  // The window ops (Class Window, gr_ops_window.h) over NCHW: conv2d x [N,C,H,W] with w [F, C/groups,
+  // KH, KW] → [N,F,OH,OW] (no bias: add one reshaped to [F,1,1]); max_pool2d / avg_pool2d (count_include_pad)
+  // → [N,C,OH,OW]. "same" pads to OH = ceil(H / stride), the smaller half at the top/left (tape_window.cpp).
+  Var window_op(Op op, Var x, Var w, const WindowAttrs& attrs);
+  Var conv2d(Var x, Var w, const WindowAttrs& attrs = {}) { return window_op(Op::Conv2d, x, w, attrs); }
+  Var max_pool2d(Var x, const WindowAttrs& attrs) { return window_op(Op::MaxPool2d, x, Var{}, attrs); }
+  Var avg_pool2d(Var x, const WindowAttrs& attrs) { return window_op(Op::AvgPool2d, x, Var{}, attrs); }
 
   // ---- episodes ---------------------------------------------------------------------------
   bool ok() const { return ok_; }
@@ -207,7 +230,7 @@ class Tape {
   bool usable(Op op, Var v);
   // `view_of_a`: the node's value is a's memory, not a copy (a reshape of an op's output: a
   // recorded op's value never changes, and reset_to releases a with or before the view).
-  Node* push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a = false);
+  Node* push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a = false, int32_t c = -1);
   // The gradient slot of node `id`, marked touched. ensure_grad returns it ready to accumulate
   // into (an untouched slot is zeroed first); grad_slot leaves an untouched slot as it is and sets
   // `fresh`: the caller must then write every element, as `+0 + c` (gr_accumulate onto +0, the
@@ -225,6 +248,10 @@ class Tape {
   template <class R>
   void reduce_values(Node& n, const double* px, const Shape& in);
   template <class R>
+  void window_values(Node& n);
+  template <class R>
+  void window_backward(const Node& n, const double* g);  // called by backward.cpp's rules
+  template <class R>
   void lane_values(Node& n, const double* px, int ax);
   Var reduce(Op op, Var x, int64_t axis, bool keepdims);
   Var lane(Op op, Var x, int64_t axis);
@@ -235,6 +262,7 @@ class Tape {
   std::map<int32_t, PageBlock> own_pages_;  // node id → the values of a big const or frozen param
   std::vector<double> zeros_;  // backing for grad() of unreached nodes
   std::vector<float> scratch_;  // f32 working copies (scratch())
+  std::vector<double> win_col_, win_tmp_;  // window ops' im2col and product buffers (tape_window.cpp)
   DType real_ = DType::F64;
   bool ok_ = true;
   std::string error_;

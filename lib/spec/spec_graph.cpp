@@ -14,6 +14,37 @@ namespace gr {
 
 namespace {
 
+// An int or [rows, cols], each in [lo, hi].
+void read_pair(const JsonAt& j, int64_t lo, int64_t hi, int64_t& a, int64_t& b) {
+  if (j.json().is_array()) {
+    const std::vector<int64_t> v = j.integers(lo, hi);
+    if (v.size() != 2) j.fail("expected an integer or [rows, columns], got " + std::to_string(v.size()) + " numbers");
+    a = v[0], b = v[1];
+    return;
+  }
+  a = b = j.integer(lo, hi);
+}
+
+// conv2d's and the pools' geometry (docs/spec.md): the tape checks it against the shapes.
+void read_window(const JsonAt& j, NodeSpec& n, uint32_t attrs) {
+  constexpr int64_t kMaxWindow = int64_t(1) << 20;
+  WindowAttrs& w = n.window;
+  if (attrs & kAttrPool) read_pair(j.at("kernel"), 1, kMaxWindow, w.kh, w.kw);  // required
+  if (j.has("stride")) read_pair(j.at("stride"), 1, kMaxWindow, w.sh, w.sw);
+  if (j.has("dilation")) read_pair(j.at("dilation"), 1, kMaxWindow, w.dh, w.dw);
+  if (j.has("groups")) w.groups = j.at("groups").integer(1, kMaxWindow);
+  if (j.has("padding")) {
+    const JsonAt p = j.at("padding");
+    if (p.is_string()) {
+      if (p.str() == "same") w.pad = WindowAttrs::Pad::Same;
+      else if (p.str() == "valid") w.pad = WindowAttrs::Pad::Valid;
+      else p.fail("padding is an integer, [rows, columns], \"same\" or \"valid\", got \"" + p.str() + "\"");
+    } else {
+      read_pair(p, 0, kMaxWindow, w.ph, w.pw);
+    }
+  }
+}
+
 void read_attrs(const JsonAt& j, NodeSpec& n) {
   const uint32_t attrs = op_info(n.op).attrs;
   auto allowed = [&](const char* key, uint32_t bit) {
@@ -28,6 +59,17 @@ void read_attrs(const JsonAt& j, NodeSpec& n) {
   allowed("stops", kAttrWindow);
   allowed("eps", kAttrEps);
   allowed("rate", kAttrRate);
+  allowed("momentum", kAttrMomentum);
+  if (attrs & kAttrMomentum) {
+    n.momentum = j.has("momentum") ? j.at("momentum").number() : 0.1;  // PyTorch's default
+    if (!(n.momentum >= 0.0 && n.momentum <= 1.0)) j.at("momentum").fail("momentum must be in [0, 1]");
+  }
+  allowed("kernel", kAttrPool);
+  allowed("stride", kAttrConv | kAttrPool);
+  allowed("padding", kAttrConv | kAttrPool);
+  allowed("dilation", kAttrConv);
+  allowed("groups", kAttrConv);
+  if (attrs & (kAttrConv | kAttrPool)) read_window(j, n, attrs);
   if (attrs & kAttrRate) {
     n.scalar = j.has("rate") ? j.at("rate").number() : 0.5;  // PyTorch's default
     if (!(n.scalar >= 0.0 && n.scalar < 1.0)) j.at("rate").fail("rate must be in [0, 1)");
@@ -70,7 +112,8 @@ NodeSpec read_node(const JsonAt& j) {
       if (!(n.scalar >= 0.0 && n.scalar < 1.0)) j.at("dropout").fail("dropout is a rate in [0, 1)");
     }
     if (j.has("trainable")) n.trainable = j.at("trainable").boolean();
-    if (j.at("layer").str() != "dense") j.at("layer").fail("unknown layer \"" + j.at("layer").str() + "\" (known: dense)");
+    if (j.at("layer").str() != "dense")
+      j.at("layer").fail("unknown layer \"" + j.at("layer").str() + "\" (known: dense, conv2d, max_pool2d, avg_pool2d, batch_norm, flatten)");
     n.kind = NodeSpec::Kind::Dense;
     n.units = j.at("units").integer(1, 1 << 24);
     if (j.has("activation")) {
@@ -105,14 +148,41 @@ NodeSpec read_node(const JsonAt& j) {
     op.fail("unknown op \"" + name + "\"" + did_you_mean(name, words) + " (known: " + known + ", mse; or a \"layer\")");
   }
   n.op = *found;
-  j.only_keys({"id", "op", "inputs", "scalar", "axis", "keepdims", "shape", "starts", "stops", "eps", "rate", "class_weight",
-               "pos_weight"});  // class weights: spec/class_weight.h
+  j.only_keys({"id", "op", "inputs", "scalar", "axis", "keepdims", "shape", "starts", "stops", "eps", "rate", "momentum",
+               "class_weight", "pos_weight", "kernel", "stride", "padding", "dilation", "groups"});  // class weights: spec/class_weight.h
   const int arity = op_info(n.op).arity;
-  if (static_cast<int>(n.inputs.size()) != arity)
+  if (n.op == Op::Conv2d && n.inputs.size() != 2 && n.inputs.size() != 3)
+    j.at("inputs").fail("op \"conv2d\" takes 2 inputs [x, W] or 3 [x, W, b], got " + std::to_string(n.inputs.size()));
+  if (n.op != Op::Conv2d && static_cast<int>(n.inputs.size()) != arity)
     j.at("inputs").fail("op \"" + name + "\" takes " + std::to_string(arity) + " input" + (arity == 1 ? "" : "s") +
                         ", got " + std::to_string(n.inputs.size()));
   read_attrs(j, n);
   return n;
+}
+
+bool lower_conv_bias(const NodeSpec& n, std::vector<NodeSpec>& nodes) {
+  if (n.kind != NodeSpec::Kind::Op || n.op != Op::Conv2d || n.inputs.size() != 3) return false;
+  NodeSpec conv = n;
+  conv.id = n.id + ".conv";
+  conv.inputs.pop_back();
+  conv.generated = true;
+  NodeSpec bias;
+  bias.id = n.id + ".bias";
+  bias.pointer = n.pointer + "/inputs/2";
+  bias.op = Op::Reshape;
+  bias.inputs = {n.inputs[2]};
+  bias.shape = {-1, 1, 1};
+  bias.conv_bias = true;
+  bias.generated = true;
+  NodeSpec sum;
+  sum.id = n.id;
+  sum.pointer = n.pointer;
+  sum.op = Op::Add;
+  sum.inputs = {conv.id, bias.id};
+  nodes.push_back(std::move(conv));
+  nodes.push_back(std::move(bias));
+  nodes.push_back(std::move(sum));
+  return true;
 }
 
 }  // namespace gr

@@ -22,6 +22,10 @@ program.txt (one record per line, hex = 16 hex digits of an IEEE binary64 bit pa
   vals ID COUNT HEX...          (after a param/const node: its values, row-major)
   expr ID TEXT...               (after an elementwise, row or fold node: its row's torch expression)
   fold ID                       (after a fold reduction's expr: the expression is over a, dim d, keepdim k)
+  window ID KH KW SH SW PT PL PB PR DH DW GROUPS
+                                (after a window op's expr (conv2d, pools): its resolved geometry; the
+                                expression is over a padded by F.pad (0, max_pool2d -inf), b, kernel k,
+                                stride st, dilation dl and groups gp)
   end
 AXIS is -2147483648 for "all axes"; A/B are -1 when absent. Node ids are 0..N-1 in order.
 
@@ -93,6 +97,10 @@ def parse(path):
             if not nodes or nodes[-1]["id"] != int(t[1]):
                 die("fold record for node %s does not follow it" % t[1])
             nodes[-1]["fold"] = True
+        elif k == "window":  # the node before is a window op: its geometry
+            if not nodes or nodes[-1]["id"] != int(t[1]):
+                die("window record for node %s does not follow it" % t[1])
+            nodes[-1]["window"] = [int(v) for v in t[2:14]]
         elif k == "key":
             nodes[int(t[1])]["key"] = (int(t[2]), int(t[3]), int(t[4]))
         elif k == "vals":
@@ -168,6 +176,14 @@ def run(nodes, vals, loss_id, mutate=None, mode=None):
                 y = eval(n["expr"], env, {"a": a, "d": ax, "k": n["keepdims"]})
                 if y.dim() == 0:
                     y = y.reshape(1)
+        elif "expr" in n and "window" in n:  # a window op: its row's expression over the padded input
+            if not n["expr"]:
+                die("node %d (%s): the op table row has no torch expression" % (n["id"], op))
+            kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, gp = n["window"]
+            fill = float("-inf") if op == "max_pool2d" else 0.0
+            ap = torch.nn.functional.pad(a, (pl, pr, pt, pb), value=fill) if (pt or pl or pb or pr) else a
+            y = eval(n["expr"], {"__builtins__": {}, "torch": torch},
+                     {"a": ap, "b": b, "k": (kh, kw), "st": (sh, sw), "dl": (dh, dw), "gp": gp})
         elif "expr" in n:  # an elementwise or row op: its row's torch expression over a, b and s
             if not n["expr"]:
                 die("node %d (%s): the op table row has no torch expression" % (n["id"], op))

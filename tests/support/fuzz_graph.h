@@ -63,12 +63,17 @@ struct OptimizerChoice {
 struct Case {
   uint64_t seed = 0;
   bool scalar = false;  // every node and parameter holds one element: the emitter takes it
+  bool image = false;   // an image case (generate_image): the window ops over [N, C, H, W]
   Graph graph;
   std::set<std::string> ops;  // spec ops it uses ("mse" included), for coverage
 };
 
 // tests/fuzz_gen.cpp
 Case generate(uint64_t seed, bool scalar);
+// An image case of the seed (conv2d, pools, their geometry, batch 1..3), from a stream of its own: the
+// seed's generate() graph is what it always was. fuzz_diff adds one for every seed with seed % 5 == 2.
+Case generate_image(uint64_t seed);
+inline bool has_image_case(uint64_t seed) { return seed % 5 == 2; }
 Graph bundle(const std::vector<const Case*>& cases);  // parts concatenated (names are seed-prefixed)
 json spec_json(const Graph& g, const std::string& name, const OptimizerChoice& opt, bool emit_params_signature);
 double fd_rtol(const Graph& g);  // the largest fd_rtol of the graph's ops

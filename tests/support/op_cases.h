@@ -200,6 +200,44 @@ inline std::vector<OpCase> derived_cases(const OpInfo& info) {
     out.push_back({name + " ties", op, {{{2, 3}, da}},
                    [op](Tape& t, const std::vector<Var>& v) { return t.fold_op(op, t.concat(v[0], v[0], 1), 1); }, true,
                    kUseReplay});
+  } else if (info.window()) {
+    // A window op (conv2d, the pools over NCHW): geometries that cover stride, padding (explicit, "same",
+    // "valid", pools' padded cells), dilation, groups (depthwise), batch 1, a non-square kernel, and
+    // slots that already hold a contribution (fan-out). conv2d's w is [F, C/groups, KH, KW].
+    using P = WindowAttrs::Pad;
+    const auto attrs = [](int64_t k0, int64_t k1, int64_t s0, int64_t s1, P pad, int64_t p0, int64_t p1, int64_t d0 = 1,
+                          int64_t d1 = 1, int64_t groups = 1) {
+      WindowAttrs w;
+      w.kh = k0, w.kw = k1, w.sh = s0, w.sw = s1, w.pad = pad, w.ph = p0, w.pw = p1, w.dh = d0, w.dw = d1, w.groups = groups;
+      return w;
+    };
+    const auto add = [&](std::string what, std::vector<CaseInput> in, WindowAttrs w, bool fan_out = false) {
+      out.push_back({name + " " + what, op, std::move(in),
+                     [op, w, fan_out](Tape& t, const std::vector<Var>& v) {
+                       const Var y = t.window_op(op, v[0], v.size() > 1 ? v[1] : Var{}, w);
+                       if (!fan_out) return y;
+                       // the inputs' slots hold a contribution before the window op's lands (higher ids first)
+                       Var extra = t.mean(t.mul(v[0], v[0]));
+                       if (v.size() > 1) extra = t.add(extra, t.mean(t.mul(v[1], v[1])));
+                       return t.add(y, t.muls(extra, 0.1));
+                     },
+                     true});
+    };
+    if (info.attrs & kAttrConv) {
+      add("3x3", {{{2, 3, 5, 6}, da}, {{4, 3, 3, 3}, db}}, attrs(0, 0, 1, 1, P::Explicit, 0, 0));
+      add("stride 2, padding 1", {{{2, 2, 7, 7}, da}, {{3, 2, 3, 3}, db}}, attrs(0, 0, 2, 2, P::Explicit, 1, 1));
+      add("same, stride [2,1], dilation [1,2], batch 1", {{{1, 2, 7, 8}, da}, {{2, 2, 3, 2}, db}},
+          attrs(0, 0, 2, 1, P::Same, 0, 0, 1, 2));
+      add("groups 2, padding [1,0]", {{{2, 4, 5, 5}, da}, {{6, 2, 3, 3}, db}}, attrs(0, 0, 1, 1, P::Explicit, 1, 0, 1, 1, 2));
+      add("depthwise, same", {{{2, 3, 6, 6}, da}, {{3, 1, 3, 3}, db}}, attrs(0, 0, 1, 1, P::Same, 0, 0, 1, 1, 3));
+      add("1x1 valid, fan-out", {{{2, 3, 4, 4}, da}, {{5, 3, 1, 1}, db}}, attrs(0, 0, 1, 1, P::Valid, 0, 0), true);
+      add("5x5 stride 3, padding 2, fan-out", {{{2, 2, 9, 8}, da}, {{3, 2, 5, 5}, db}}, attrs(0, 0, 3, 3, P::Explicit, 2, 2), true);
+    } else {
+      add("2x2", {{{2, 3, 6, 6}, da}}, attrs(2, 2, 0, 0, P::Explicit, 0, 0));
+      add("3x3 stride 2, padding 1", {{{2, 2, 7, 7}, da}}, attrs(3, 3, 2, 2, P::Explicit, 1, 1));
+      add("[2,3] stride [1,2], same, batch 1", {{{1, 2, 5, 7}, da}}, attrs(2, 3, 1, 2, P::Same, 0, 0));
+      add("3x3 stride 1 (overlapping), fan-out", {{{2, 2, 5, 5}, da}}, attrs(3, 3, 1, 1, P::Explicit, 1, 1), true);
+    }
   }
   return out;
 }

@@ -1,0 +1,321 @@
+// tape_window.cpp — the window ops (Class Window: conv2d, max_pool2d, avg_pool2d) on the CPU tape:
+// the geometry check and resolution, the forward, and the backward rules (called from backward.cpp).
+//
+// Every element is the one definition of kernels/gr_ops_window.h (docs/numerics.md "conv2d"). The
+// pools call those functions per element. conv2d runs them as products, arranged so that each output
+// element is exactly that fma chain (tests/test_window.cpp checks the bytes against the functions):
+//   forward  per group: Yᵀ[(n,p), f] = Col[(n,p), k] · W[f, k]ᵀ   k = (c, i, j) ascending, p = (oh, ow)
+//   dW       per group: dWᵀ[k, f]    = Col[(n,p), k]ᵀ · G[(n,p), f]  one chain over (n, oh, ow) ascending,
+//            then slot = slot + acc
+//   dx       per group: D[k, (n,p)]  = W[f, k]ᵀ · G[(n,p), f]ᵀ       the chain over f, then col2im adds
+//            each D into the input cell it came from, per sample (c, i, j) ascending: per cell (i, j)
+//            ascending, then slot = slot + acc
+// Col is im2col over the padded input, one row per output position (padding 0, so a padded tap is the
+// same fma step), built as doubles that hold the tape's values (floats on an f32 tape: matmul_in
+// narrows them as it packs). The tall products (rows = N·OH·OW) are the shape the matmul is fast at.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "gr_ops_window.h"
+#include "grad/tape.h"
+#include "grad/tape_real.h"
+#include "tensor/matmul.h"
+
+namespace gr {
+
+namespace {
+
+std::string pair_text(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
+
+// One axis of "same": out = ceil(in / s), total = max((out − 1)·s + (k − 1)·d + 1 − in, 0), the
+// smaller half first (TensorFlow's rule; PyTorch's "same" for stride 1).
+void same_pads(int64_t in, int64_t k, int64_t s, int64_t d, long long& lo, long long& hi) {
+  const int64_t out = (in + s - 1) / s;
+  const int64_t total = std::max<int64_t>((out - 1) * s + (k - 1) * d + 1 - in, 0);
+  lo = total / 2;
+  hi = total - lo;
+}
+
+// im2col of one group: col[(n·P + p)·K + k] = xp[n, c0 + c, ih, iw] for p = (oh, ow), k = (c, i, j).
+// Row by row (one output position each); a row's taps that all lie inside x's row (dilation 1) are one
+// copy of KW elements, KW a constant when the kernel is at most 7 wide (a few vector moves).
+template <int KW>
+void im2col_rows(const double* x, const gr_window& g, int64_t c0, double* col) {
+  const int64_t cg = g.c / g.groups, K = cg * g.kh * g.kw;
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t oh = 0; oh < g.oh; ++oh)
+      for (int64_t ow = 0; ow < g.ow; ++ow) {
+        double* row = col + ((n * g.oh + oh) * g.ow + ow) * K;
+        const int64_t iw0 = ow * g.sw - g.pl;
+        const bool inside_w = KW > 0 && iw0 >= 0 && iw0 + KW - 1 < g.w;
+        for (int64_t c = 0; c < cg; ++c) {
+          const double* plane = x + (n * g.c + c0 + c) * g.h * g.w;
+          for (int64_t i = 0; i < g.kh; ++i) {
+            const int64_t ih = oh * g.sh - g.pt + i * g.dh;
+            double* out = row + (c * g.kh + i) * g.kw;
+            if (ih < 0 || ih >= g.h) {
+              for (int64_t j = 0; j < g.kw; ++j) out[j] = 0.0;
+              continue;
+            }
+            const double* src = plane + ih * g.w + iw0;
+            if constexpr (KW > 0) {
+              if (inside_w) {
+                std::memcpy(out, src, sizeof(double) * KW);
+                continue;
+              }
+            }
+            for (int64_t j = 0; j < g.kw; ++j) {
+              const int64_t iw = iw0 + j * g.dw;
+              out[j] = (iw >= 0 && iw < g.w) ? src[j * g.dw] : 0.0;
+            }
+          }
+        }
+      }
+}
+
+void im2col(const double* x, const gr_window& g, int64_t c0, double* col) {
+  switch (g.dw == 1 ? g.kw : 0) {
+    case 1: return im2col_rows<1>(x, g, c0, col);
+    case 2: return im2col_rows<2>(x, g, c0, col);
+    case 3: return im2col_rows<3>(x, g, c0, col);
+    case 4: return im2col_rows<4>(x, g, c0, col);
+    case 5: return im2col_rows<5>(x, g, c0, col);
+    case 6: return im2col_rows<6>(x, g, c0, col);
+    case 7: return im2col_rows<7>(x, g, c0, col);
+  }
+  im2col_rows<0>(x, g, c0, col);
+}
+
+// col2im of one group into acc (per cell: acc = acc + d, in R) from D [K, N·P] (a row per tap k =
+// (c, i, j)): per sample, k ascending, so each cell sums its taps (i, j) ascending — the documented
+// order (gr_conv2d_win_bwd_a); along a row of cells the adds are independent (they vectorize).
+template <class R>
+void col2im(const double* d, const gr_window& g, int64_t c0, double* acc) {
+  const int64_t cg = g.c / g.groups, P = g.oh * g.ow, NP = g.n * P;
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t c = 0; c < cg; ++c) {
+      double* plane = acc + (n * g.c + c0 + c) * g.h * g.w;
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const double* row = d + ((c * g.kh + i) * g.kw + j) * NP + n * P;
+          // the outputs ow whose tap j lands inside the row: 0 <= ow·sw − pl + j·dw < W
+          const int64_t off = j * g.dw - g.pl;
+          const int64_t ow0 = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+          const int64_t ow1 = std::min<int64_t>(g.ow, g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1);
+          for (int64_t oh = 0; oh < g.oh; ++oh) {
+            const int64_t ih = oh * g.sh - g.pt + i * g.dh;
+            if (ih < 0 || ih >= g.h) continue;
+            const double* src = row + oh * g.ow;
+            double* dst = plane + ih * g.w + off;
+            if (g.sw == 1) {
+              for (int64_t ow = ow0; ow < ow1; ++ow)
+                dst[ow] = static_cast<double>(gr_radd(static_cast<R>(dst[ow]), static_cast<R>(src[ow])));
+            } else {
+              for (int64_t ow = ow0; ow < ow1; ++ow)
+                dst[ow * g.sw] = static_cast<double>(gr_radd(static_cast<R>(dst[ow * g.sw]), static_cast<R>(src[ow])));
+            }
+          }
+        }
+    }
+}
+
+// A window op's rule per element, from its row (an exhaustive switch generated from the table; window
+// rows only reach it): gr_<stem>_win_fwd / _bwd_a / _bwd_b of gr_ops_window.h.
+template <class R>
+R win_fwd(Op op, const double* x, const double* w, const gr_window& g, int64_t e) {
+  switch (op) {
+#define GR_TAPE_WIN_FWD(E, name, arity, cls, attrs, stem, ...) \
+  case Op::E: GR_OP_IF_WINDOW_##cls(return gr_##stem##_win_fwd<R, double>(x, w, g, e);) break;
+    GR_OP_TABLE(GR_TAPE_WIN_FWD)
+#undef GR_TAPE_WIN_FWD
+  }
+  throw Error("win_fwd: " + std::string(op_name(op)) + " is not a window op");
+}
+template <class R>
+R win_bwd_a(Op op, const double* gy, const double* x, const double* w, const gr_window& g, int64_t e) {
+  switch (op) {
+#define GR_TAPE_WIN_BWD_A(E, name, arity, cls, attrs, stem, ...) \
+  case Op::E: GR_OP_IF_WINDOW_##cls(return gr_##stem##_win_bwd_a<R, double>(gy, x, w, g, e);) break;
+    GR_OP_TABLE(GR_TAPE_WIN_BWD_A)
+#undef GR_TAPE_WIN_BWD_A
+  }
+  throw Error("win_bwd_a: " + std::string(op_name(op)) + " is not a window op");
+}
+template <class R>
+R win_bwd_b(Op op, const double* gy, const double* x, const double* w, const gr_window& g, int64_t e) {
+  switch (op) {
+#define GR_TAPE_WIN_BWD_B(E, name, arity, cls, attrs, stem, fwd, bwda, bwdb, ...) \
+  case Op::E: GR_OP_IF_WINDOW_##cls(GR_OP_IF_WIN_BWDB_##bwdb(return gr_##stem##_win_bwd_b<R, double>(gy, x, w, g, e);)) break;
+    GR_OP_TABLE(GR_TAPE_WIN_BWD_B)
+#undef GR_TAPE_WIN_BWD_B
+  }
+  throw Error("win_bwd_b: " + std::string(op_name(op)) + " has no second input");
+}
+
+}  // namespace
+
+Var Tape::window_op(Op op, Var x, Var w, const WindowAttrs& at) {
+  if (!op_info(op).window()) return poison(op, "is not a window op");
+  const bool conv = op == Op::Conv2d;
+  if (!usable(op, x) || (conv && !usable(op, w))) return Var{};
+  const Shape xs = nodes_[x.id].shape;
+  if (xs.rank() != 4) return poison(op, "needs an input [N, C, H, W], got " + xs.str());
+  gr_window g{};
+  g.n = xs[0], g.c = xs[1], g.h = xs[2], g.w = xs[3];
+  g.groups = conv ? at.groups : 1;
+  g.dh = conv ? at.dh : 1, g.dw = conv ? at.dw : 1;
+  if (conv) {
+    const Shape ws = nodes_[w.id].shape;
+    if (ws.rank() != 4) return poison(op, "needs a weight [F, C/groups, KH, KW], got " + ws.str());
+    if (g.groups < 1) return poison(op, "groups must be >= 1, got " + std::to_string(g.groups));
+    if (g.c % g.groups != 0 || ws[0] % g.groups != 0)
+      return poison(op, "groups " + std::to_string(g.groups) + " must divide the input channels (" + std::to_string(g.c) +
+                            ") and the filters (" + std::to_string(ws[0]) + ")");
+    if (ws[1] != g.c / g.groups)
+      return poison(op, "weight " + ws.str() + " needs " + std::to_string(g.c / g.groups) + " input channels per group (input " +
+                            xs.str() + ", groups " + std::to_string(g.groups) + ")");
+    g.f = ws[0], g.kh = ws[2], g.kw = ws[3];
+  } else {
+    g.f = g.c, g.kh = at.kh, g.kw = at.kw;
+  }
+  g.sh = at.sh ? at.sh : (conv ? 1 : g.kh);
+  g.sw = at.sw ? at.sw : (conv ? 1 : g.kw);
+  if (g.kh < 1 || g.kw < 1) return poison(op, "kernel must be >= 1, got " + pair_text(g.kh, g.kw));
+  if (g.sh < 1 || g.sw < 1) return poison(op, "stride must be >= 1, got " + pair_text(g.sh, g.sw));
+  if (g.dh < 1 || g.dw < 1) return poison(op, "dilation must be >= 1, got " + pair_text(g.dh, g.dw));
+  switch (at.pad) {
+    case WindowAttrs::Pad::Explicit:
+      if (at.ph < 0 || at.pw < 0) return poison(op, "padding must be >= 0, got " + pair_text(at.ph, at.pw));
+      if (!conv && (2 * at.ph > g.kh || 2 * at.pw > g.kw))
+        return poison(op, "padding " + pair_text(at.ph, at.pw) + " must be at most half the kernel " + pair_text(g.kh, g.kw));
+      g.pt = g.pb = at.ph, g.pl = g.pr = at.pw;
+      break;
+    case WindowAttrs::Pad::Same:
+      same_pads(g.h, g.kh, g.sh, g.dh, g.pt, g.pb);
+      same_pads(g.w, g.kw, g.sw, g.dw, g.pl, g.pr);
+      break;
+    case WindowAttrs::Pad::Valid: break;
+  }
+  const int64_t eh = g.h + g.pt + g.pb - g.dh * (g.kh - 1) - 1, ew = g.w + g.pl + g.pr - g.dw * (g.kw - 1) - 1;
+  if (eh < 0 || ew < 0)
+    return poison(op, "output would be empty: input " + xs.str() + " padded by " + pair_text(g.pt + g.pb, g.pl + g.pr) +
+                          " is smaller than the " + (g.dh * g.dw > 1 ? "dilated " : "") + "kernel " +
+                          pair_text(g.dh * (g.kh - 1) + 1, g.dw * (g.kw - 1) + 1));
+  g.oh = eh / g.sh + 1, g.ow = ew / g.sw + 1;
+  Shape out;
+  try {
+    out = Shape{g.n, g.f, g.oh, g.ow};
+  } catch (const Error& e) {
+    return poison(op, e.what());
+  }
+  Node* n = push(op, x.id, conv ? w.id : -1, out);
+  n->win = g;
+  if (n->val) by_real([&](auto r) { window_values<decltype(r)>(*n); });
+  return Var{size() - 1};
+}
+
+template <class R>
+void Tape::window_values(Node& n) {
+  const gr_window& g = n.win;
+  const double* x = nodes_[n.a].val;
+  if (n.op != Op::Conv2d) {  // per element, the row's rule
+    const double* w = n.b >= 0 ? nodes_[n.b].val : nullptr;
+    for (int64_t e = 0; e < n.numel(); ++e) n.val[e] = static_cast<double>(win_fwd<R>(n.op, x, w, g, e));
+    return;
+  }
+  // conv2d's fast path: the same chains as products (see the top of this file).
+  const double* w = nodes_[n.b].val;
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow, NP = g.n * P;
+  win_col_.resize(static_cast<size_t>(K * NP));
+  win_tmp_.resize(static_cast<size_t>(fg * NP));
+  for (int64_t grp = 0; grp < g.groups; ++grp) {
+    im2col(x, g, grp * cg, win_col_.data());
+    matmul_in(real_, {win_col_.data(), K, 1, w + grp * fg * K, 1, K, win_tmp_.data(), NP, K, fg, MatmulStore::Overwrite});
+    for (int64_t b = 0; b < g.n; ++b)
+      for (int64_t f = 0; f < fg; ++f) {
+        double* out = n.val + (b * g.f + grp * fg + f) * P;
+        const double* src = win_tmp_.data() + b * P * fg + f;
+        for (int64_t p = 0; p < P; ++p) out[p] = src[p * fg];
+      }
+  }
+}
+
+template <class R>
+void Tape::window_backward(const Node& n, const double* gy) {
+  const gr_window& g = n.win;
+  const double* x = nodes_[n.a].val;
+  const bool want_x = nodes_[n.a].requires_grad;
+  const int32_t a = n.a, b = n.b;
+  // slot = slot + v (a fresh slot: +0 + v), element e of the input, in R.
+  const auto write = [&](int32_t id, auto value) {
+    bool fresh = false;
+    double* slot = grad_slot(id, fresh);
+    const int64_t count = nodes_[id].numel();
+    if (fresh)
+      for (int64_t e = 0; e < count; ++e) first_into(slot[e], static_cast<R>(value(e)));
+    else
+      for (int64_t e = 0; e < count; ++e) accumulate_into(slot[e], static_cast<R>(value(e)));
+  };
+  if (n.op != Op::Conv2d) {  // per element, the row's rules: x's side, then w's
+    const double* w = b >= 0 ? nodes_[b].val : nullptr;
+    if (want_x) write(a, [&](int64_t e) { return win_bwd_a<R>(n.op, gy, x, w, g, e); });
+    if (b >= 0 && nodes_[b].requires_grad) write(b, [&](int64_t e) { return win_bwd_b<R>(n.op, gy, x, w, g, e); });
+    return;
+  }
+  // conv2d's fast path.
+  const double* w = nodes_[b].val;
+  const bool want_w = nodes_[b].requires_grad;
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow, NP = g.n * P;
+  // gt[(n·P + p)·fg + f] = g[n, grp·fg + f, p]: one group's gradient, a row per output position.
+  std::vector<double> gt(static_cast<size_t>(fg * NP));
+  const auto gather_g = [&](int64_t grp) {
+    for (int64_t bb = 0; bb < g.n; ++bb)
+      for (int64_t f = 0; f < fg; ++f) {
+        const double* src = gy + (bb * g.f + grp * fg + f) * P;
+        double* dst = gt.data() + bb * P * fg + f;
+        for (int64_t p = 0; p < P; ++p) dst[p * fg] = src[p];
+      }
+  };
+  if (want_x) {  // the a-side first, as every binary op
+    // The per-cell sums start at +0 and never become −0, so a fresh slot (+0 + acc = acc) is its own acc.
+    bool fresh = false;
+    double* slot = grad_slot(a, fresh);
+    std::vector<double> own;
+    double* acc = slot;
+    if (fresh) std::fill(slot, slot + nodes_[a].numel(), 0.0);
+    else own.assign(static_cast<size_t>(nodes_[a].numel()), 0.0), acc = own.data();
+    win_col_.resize(static_cast<size_t>(K * NP));
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      gather_g(grp);
+      // D[k, (n,p)] = Σ_f W[f, k]·G[(n,p), f]: B is gt read across its rows (b_rs 1, b_cs fg)
+      matmul_in(real_, {w + grp * fg * K, 1, K, gt.data(), 1, fg, win_col_.data(), K, fg, NP, MatmulStore::Overwrite});
+      col2im<R>(win_col_.data(), g, grp * cg, acc);
+    }
+    if (!fresh)
+      for (int64_t e = 0; e < nodes_[a].numel(); ++e) accumulate_into(slot[e], static_cast<R>(acc[e]));
+  }
+  if (want_w) {
+    bool fresh = false;
+    double* slot = grad_slot(b, fresh);
+    win_col_.resize(static_cast<size_t>(K * NP));
+    win_tmp_.resize(static_cast<size_t>(K * fg));
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      gather_g(grp);
+      im2col(x, g, grp * cg, win_col_.data());
+      matmul_in(real_, {win_col_.data(), 1, K, gt.data(), fg, 1, win_tmp_.data(), K, NP, fg, MatmulStore::Overwrite});
+      double* dw = slot + grp * fg * K;
+      for (int64_t f = 0; f < fg; ++f)
+        for (int64_t k = 0; k < K; ++k) {
+          const R v = static_cast<R>(win_tmp_[static_cast<size_t>(k * fg + f)]);
+          if (fresh) first_into(dw[f * K + k], v);
+          else accumulate_into(dw[f * K + k], v);
+        }
+    }
+  }
+}
+
+template void Tape::window_backward<double>(const Node&, const double*);
+template void Tape::window_backward<float>(const Node&, const double*);
+
+}  // namespace gr

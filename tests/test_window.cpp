@@ -1,0 +1,309 @@
+// test_window.cpp — the window ops (conv2d, max_pool2d, avg_pool2d): the CPU tape's values and
+// gradients equal the one definition (kernels/gr_ops_window.h, per element) byte for byte over random
+// geometries, f64 and f32 (conv2d's im2col + matmul path is the fast version of those chains, as
+// matmul_exact is of matmul_reference); the tape's and the spec's located errors; and, with
+// GR_WINDOW_BENCH=1, the forward/backward GFLOP/s of LeNet's conv2 and a digits-CNN-sized conv.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gr_ops_scalar.h"
+#include "gr_ops_window.h"
+#include "grad/tape.h"
+#include "io/errors.h"
+#include "spec/program.h"
+#include "spec/spec.h"
+#include "support/rng.h"
+#include "tensor/matmul.h"
+
+using namespace gr;
+using gr::test::Rng;
+
+namespace {
+
+struct Geometry {
+  Op op;
+  Shape x, w;  // w: conv2d only
+  WindowAttrs at;
+};
+
+// A random geometry that gives a non-empty output (batch 1 and groups included).
+Geometry draw_geometry(Rng& rng, Op op) {
+  const auto pick = [&](int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(rng.next() % static_cast<uint64_t>(hi - lo + 1)); };
+  for (;;) {
+    Geometry g{op, Shape{1}, Shape{1}, {}};
+    WindowAttrs& a = g.at;
+    const int64_t n = pick(1, 3), groups = op == Op::Conv2d ? pick(1, 3) : 1;
+    const int64_t c = groups * pick(1, 3), h = pick(1, 9), w = pick(1, 9);
+    a.kh = pick(1, 4), a.kw = pick(1, 4);
+    a.sh = pick(1, 3), a.sw = pick(1, 3);
+    const int64_t mode = pick(0, 3);
+    a.pad = mode == 0 ? WindowAttrs::Pad::Same : mode == 1 ? WindowAttrs::Pad::Valid : WindowAttrs::Pad::Explicit;
+    a.ph = op == Op::Conv2d ? pick(0, 3) : pick(0, a.kh / 2);
+    a.pw = op == Op::Conv2d ? pick(0, 3) : pick(0, a.kw / 2);
+    if (op == Op::Conv2d) a.dh = pick(1, 2), a.dw = pick(1, 2), a.groups = groups;
+    g.x = Shape{n, c, h, w};
+    if (op == Op::Conv2d) g.w = Shape{groups * pick(1, 3), c / groups, a.kh, a.kw};
+    Tape probe;
+    const Var x = probe.constant_lazy(g.x);
+    const Var wv = op == Op::Conv2d ? probe.constant_lazy(g.w) : Var{};
+    probe.window_op(op, x, wv, a);
+    if (probe.ok()) return g;
+  }
+}
+
+// slot bits of "+0 + v" in T, widened
+template <class T>
+double fresh(T v) {
+  return static_cast<double>(gr_accumulate(T(0), v));
+}
+
+// Records op(x, w) with loss Σ y ⊙ R and checks y, dx, dw against the per-element definitions in T.
+template <class T>
+void check_geometry(const Geometry& geo, uint64_t seed) {
+  Rng rng(seed);
+  Tape t(std::is_same_v<T, float> ? DType::F32 : DType::F64);
+  const bool conv = geo.op == Op::Conv2d;
+  const Var x = t.param(geo.x, rng.uniform_vec(geo.x.numel(), -2.0, 2.0));
+  const Var w = conv ? t.param(geo.w, rng.uniform_vec(geo.w.numel(), -2.0, 2.0)) : Var{};
+  const Var y = t.window_op(geo.op, x, w, geo.at);
+  REQUIRE(t.ok());
+  const Var r = t.constant(t.node(y).shape, rng.uniform_vec(t.node(y).numel(), -1.0, 1.0));
+  REQUIRE(t.backward(t.sum(t.mul(y, r))));
+  const gr_window& g = t.node(y).win;
+  const double* xv = t.value(x).data;
+  const double* wv = conv ? t.value(w).data : nullptr;
+  const double* gy = t.grad(y).data;
+  const auto y_of = [&](int64_t e) -> T {
+    if (geo.op == Op::Conv2d) return gr_conv2d_win_fwd<T, double>(xv, wv, g, e);
+    if (geo.op == Op::MaxPool2d) return gr_max_pool2d_win_fwd<T, double>(xv, wv, g, e);
+    return gr_avg_pool2d_win_fwd<T, double>(xv, wv, g, e);
+  };
+  const auto dx_of = [&](int64_t e) -> T {
+    if (geo.op == Op::Conv2d) return gr_conv2d_win_bwd_a<T, double>(gy, xv, wv, g, e);
+    if (geo.op == Op::MaxPool2d) return gr_max_pool2d_win_bwd_a<T, double>(gy, xv, wv, g, e);
+    return gr_avg_pool2d_win_bwd_a<T, double>(gy, xv, wv, g, e);
+  };
+  std::vector<double> want(static_cast<size_t>(t.node(y).numel()));
+  for (int64_t e = 0; e < t.node(y).numel(); ++e) want[static_cast<size_t>(e)] = static_cast<double>(y_of(e));
+  CHECK(std::memcmp(want.data(), t.value(y).data, want.size() * sizeof(double)) == 0);
+  want.assign(static_cast<size_t>(geo.x.numel()), 0.0);
+  for (int64_t e = 0; e < geo.x.numel(); ++e) want[static_cast<size_t>(e)] = fresh<T>(dx_of(e));
+  CHECK(std::memcmp(want.data(), t.grad(x).data, want.size() * sizeof(double)) == 0);
+  if (conv) {
+    want.assign(static_cast<size_t>(geo.w.numel()), 0.0);
+    for (int64_t e = 0; e < geo.w.numel(); ++e) want[static_cast<size_t>(e)] = fresh<T>(gr_conv2d_win_bwd_b<T, double>(gy, xv, wv, g, e));
+    CHECK(std::memcmp(want.data(), t.grad(w).data, want.size() * sizeof(double)) == 0);
+  }
+}
+
+std::string describe(const Geometry& g) {
+  const WindowAttrs& a = g.at;
+  return std::string(op_name(g.op)) + " x " + g.x.str() + (g.op == Op::Conv2d ? " w " + g.w.str() : "") + " k " +
+         std::to_string(a.kh) + "x" + std::to_string(a.kw) + " s " + std::to_string(a.sh) + "x" + std::to_string(a.sw) +
+         " pad " + (a.pad == WindowAttrs::Pad::Same ? "same" : a.pad == WindowAttrs::Pad::Valid ? "valid" : std::to_string(a.ph) + "x" + std::to_string(a.pw)) +
+         " d " + std::to_string(a.dh) + "x" + std::to_string(a.dw) + " groups " + std::to_string(a.groups);
+}
+
+std::string tape_error(Op op, const Shape& xs, const Shape& ws, const WindowAttrs& a) {
+  Tape t;
+  const Var x = t.constant_lazy(xs);
+  const Var w = op == Op::Conv2d ? t.constant_lazy(ws) : Var{};
+  t.window_op(op, x, w, a);
+  return t.ok() ? "" : t.error();
+}
+
+std::string spec_error(const std::string& node, const std::string& x_shape = "[2, 3, 8, 8]",
+                       const std::string& w_shape = "[4, 3, 3, 3]") {
+  const std::string text = R"({"gradrun": 1, "name": "w", "params": {"x": {"shape": )" + x_shape +
+                           R"(}, "W": {"shape": )" + w_shape + R"(}, "b": {"shape": [4]}}, "graph": [)" + node +
+                           R"(, {"id": "loss", "op": "mean", "inputs": ["c"]}], "loss": "loss"})";
+  try {
+    const Spec spec = parse_spec(text, "w.json");
+    resolve_program(spec, DataTable{});
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("window ops: the CPU tape equals the per-element definition byte for byte (f64, f32)", "[window]") {
+  Rng rng(0x817D0);
+  int geometries = 0;
+  for (const Op op : {Op::Conv2d, Op::MaxPool2d, Op::AvgPool2d})
+    for (int i = 0; i < 120; ++i) {
+      const Geometry g = draw_geometry(rng, op);
+      INFO(describe(g));
+      check_geometry<double>(g, 1000 + static_cast<uint64_t>(i));
+      check_geometry<float>(g, 1000 + static_cast<uint64_t>(i));
+      ++geometries;
+    }
+  std::printf("window: %d random geometries, f64 and f32, values and gradients equal the definition\n", geometries);
+}
+
+TEST_CASE("window ops: max_pool2d sends the gradient to the first largest cell, a NaN wins", "[window]") {
+  Tape t;
+  // one window of four: ties at 1 and 3 (the first wins), and a NaN window
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Var x = t.param(Shape{1, 1, 2, 4}, std::vector<double>{5, 1, 2, nan, 5, 0, 3, 7});
+  WindowAttrs a;
+  a.kh = a.kw = 2;
+  const Var y = t.max_pool2d(x, a);
+  REQUIRE(t.ok());
+  CHECK(t.value(y).data[0] == 5.0);
+  CHECK(std::isnan(t.value(y).data[1]));
+  REQUIRE(t.backward(t.sum(y)));
+  const std::vector<double> want{1, 0, 0, 1, 0, 0, 0, 0};
+  for (size_t e = 0; e < want.size(); ++e) CHECK(t.grad(x).data[e] == want[e]);
+}
+
+TEST_CASE("window ops: the tape names bad geometries", "[window]") {
+  WindowAttrs a;
+  CHECK(tape_error(Op::Conv2d, Shape{2, 3, 8}, Shape{4, 3, 3, 3}, a).find("needs an input [N, C, H, W], got [2, 3, 8]") !=
+        std::string::npos);
+  CHECK(tape_error(Op::Conv2d, Shape{2, 3, 8, 8}, Shape{4, 3, 3}, a).find("needs a weight [F, C/groups, KH, KW]") != std::string::npos);
+  a.groups = 2;
+  CHECK(tape_error(Op::Conv2d, Shape{2, 3, 8, 8}, Shape{4, 1, 3, 3}, a).find("groups 2 must divide the input channels (3)") !=
+        std::string::npos);
+  a.groups = 1;
+  CHECK(tape_error(Op::Conv2d, Shape{2, 3, 8, 8}, Shape{4, 2, 3, 3}, a).find("needs 3 input channels per group") != std::string::npos);
+  CHECK(tape_error(Op::Conv2d, Shape{2, 3, 2, 8}, Shape{4, 3, 3, 3}, a).find("output would be empty") != std::string::npos);
+  a.kh = a.kw = 2;
+  a.ph = 2;
+  CHECK(tape_error(Op::MaxPool2d, Shape{2, 3, 8, 8}, Shape{1}, a).find("must be at most half the kernel") != std::string::npos);
+  a.ph = 0;
+  a.pad = WindowAttrs::Pad::Same;
+  a.sh = a.sw = 2;
+  CHECK(tape_error(Op::AvgPool2d, Shape{1, 1, 7, 5}, Shape{1}, a).empty());
+}
+
+TEST_CASE("window ops: spec attributes, the conv2d bias lowering and located errors", "[window][spec]") {
+  CHECK(spec_error(R"({"id": "c", "op": "conv2d", "inputs": ["x", "W", "b"], "stride": 2, "padding": "same"})").empty());
+  CHECK(spec_error(R"({"id": "c", "op": "max_pool2d", "inputs": ["x"], "kernel": [2, 3], "stride": [1, 2]})").empty());
+  CHECK(spec_error(R"({"id": "c", "op": "avg_pool2d", "inputs": ["x"], "kernel": 2, "padding": 1})").empty());
+  CHECK(spec_error(R"({"id": "c", "op": "conv2d", "inputs": ["x", "W"], "groups": 2})").find("/graph/0") != std::string::npos);
+  CHECK(spec_error(R"({"id": "c", "op": "conv2d", "inputs": ["x", "W"], "groups": 2})").find("groups 2 must divide") !=
+        std::string::npos);
+  CHECK(spec_error(R"({"id": "c", "op": "conv2d", "inputs": ["x", "W"], "padding": "full"})").find("\"same\" or \"valid\"") !=
+        std::string::npos);
+  CHECK(spec_error(R"({"id": "c", "op": "conv2d", "inputs": ["x", "W"], "stride": 0})").find("/graph/0/stride") != std::string::npos);
+  CHECK(spec_error(R"({"id": "c", "op": "conv2d", "inputs": ["x", "W"], "kernel": 3})").find("has no attribute \"kernel\"") !=
+        std::string::npos);
+  CHECK(spec_error(R"({"id": "c", "op": "max_pool2d", "inputs": ["x"]})").find("kernel") != std::string::npos);
+  CHECK(spec_error(R"({"id": "c", "op": "max_pool2d", "inputs": ["x"], "kernel": 2, "dilation": 2})")
+            .find("has no attribute \"dilation\"") != std::string::npos);
+  CHECK(spec_error(R"({"id": "c", "op": "max_pool2d", "inputs": ["x"], "kernel": 9})").find("output would be empty") !=
+        std::string::npos);
+  CHECK(spec_error(R"({"id": "c", "op": "conv2d", "inputs": ["x", "W", "b"]})", "[2, 3, 8, 8]", "[5, 3, 3, 3]")
+            .find("a conv2d bias needs one value per filter, [5], got [4]") != std::string::npos);
+  CHECK(spec_error(R"({"id": "c", "op": "conv2d", "inputs": ["x"]})").find("takes 2 inputs [x, W] or 3 [x, W, b]") !=
+        std::string::npos);
+  CHECK(spec_error(R"({"id": "c", "op": "conv2d", "inputs": ["x", "W"], "stride": [1, 2, 3]})").find("[rows, columns]") !=
+        std::string::npos);
+}
+
+// GR_WINDOW_BENCH=1: GFLOP/s of conv2d forward and backward (dx + dW) on the tape, 1 thread.
+TEST_CASE("window ops: conv2d GFLOP/s (GR_WINDOW_BENCH=1)", "[window][bench]") {
+  const char* want = std::getenv("GR_WINDOW_BENCH");  // 1: every layer; else a word of the layer's name
+  if (!want) return;
+  const std::string only = std::string(want) == "1" ? "" : want;
+  struct Layer {
+    const char* name;
+    Shape x, w;
+    WindowAttrs a;
+  };
+  WindowAttrs same;
+  same.pad = WindowAttrs::Pad::Same;
+  const Layer layers[] = {
+      {"LeNet conv2 (64x6x14x14, 16x6x5x5)", Shape{64, 6, 14, 14}, Shape{16, 6, 5, 5}, {}},
+      {"LeNet conv1 (64x1x28x28, 6x1x5x5, same)", Shape{64, 1, 28, 28}, Shape{6, 1, 5, 5}, same},
+      {"digits conv2 (64x16x4x4, 32x16x3x3, same)", Shape{64, 16, 4, 4}, Shape{32, 16, 3, 3}, same},
+      {"digits conv1 (64x1x8x8, 16x1x3x3, same)", Shape{64, 1, 8, 8}, Shape{16, 1, 3, 3}, same},
+  };
+  for (const DType dt : {DType::F64, DType::F32})
+    for (const Layer& l : layers) {
+      if (!only.empty() && std::string(l.name).find(only) == std::string::npos) continue;
+      Rng rng(7);
+      Tape t(dt);
+      const Var x = t.param(l.x, rng.uniform_vec(l.x.numel(), -1.0, 1.0));
+      const Var w = t.param(l.w, rng.uniform_vec(l.w.numel(), -1.0, 1.0));
+      const int32_t mark = t.mark();
+      double fwd = 1e30, bwd = 1e30;
+      double flops = 0;
+      for (int rep = 0; rep < 30; ++rep) {
+        t.reset_to(mark);
+        const auto t0 = std::chrono::steady_clock::now();
+        const Var y = t.conv2d(x, w, l.a);
+        const auto t1 = std::chrono::steady_clock::now();
+        const Var loss = t.sum(y);
+        const auto t2 = std::chrono::steady_clock::now();
+        REQUIRE(t.backward(loss));
+        const auto t3 = std::chrono::steady_clock::now();
+        fwd = std::min(fwd, std::chrono::duration<double>(t1 - t0).count());
+        bwd = std::min(bwd, std::chrono::duration<double>(t3 - t2).count());
+        const gr_window& g = t.node(y).win;
+        flops = 2.0 * static_cast<double>(g.n * g.f * g.oh * g.ow) * static_cast<double>(g.c / g.groups * g.kh * g.kw);
+      }
+      std::printf("conv2d %s %-44s forward %7.2f GFLOP/s (%.3f ms)  backward dx+dW %7.2f GFLOP/s (%.3f ms)\n",
+                  dt == DType::F32 ? "f32" : "f64", l.name, flops / fwd * 1e-9, fwd * 1e3, 2 * flops / bwd * 1e-9, bwd * 1e3);
+    }
+}
+
+// GR_WINDOW_BENCH=matmul: the products of LeNet conv2's forward alone, both orientations (context for
+// the im2col arrangement: rows = N·OH·OW against rows = F).
+TEST_CASE("window ops: the im2col products alone (GR_WINDOW_BENCH=matmul)", "[window][bench]") {
+  const char* want = std::getenv("GR_WINDOW_BENCH");
+  if (!want || std::string(want) != "matmul") return;
+  Rng rng(3);
+  const int64_t NP = 6400, K = 150, F = 16;
+  const std::vector<double> col = rng.uniform_vec(NP * K, -1, 1), w = rng.uniform_vec(F * K, -1, 1);
+  std::vector<double> out(static_cast<size_t>(NP * F));
+  const auto time = [&](auto f) {
+    double best = 1e30;
+    for (int r = 0; r < 30; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return 2.0 * static_cast<double>(NP * K * F) / best * 1e-9;
+  };
+  const double tall = time([&] { matmul_exact(MatmulArgs{col.data(), K, 1, w.data(), 1, K, out.data(), NP, K, F, MatmulStore::Overwrite}); });
+  const double wide = time([&] { matmul_exact(MatmulArgs{w.data(), K, 1, col.data(), 1, K, out.data(), F, K, NP, MatmulStore::Overwrite}); });
+  std::printf("matmul_exact f64 [6400,150]x[150,16] (rows N*OH*OW): %.2f GFLOP/s; [16,150]x[150,6400] (rows F): %.2f GFLOP/s\n",
+              tall, wide);
+  // dW: Colᵀ·G ([150,6400]x[6400,16]) against Gᵀ·Col ([16,6400]x[6400,150]); dx: Wᵀ·Gᵀ ([150,16]x[16,6400])
+  const std::vector<double> gt = rng.uniform_vec(NP * F, -1, 1);
+  std::vector<double> dw(static_cast<size_t>(K * F)), d(static_cast<size_t>(K * NP));
+  const double dw_t = time([&] { matmul_exact(MatmulArgs{col.data(), 1, K, gt.data(), F, 1, dw.data(), K, NP, F, MatmulStore::Overwrite}); });
+  const double dw_g = time([&] { matmul_exact(MatmulArgs{gt.data(), 1, F, col.data(), K, 1, dw.data(), F, NP, K, MatmulStore::Overwrite}); });
+  const double dx = time([&] { matmul_exact(MatmulArgs{w.data(), 1, K, gt.data(), 1, F, d.data(), K, F, NP, MatmulStore::Overwrite}); });
+  const double dx_rows = time([&] { matmul_exact(MatmulArgs{gt.data(), F, 1, w.data(), K, 1, d.data(), NP, F, K, MatmulStore::Overwrite}); });
+  {  // LeNet conv1's forward product: F = 6, K = 25, N·OH·OW = 50176
+    const int64_t np1 = 50176, k1 = 25, f1 = 6;
+    const std::vector<double> c1 = rng.uniform_vec(np1 * k1, -1, 1), w1 = rng.uniform_vec(f1 * k1, -1, 1);
+    std::vector<double> o1(static_cast<size_t>(np1 * f1));
+    const auto time1 = [&](auto f) {
+      double best = 1e30;
+      for (int r = 0; r < 20; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return 2.0 * static_cast<double>(np1 * k1 * f1) / best * 1e-9;
+    };
+    const double t1 = time1([&] { matmul_exact(MatmulArgs{c1.data(), k1, 1, w1.data(), 1, k1, o1.data(), np1, k1, f1, MatmulStore::Overwrite}); });
+    const double w1g = time1([&] { matmul_exact(MatmulArgs{w1.data(), k1, 1, c1.data(), 1, k1, o1.data(), f1, k1, np1, MatmulStore::Overwrite}); });
+    std::printf("LeNet conv1 product: [50176,25]x[25,6] %.2f GFLOP/s, [6,25]x[25,50176] %.2f GFLOP/s\n", t1, w1g);
+  }
+  std::printf("dW as Col^T.G %.2f GFLOP/s, as G^T.Col %.2f GFLOP/s; dx as W^T.G^T %.2f GFLOP/s, as G.W (rows) %.2f GFLOP/s\n",
+              dw_t, dw_g, dx, dx_rows);
+}
