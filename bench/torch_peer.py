@@ -4,7 +4,7 @@ optimizer as bench/peers/*.json and specs/digits.json, timed per optimizer step 
 zero_grad, forward, backward, Adam step), best of 5 windows after a warm-up.
 
 Usage: /usr/bin/python3 bench/torch_peer.py MODEL THREADS [SECONDS] [DTYPE]
-         MODEL: xor attention digits mlp784 mlp1024 autoencoder; DTYPE: f64 (default) or f32
+         MODEL: xor attention digits mlp784 mlp1024 autoencoder lenet digits-cnn; DTYPE: f64 (default) or f32
 Prints: model=<m> threads=<n> dtype=<d> blas_core=<c> blas_threads=<k> us_per_step=<t>
        /usr/bin/python3 bench/torch_peer.py gemm
 Prints the BLAS torch has loaded and its single-thread GEMM speed (torch.mm, 512x512, best of
@@ -138,6 +138,30 @@ elif model_name == "digits":  # specs/digits.json: 64-64-10 relu, softmax CE, Ad
     X = (X - X.mean(0)) / np.where(X.std(0) == 0, 1, X.std(0))
     X, labels = T(X[:1437]), torch.tensor(raw[:1437, 64].astype(np.int64))
     net = mlp([64, 64, 10], torch.nn.ReLU)
+    decay = [p for n_, p in net.named_parameters() if n_.endswith("weight")]
+    rest = [p for n_, p in net.named_parameters() if not n_.endswith("weight")]
+    opt = torch.optim.Adam([{"params": decay, "weight_decay": 1e-4}, {"params": rest}], lr=0.003)
+    batches = gather_batches(X, labels, 64)
+    loss_fn = torch.nn.functional.cross_entropy
+elif model_name == "lenet":  # bench/peers/lenet.json: LeNet-5 shape on synthetic 28x28, softmax CE, Adam 1e-3, b64
+    data = np.load(os.path.join(root, "bench", "peers", "data", "lenet.npz"))
+    X, labels = T(data["x"]), torch.tensor(np.argmax(data["y"], axis=1))
+    F_ = torch.nn.functional
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 6, 5, padding="same"), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                              torch.nn.Conv2d(6, 16, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                              torch.nn.Linear(400, 120), torch.nn.ReLU(), torch.nn.Linear(120, 84), torch.nn.ReLU(),
+                              torch.nn.Linear(84, 10)).to(dtype)
+    opt = torch.optim.Adam(net.parameters(), lr=0.001)
+    batches = gather_batches(X, labels, 64)
+    loss_fn = torch.nn.functional.cross_entropy
+elif model_name == "digits-cnn":  # specs/digits-cnn.json: conv 16 3x3 same relu, max pool 2, conv 32 3x3 same relu, dense 10
+    raw = np.loadtxt(os.path.join(root, "datasets", "digits.csv"), delimiter=",", skiprows=1)
+    X = raw[:, :64]
+    X = (X - X.mean(0)) / np.where(X.std(0) == 0, 1, X.std(0))
+    X, labels = T(X[:1437].reshape(-1, 1, 8, 8)), torch.tensor(raw[:1437, 64].astype(np.int64))
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 16, 3, padding="same"), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                              torch.nn.Conv2d(16, 32, 3, padding="same"), torch.nn.ReLU(), torch.nn.Flatten(),
+                              torch.nn.Linear(512, 10)).to(dtype)
     decay = [p for n_, p in net.named_parameters() if n_.endswith("weight")]
     rest = [p for n_, p in net.named_parameters() if not n_.endswith("weight")]
     opt = torch.optim.Adam([{"params": decay, "weight_decay": 1e-4}, {"params": rest}], lr=0.003)

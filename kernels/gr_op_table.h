@@ -9,6 +9,8 @@
 //
 // Adding an elementwise op = one row here + gr_<stem>_fwd / gr_<stem>_bwd[_a,_b] in gr_ops_scalar.h.
 // Adding a row op (Class Row: layer_norm) = one row here + gr_<stem>_lane_fwd / _lane_bwd in gr_ops_lane.h.
+// Adding a batch-statistics op (Class Batch: batch_norm) = one row here + gr_<stem>_chan_fwd / _chan_bwd /
+// _chan_update in gr_ops_batch.h (and its state's names: lib/spec/program.cpp).
 // Adding a fold reduction (Class Reduction with Fwd `fold`: max) = one row here + gr_<stem>_fold_fwd /
 // gr_<stem>_fold_bwd in gr_ops_lane.h.
 // Every consumer reaches these classes through GR_OP_IF_<CLASS>_<Class> / GR_OP_IF_FOLD below, so no
@@ -28,7 +30,13 @@
 //           (eps, kAttrEps) > 0, output shape = input shape; its rule is the pair
 //           gr_<stem>_lane_fwd(x, y, len, stride, s) / gr_<stem>_lane_bwd(g, x, y, slot, len, stride, s)
 //           in gr_ops_lane.h, the per-node kernels grk_<stem>_fwd / _bwd are generated from the row)
-//   attrs   kAttr* bits (lib/grad/op_table.h): Scalar (adds, muls), Axis, Keepdims, Shape, Window, Eps, Rate
+//           Batch (a batch-statistics op: one input x [N,C] or [N,C,H,W] and its state, the running
+//           statistics "<id>.running_mean" / "<id>.running_var" [C], non-trainable leaves the tape node
+//           holds as inputs b and c; statistics per channel over N (and H, W); the training flag of the
+//           tape's key picks batch (training) or running statistics (eval); eps and momentum attributes;
+//           its rule is gr_<stem>_chan_fwd / _chan_bwd / _chan_update in gr_ops_batch.h, the per-node
+//           kernels grk_<stem>_fwd / _bwd / _update are generated from the row)
+//   attrs   kAttr* bits (lib/grad/op_table.h): Scalar (adds, muls), Axis, Keepdims, Shape, Window, Eps, Rate, Momentum
 //   stem    names the scalar functions gr_<stem>_fwd, gr_<stem>_bwd (unary) / _bwd_a, _bwd_b
 //           (binary) in gr_ops_scalar.h and EVERY per-node kernel of the op: grk_<stem>_<part>
 //           (lib/replay builds each name from the stem; no kernel name is written out anywhere else)
@@ -96,6 +104,7 @@
   X(LayerNorm,           "layer_norm",            1, Row,         kAttrEps,                  layer_norm,  none, none,  none,  Same,      Lane,        No,  Any,          None,   "(a - a.mean(-1, keepdim=True)) / torch.sqrt(((a - a.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + s)", "") \
   X(CrossEntropy,        "cross_entropy",         2, Lane,        kAttrNone,                 ce,          none, none,  none,  Loss,      Opaque,      No,  Any,          ClassId, "", "") \
   X(Dropout,             "dropout",               1, Random,      kAttrRate,                 dropout,     none, none,  none,  Same,      Opaque,      No,  Any,          None,   "", "") \
+  X(BatchNorm,           "batch_norm",            1, Batch,       kAttrEps | kAttrMomentum,  batch_norm,  none, none,  none,  Same,      Opaque,      No,  Any,          None,   "", "") \
   X(Conv2d,              "conv2d",                2, Window,      kAttrConv,                 conv2d,      win,  win,   win,   Window,    Opaque,      No,  Any,          Any,    "torch.nn.functional.conv2d(a, b, stride=st, dilation=dl, groups=gp)", "") \
   X(MaxPool2d,           "max_pool2d",            1, Window,      kAttrPool,                 max_pool2d,  win,  win,   none,  Window,    Opaque,      No,  Any,          None,   "torch.nn.functional.max_pool2d(a, k, stride=st, dilation=dl)", "") \
   X(AvgPool2d,           "avg_pool2d",            1, Window,      kAttrPool,                 avg_pool2d,  win,  win,   none,  Window,    Opaque,      No,  Any,          None,   "torch.nn.functional.avg_pool2d(a, k, stride=st)", "")
@@ -112,6 +121,7 @@
 #define GR_OP_IF_UNARY_Movement(...)
 #define GR_OP_IF_UNARY_Random(...)
 #define GR_OP_IF_UNARY_Row(...)
+#define GR_OP_IF_UNARY_Batch(...)
 #define GR_OP_IF_UNARY_Window(...)
 #define GR_OP_IF_BINARY_Leaf(...)
 #define GR_OP_IF_BINARY_Unary(...)
@@ -122,6 +132,7 @@
 #define GR_OP_IF_BINARY_Movement(...)
 #define GR_OP_IF_BINARY_Random(...)
 #define GR_OP_IF_BINARY_Row(...)
+#define GR_OP_IF_BINARY_Batch(...)
 #define GR_OP_IF_BINARY_Window(...)
 #define GR_OP_IF_ROW_Leaf(...)
 #define GR_OP_IF_ROW_Unary(...)
@@ -132,6 +143,7 @@
 #define GR_OP_IF_ROW_Movement(...)
 #define GR_OP_IF_ROW_Random(...)
 #define GR_OP_IF_ROW_Row(...) __VA_ARGS__
+#define GR_OP_IF_ROW_Batch(...)
 #define GR_OP_IF_ROW_Window(...)
 // GR_OP_IF_FOLD(cls, fwd, ...) keeps its arguments for the fold reductions: the Class Reduction rows
 // whose Fwd column is `fold` (max, ...); sum and mean (Fwd none) have their own plans (see above).
@@ -144,6 +156,7 @@
 #define GR_OP_IF_REDUCTION_Movement(...)
 #define GR_OP_IF_REDUCTION_Random(...)
 #define GR_OP_IF_REDUCTION_Row(...)
+#define GR_OP_IF_REDUCTION_Batch(...)
 #define GR_OP_IF_REDUCTION_Window(...)
 #define GR_OP_IF_FOLD_FWD_fold(...) __VA_ARGS__
 #define GR_OP_IF_FOLD_FWD_none(...)
@@ -158,6 +171,7 @@
 #define GR_OP_IF_NOT_REDUCTION_Movement(...) __VA_ARGS__
 #define GR_OP_IF_NOT_REDUCTION_Random(...) __VA_ARGS__
 #define GR_OP_IF_NOT_REDUCTION_Row(...) __VA_ARGS__
+#define GR_OP_IF_NOT_REDUCTION_Batch(...) __VA_ARGS__
 #define GR_OP_IF_NOT_REDUCTION_Window(...) __VA_ARGS__
 #define GR_OP_IF_NOT_FOLD_FWD_fold(...)
 #define GR_OP_IF_NOT_FOLD_FWD_none(...) __VA_ARGS__
@@ -172,6 +186,19 @@
 #define GR_OP_IF_NOT_ROW_Movement(...) __VA_ARGS__
 #define GR_OP_IF_NOT_ROW_Random(...) __VA_ARGS__
 #define GR_OP_IF_NOT_ROW_Row(...)
+#define GR_OP_IF_NOT_ROW_Batch(...) __VA_ARGS__
+
+// GR_OP_IF_BATCH_<Class>(...) keeps its arguments for the batch-statistics rows (Class Batch: batch_norm).
+#define GR_OP_IF_BATCH_Leaf(...)
+#define GR_OP_IF_BATCH_Unary(...)
+#define GR_OP_IF_BATCH_Binary(...)
+#define GR_OP_IF_BATCH_Reduction(...)
+#define GR_OP_IF_BATCH_Contraction(...)
+#define GR_OP_IF_BATCH_Lane(...)
+#define GR_OP_IF_BATCH_Movement(...)
+#define GR_OP_IF_BATCH_Random(...)
+#define GR_OP_IF_BATCH_Row(...)
+#define GR_OP_IF_BATCH_Batch(...) __VA_ARGS__
 #define GR_OP_IF_NOT_ROW_Window(...) __VA_ARGS__
 
 // GR_OP_IF_WINDOW_<Class>(...) keeps its arguments for the window ops (Class Window: conv2d and the
@@ -185,9 +212,11 @@
 #define GR_OP_IF_WINDOW_Movement(...)
 #define GR_OP_IF_WINDOW_Random(...)
 #define GR_OP_IF_WINDOW_Row(...)
+#define GR_OP_IF_WINDOW_Batch(...)
 #define GR_OP_IF_WINDOW_Window(...) __VA_ARGS__
 #define GR_OP_IF_WIN_BWDB_win(...) __VA_ARGS__
 #define GR_OP_IF_WIN_BWDB_none(...)
+#define GR_OP_IF_BATCH_Window(...)
 
 // GR_OP_IF_EMIT_NO_<Emit>(...) keeps its arguments for the rows whose Emit column is No (the scalar
 // emitter's refusals are these rows' case labels, generated; its rules are the Yes rows').

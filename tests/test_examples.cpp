@@ -51,6 +51,7 @@ const Expectation kExamples[] = {
     {"xor", NAN, 1e-6},
     {"iris", 0.93, 0.1},
     {"digits", 0.95, 0.05},
+    {"digits-cnn", 0.986, 0.05},  // beats the MLP's 0.983 on the same rows (issue 42)
     {"digits-autoencoder", NAN, 0.15},
     {"diabetes", NAN, 0.6},
     {"attention", NAN, 1e-3},

@@ -46,7 +46,8 @@ void add_import(CLI::App& app) {
   c->add_option("--spec", f->spec, "The spec whose parameters the file initializes")->required();
   c->add_option("--map", f->map,
                 "TORCH_NAME=PARAM[:T],... (:T transposes a 2-D tensor); unmapped parameters take the tensor of their own "
-                "name, a dense layer's ID.weight (transposed) / ID.bias, or else the spec's init");
+                "name, a dense layer's ID.weight (transposed) / ID.bias, a conv2d / batch_norm layer's ID.weight / "
+                "ID.bias (nn.Conv2d, nn.BatchNorm2d), or else the spec's init");
   c->add_option("--out", f->out, "The --init file to write (safetensors, f64)")->required();
   c->add_flag("-q,--quiet", f->quiet, "Print only errors");
   c->callback([f] { run_import(*f); });

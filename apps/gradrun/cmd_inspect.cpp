@@ -88,6 +88,45 @@ void print_shards(const Program& p, int64_t trainable) {
   }
 }
 
+// One line per graph node as the spec writes it (a layer lowered into several op nodes is one line):
+// its output shape at the training batch and the parameters it owns — a layer's own, and the
+// "params" an op node reads first.
+void print_layers(const Program& p) {
+  std::printf("layers:\n  %-16s %-22s %-18s %s\n", "id", "layer", "output", "params");
+  std::vector<bool> counted(p.params.size(), false);
+  int64_t total = 0;
+  for (size_t i = 0; i < p.nodes.size();) {
+    size_t end = i + 1;
+    while (end < p.nodes.size() && p.nodes[end].spec->pointer == p.nodes[i].spec->pointer) ++end;
+    const ProgramNode& last = p.nodes[end - 1];
+    int64_t count = 0;
+    std::string what;
+    for (size_t k = i; k < end; ++k) {
+      const ProgramNode& n = p.nodes[k];
+      std::vector<int> own = n.layer_params;
+      if (n.weight >= 0) own.push_back(n.weight);
+      if (n.bias >= 0) own.push_back(n.bias);
+      for (const Ref& r : n.inputs)
+        if (r.kind == Ref::Kind::Param) own.push_back(r.index);
+      for (int q : own)
+        if (!counted[static_cast<size_t>(q)] && !p.params[static_cast<size_t>(q)].state)  // running statistics: not parameters
+          counted[static_cast<size_t>(q)] = true, count += p.params[static_cast<size_t>(q)].shape.numel();
+    }
+    // What the node is: a layer (a conv2d with its activation), or the op of the node that keeps the id
+    // (a weighted loss: the loss it computes).
+    const NodeSpec& s = *last.spec;
+    if (s.kind == NodeSpec::Kind::Dense) what = "dense(" + s.activation + ")";
+    else if (s.kind == NodeSpec::Kind::Mse) what = "mse";
+    else if (s.layer == "conv2d" && op_info(s.op).arity == 1) what = "conv2d(" + std::string(op_name(s.op)) + ")";
+    else if (!s.layer.empty()) what = s.layer;
+    else what = std::string(op_name(s.weighted ? *s.weighted : s.op));
+    total += count;
+    std::printf("  %-16s %-22s %-18s %lld\n", last.spec->id.c_str(), what.c_str(), last.shape.str().c_str(), static_cast<long long>(count));
+    i = end;
+  }
+  std::printf("  total %lld parameters\n", static_cast<long long>(total));
+}
+
 void run_inspect(const std::string& path) {
   const Spec spec = load_with_overrides(path, {});
   Model model(spec, load_datasets(spec));
@@ -169,6 +208,7 @@ void run_inspect(const std::string& path) {
                 n.shape.str().c_str(), backward ? "yes" : (n.reaches_loss ? "no(const)" : "no"), tape_ids.c_str(),
                 pl.fusion.c_str());
   }
+  print_layers(p);
   std::printf("loss: %s\n", spec.loss.c_str());
   std::printf("backward reaches %lld of %zu nodes; %lld are row-fusible (in a row segment of the plan)", static_cast<long long>(reached),
               p.nodes.size(), static_cast<long long>(fusible));

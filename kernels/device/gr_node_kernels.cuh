@@ -402,6 +402,33 @@ GR_OP_TABLE(GRK_FOLD_OP_KERNELS)
 #define GRK_ROW_OP_KERNELS(E, name, arity, cls, attrs, stem, ...) GR_OP_IF_ROW_##cls(GRK_ROW_KERNELS(stem))
 GR_OP_TABLE(GRK_ROW_OP_KERNELS)
 
+// ---- batch-statistics ops (Class Batch: batch_norm), one thread per channel: grk_<stem>_fwd, _bwd, _update ----
+// rm, rv: the running statistics [C]; key = {seed, step, training} in the metadata slab (as dropout's):
+// training uses the batch statistics and _update writes the step's running statistics in place (it runs
+// right after _fwd in the forward plan); outside training _update does nothing (gr_ops_batch.h).
+#define GRK_BATCH_KERNELS(stem)                                                                                  \
+  extern "C" __global__ void grk_##stem##_fwd(const gr_real* x, const gr_real* rm, const gr_real* rv, gr_real* y,   \
+                                              const long long* key, long long N, long long C, long long S,       \
+                                              double eps) {                                                      \
+    GRK_LOOP(c, C) gr_##stem##_chan_fwd(x, rm, rv, y, N, C, S, c, key[2] != 0, GRK_REAL(eps));                   \
+  }                                                                                                              \
+  GR_EXPORT_KERNEL(grk_##stem##_fwd)                                                                             \
+  extern "C" __global__ void grk_##stem##_bwd(const gr_real* g, const gr_real* x, const gr_real* y,                \
+                                              const gr_real* rm, const gr_real* rv, gr_real* slot,                \
+                                              const long long* key, long long N, long long C, long long S,       \
+                                              double eps) {                                                      \
+    GRK_LOOP(c, C) gr_##stem##_chan_bwd(g, x, y, rm, rv, slot, N, C, S, c, key[2] != 0, GRK_REAL(eps));          \
+  }                                                                                                              \
+  GR_EXPORT_KERNEL(grk_##stem##_bwd)                                                                             \
+  extern "C" __global__ void grk_##stem##_update(const gr_real* x, gr_real* rm, gr_real* rv, const long long* key, \
+                                                 long long N, long long C, long long S, double momentum) {       \
+    if (!key[2]) return;                                                                                         \
+    GRK_LOOP(c, C) gr_##stem##_chan_update(x, rm, rv, N, C, S, c, GRK_REAL(momentum));                           \
+  }                                                                                                              \
+  GR_EXPORT_KERNEL(grk_##stem##_update)
+
+#define GRK_BATCH_OP_KERNELS(E, name, arity, cls, attrs, stem, ...) GR_OP_IF_BATCH_##cls(GRK_BATCH_KERNELS(stem))
+GR_OP_TABLE(GRK_BATCH_OP_KERNELS)
 // ---- window ops (Class Window: conv2d, max_pool2d, avg_pool2d) over NCHW, the geometry a gr_window block of
 // the metadata slab: one thread per output element (grk_<stem>_fwd) or per slot of x (grk_<stem>_bwd_a) or
 // of w (grk_<stem>_bwd_b, conv2d), each gr_<stem>_win_* of gr_ops_window.h added once into its slot ----------

@@ -9,6 +9,7 @@
 // the same kernel text instantiates them for double or float. Scalars always arrive as
 // `double` kernel parameters (the 8-byte ABI) and are converted with GRK_REAL (__double2float_rn).
 #include "gr_ops_lane.h"
+#include "gr_ops_batch.h"
 #include "gr_ops_window.h"
 #include "gr_reduce.h"
 #include "gr_ops_elementwise.h"

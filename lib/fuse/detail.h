@@ -28,6 +28,7 @@ inline Stage row_stage(Op op) {
 #define GR_FUSE_ROW_STAGE(E, name, arity, cls, attrs, stem, fwd, ...)                                \
   GR_OP_IF_UNARY_##cls(case Op::E: return Stage::Unary;) GR_OP_IF_BINARY_##cls(case Op::E: return Stage::Binary;) \
   GR_OP_IF_ROW_##cls(case Op::E: return Stage::Row;) GR_OP_IF_FOLD(cls, fwd, case Op::E: return Stage::None;) \
+  GR_OP_IF_BATCH_##cls(case Op::E: return Stage::None;) \
   GR_OP_IF_WINDOW_##cls(case Op::E: return Stage::None;)
     GR_OP_TABLE(GR_FUSE_ROW_STAGE)
 #undef GR_FUSE_ROW_STAGE
@@ -55,6 +56,7 @@ inline Stage serial_stage(Op op) {
 #define GR_FUSE_SERIAL_STAGE(E, name, arity, cls, attrs, stem, fwd, ...)                             \
   GR_OP_IF_UNARY_##cls(case Op::E: return Stage::Unary;) GR_OP_IF_BINARY_##cls(case Op::E: return Stage::Binary;) \
   GR_OP_IF_ROW_##cls(case Op::E: return Stage::None;) GR_OP_IF_FOLD(cls, fwd, case Op::E: return Stage::None;) \
+  GR_OP_IF_BATCH_##cls(case Op::E: return Stage::None;) \
   GR_OP_IF_WINDOW_##cls(case Op::E: return Stage::None;)
     GR_OP_TABLE(GR_FUSE_SERIAL_STAGE)
 #undef GR_FUSE_SERIAL_STAGE

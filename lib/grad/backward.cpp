@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "gr_ops_lane.h"
+#include "gr_ops_batch.h"
 #include "gr_ops_elementwise.h"
 #include "grad/owned.h"
 #include "grad/tape.h"
@@ -302,6 +303,42 @@ struct TapeRules {
     }
   }
 
+  // A batch-statistics op (batch_norm): its row's gr_<stem>_chan_bwd per channel (gr_ops_batch.h),
+  // training as recorded (starts[0]); the running statistics (b, c) get no gradient.
+  template <class T>
+  static void batch_bwd(Op op, const T* gl, const T* x, const T* y, const T* rm, const T* rv, T* slot, int64_t N, int64_t C,
+                        int64_t S, bool training, T eps) {
+#define GR_TAPE_BATCH_BWD(E, name, arity, cls, attrs, stem, ...)                                                   \
+  GR_OP_IF_BATCH_##cls(if (op == Op::E) {                                                                          \
+    for (int64_t c = 0; c < C; ++c) gr_##stem##_chan_bwd(gl, x, y, rm, rv, slot, N, C, S, c, training, eps);       \
+    return;                                                                                                        \
+  })
+    GR_OP_TABLE(GR_TAPE_BATCH_BWD)
+#undef GR_TAPE_BATCH_BWD
+    throw Error("batch_bwd: " + std::string(op_name(op)) + " is not a batch-statistics op");
+  }
+
+  void batch() {
+    if (!wants(n.a)) return;
+    double* slot = t.ensure_grad(n.a);
+    const Node& X = in(n.a);
+    const int64_t N = X.shape[0], C = X.shape[1], S = X.numel() / (N * C), E = X.numel();
+    const bool training = n.starts[0] != 0;
+    if constexpr (std::is_same_v<R, double>) {
+      batch_bwd(n.op, g, X.val, n.val, in(n.b).val, in(n.c).val, slot, N, C, S, training, n.scalar);
+    } else {
+      float* w = t.scratch(static_cast<size_t>(4 * E + 2 * C));
+      narrow_lane(g, E, 1, w);
+      narrow_lane(X.val, E, 1, w + E);
+      narrow_lane(n.val, E, 1, w + 2 * E);
+      narrow_lane(slot, E, 1, w + 3 * E);
+      narrow_lane(in(n.b).val, C, 1, w + 4 * E);
+      narrow_lane(in(n.c).val, C, 1, w + 4 * E + C);
+      batch_bwd(n.op, w, w + E, w + 2 * E, w + 4 * E, w + 4 * E + C, w + 3 * E, N, C, S, training, static_cast<float>(n.scalar));
+      widen_lane(w + 3 * E, E, slot, 1);
+    }
+  }
+
   // max: each lane's g lands on its first largest element (found again from the saved input).
   // A fold reduction's backward over one lane: its row's gr_<stem>_fold_bwd (an exhaustive switch
   // generated from the table; fold rows only reach it).
@@ -410,6 +447,7 @@ struct TapeRules {
       [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_a(R(g[e]), R(x[ia]), R(b[ib]), R(y[e]), s); }, \
       [&](int64_t e, int64_t ia, int64_t ib) { return gr_ew_##stem::bwd_b(R(g[e]), R(x[ia]), R(b[ib]), R(y[e]), s); });) \
   GR_OP_IF_ROW_##cls(case Op::E: return row();) GR_OP_IF_FOLD(cls, fwd, case Op::E: return fold();) \
+  GR_OP_IF_BATCH_##cls(case Op::E: return batch();) \
   GR_OP_IF_WINDOW_##cls(case Op::E: return t.window_backward<R>(n, g);)
       GR_OP_TABLE(GR_TAPE_EW_BWD)
 #undef GR_TAPE_EW_BWD

@@ -15,7 +15,7 @@ enum class Op : uint8_t {
 #undef GR_OP_ENUM
 };
 
-enum class OpClass : uint8_t { Leaf, Unary, Binary, Reduction, Contraction, Lane, Movement, Random, Row, Window };
+enum class OpClass : uint8_t { Leaf, Unary, Binary, Reduction, Contraction, Lane, Movement, Random, Row, Batch, Window };
 enum class ShapeRule : uint8_t { Leaf, Same, Broadcast, Reduce, Matmul, Bmm, Transpose, Reshape, Slice, Concat, Loss, Window };
 enum class FusionClass : uint8_t { Opaque, Elementwise, Matmul, Lane, Reduce, LaneLoss, Copy };
 enum class Domain : uint8_t { None, Any, Positive, AwayFromZero, OneHot, ClassId };
@@ -29,8 +29,9 @@ enum OpAttr : uint32_t {
   kAttrWindow = 1u << 4,    // "starts"/"stops": slice
   kAttrEps = 1u << 5,       // "eps": layer_norm (kept in the node's scalar; default 1e-5)
   kAttrRate = 1u << 6,      // "rate": dropout (kept in the node's scalar; default 0.5)
-  kAttrConv = 1u << 7,      // "stride", "padding", "dilation", "groups": conv2d (the node's Window)
-  kAttrPool = 1u << 8,      // "kernel", "stride", "padding": max_pool2d, avg_pool2d (the node's Window)
+  kAttrMomentum = 1u << 7,  // "momentum": batch_norm's running-statistics update (the node's momentum; default 0.1)
+  kAttrConv = 1u << 8,      // "stride", "padding", "dilation", "groups": conv2d (the node's Window)
+  kAttrPool = 1u << 9,      // "kernel", "stride", "padding": max_pool2d, avg_pool2d (the node's Window)
 };
 
 // A window op's attributes as a spec writes them (docs/spec.md): the tape resolves them against the
@@ -64,6 +65,8 @@ struct OpInfo {
   constexpr bool elementwise() const { return cls == OpClass::Unary || cls == OpClass::Binary; }
   constexpr bool leaf() const { return cls == OpClass::Leaf; }
   constexpr bool row() const { return cls == OpClass::Row; }
+  // A batch-statistics op (batch_norm): gr_<stem>_chan_fwd / _bwd / _update in gr_ops_batch.h.
+  constexpr bool batch() const { return cls == OpClass::Batch; }
   // A fold reduction (max, ...): its rule is gr_<stem>_fold_fwd / _bwd in gr_ops_lane.h.
   constexpr bool fold() const { return cls == OpClass::Reduction && fwd == "fold"; }
   // A window op (conv2d, the pools over NCHW): its rules are gr_<stem>_win_* in gr_ops_window.h.
@@ -113,6 +116,17 @@ constexpr bool row_rows_fit() {
 }
 static_assert(row_rows_fit(), "kernels/gr_op_table.h: a Row op has arity 1, attrs kAttrEps, Shape Same, Fusion Lane, "
                               "Emit No and a torch expression");
+
+// A Batch op's generic rules (the tape, replay, the spec's state leaves) rely on what its class promises.
+constexpr bool batch_rows_fit() {
+  for (const OpInfo& info : kOps)
+    if (info.batch() && !(info.arity == 1 && info.attrs == (kAttrEps | kAttrMomentum) && info.shape == ShapeRule::Same &&
+                          info.fusion == FusionClass::Opaque && !info.emit_scalar))
+      return false;
+  return true;
+}
+static_assert(batch_rows_fit(), "kernels/gr_op_table.h: a Batch op has arity 1, attrs kAttrEps | kAttrMomentum, Shape Same, "
+                                "Fusion Opaque and Emit No");
 
 // The elementwise classes' generic rules (Tape::unary_op / binary_op, the replay plan, the fused
 // stages) give a unary op its input's shape and a binary op the broadcast shape: their Shape column.

@@ -46,7 +46,7 @@ bool Tape::usable(Op op, Var v) {
   return true;
 }
 
-Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a) {
+Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a, int32_t c) {
   // `shape` may be a node's own (binary/unary pass nodes_[a].shape): copy it before emplace_back
   // can move the nodes (reading it afterwards was a use after free once the vector grew).
   const Shape out = shape;
@@ -54,9 +54,10 @@ Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a
   n.op = op;
   n.a = a;
   n.b = b;
+  n.c = c;
   n.shape = out;
   n.pos_before = arena_.pos();
-  const bool have_inputs = (a < 0 || nodes_[a].val) && (b < 0 || nodes_[b].val);
+  const bool have_inputs = (a < 0 || nodes_[a].val) && (b < 0 || nodes_[b].val) && (c < 0 || nodes_[c].val);
   n.requires_grad = (a >= 0 && nodes_[a].requires_grad) || (b >= 0 && nodes_[b].requires_grad);
   if (have_inputs) n.val = view_of_a ? nodes_[a].val : arena_.alloc(out.numel());
   value_end_ = arena_.pos();

@@ -49,10 +49,13 @@ struct Node {
   bool lazy = false;           // a constant declared by shape; values come later (device only)
   bool keepdims = false;       // axis reductions
   int32_t a = -1, b = -1;      // input node ids (-1: none)
+  int32_t c = -1;              // a third input: a Batch op's running variance (b: its running mean)
   int32_t axis = 0;            // normalized axis, or kAllAxes
   double scalar = 0.0;         // adds / muls operand
+  double momentum = 0.0;       // a Batch op's running-statistics momentum
   Shape shape;
-  int64_t starts[kMaxDims] = {};  // slice window: [starts, starts + shape); dropout: its key (seed, step, training)
+  int64_t starts[kMaxDims] = {};  // slice window: [starts, starts + shape); dropout: its key (seed, step, training);
+                                  // a Batch op: starts[0] = 1 when recorded training (batch statistics)
   gr_window win{};                // window ops (conv2d, pools): the resolved geometry (gr_ops_window.h)
   double* val = nullptr;          // null: no host value (lazy or dropped const, or downstream of one)
   double* grad = nullptr;         // null: no gradient memory (never reached by backward)
@@ -142,6 +145,17 @@ class Tape {
   Var dropout(Var x, double rate);
   void set_dropout_key(const DropoutKey& key) { dropout_key_ = key; }
   const DropoutKey& dropout_key() const { return dropout_key_; }
+  // Any batch-statistics op of the table (Class Batch: batch_norm) by its enum: x [N,C] or [N,C,H,W]
+  // normalized per channel (gr_ops_batch.h); rm, rv: its running statistics, [C] leaves without a
+  // gradient. Training (dropout_key().training when recorded): batch statistics; else rm and rv.
+  Var batch_op(Op op, Var x, Var rm, Var rv, double eps = 1e-5, double momentum = 0.1);
+  Var batch_norm(Var x, Var rm, Var rv, double eps = 1e-5, double momentum = 0.1) {
+    return batch_op(Op::BatchNorm, x, rm, rv, eps, momentum);
+  }
+  // After a training step's forward: the running statistics of Batch node `node` (recorded
+  // training) take one update from its input's batch (gr_<stem>_chan_update), written into its
+  // leaves b and c in place. Nothing for a node recorded outside training.
+  void update_running_stats(Var node);
   Var slice(Var x, std::span<const int64_t> starts, std::span<const int64_t> stops);
   Var concat(Var a, Var b, int64_t axis);
   Var mse(Var y, Var target);
@@ -216,7 +230,7 @@ class Tape {
   bool usable(Op op, Var v);
   // `view_of_a`: the node's value is a's memory, not a copy (a reshape of an op's output: a
   // recorded op's value never changes, and reset_to releases a with or before the view).
-  Node* push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a = false);
+  Node* push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a = false, int32_t c = -1);
   // The gradient slot of node `id`, marked touched. ensure_grad returns it ready to accumulate
   // into (an untouched slot is zeroed first); grad_slot leaves an untouched slot as it is and sets
   // `fresh`: the caller must then write every element, as `+0 + c` (gr_accumulate onto +0, the

@@ -22,16 +22,16 @@ namespace {
 // tests/test_export_onnx.py checks each f64 model's operators against onnx.defs.get_schema(op, 13).
 bool onnx_has_double(std::string_view op) {
   static constexpr std::string_view kOps[] = {
-      "Abs",      "Add",       "ArgMax",     "Cast",      "Concat",    "Cos",  "Div",     "Equal",
+      "Abs",      "Add",       "ArgMax",     "AveragePool", "Cast",    "Concat",    "Conv",  "Cos",  "Div",     "Equal",
       "Exp",      "Greater",   "Identity",   "IsNaN",     "Log",       "LogSoftmax", "MatMul", "Mul",
-      "Neg",      "Pow",       "ReduceMax",  "ReduceMean", "ReduceSum", "Relu", "Reshape", "Sigmoid",
+      "MaxPool",  "Neg",      "Pow",       "ReduceMax",  "ReduceMean", "ReduceSum", "Relu", "Reshape", "Sigmoid",
       "Sin",      "Slice",     "Softmax",    "Sqrt",      "Sub",       "Tanh", "Transpose", "Where"};
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 
 // Valid in float64, but onnxruntime's CPU provider (onnxruntime-node 1.22.0, tools/onnxrt) has no
 // double kernel for it: the model is written, and the export warns that onnxruntime cannot load it.
-bool onnxruntime_lacks_double(std::string_view op) { return op == "Cos"; }
+bool onnxruntime_lacks_double(std::string_view op) { return op == "Cos" || op == "Conv" || op == "AveragePool"; }
 
 using onnx::attr_int;
 using onnx::attr_ints;
@@ -148,7 +148,8 @@ struct Builder : GraphWalk {
 #undef GR_ONNX_ROWWISE_FOLD
       case Op::Sum:
       case Op::Mean: return n.axis.has_value() && !axis0(in);
-      case Op::Dropout: return true;
+      case Op::Dropout:
+      case Op::BatchNorm: return true;  // inference: the running statistics, per element
 #define GR_ONNX_ROWWISE_WIN(E, name, arity, cls, ...) GR_OP_IF_WINDOW_##cls(case Op::E:)
         GR_OP_TABLE(GR_ONNX_ROWWISE_WIN)  // window ops: each sample of the batch on its own
 #undef GR_ONNX_ROWWISE_WIN
@@ -183,7 +184,8 @@ struct Builder : GraphWalk {
       const InputPrep* ip = prep.find(name);
       if (!ip)
         throw InputError(p.spec->path, "/data/inputs/" + name, "the saved preprocessing has no input \"" + name + "\"");
-      const Shape& s = p.input_shapes[i];
+      const std::vector<int64_t> declared = declared_rows(i);  // "shape": flat columns in, reshaped last
+      const Shape s = declared.empty() ? p.input_shapes[i] : Shape{p.input_shapes[i][0], p.input_shapes[i].numel() / p.input_shapes[i][0]};
       at_pointer = "/data/inputs/" + name;
       at_what = "input \"" + name + "\"";
       onnx::ValueInfoProto vi;
@@ -245,6 +247,11 @@ struct Builder : GraphWalk {
         const std::string m = initializer_f(name + "_mean", row, ip->mean);
         const std::string sd = initializer_f(name + "_std", row, ip->std);
         v = emit("Div", {emit("Sub", {v, m}, name + "_centered"), sd}, name + "_standardized");
+      }
+      if (!declared.empty()) {
+        std::vector<int64_t> dims{-1};
+        dims.insert(dims.end(), declared.begin(), declared.end());
+        v = emit("Reshape", {v, ints(name + "_row_shape", dims)}, name + "_rows");
       }
       input_val[i] = v;
     }
@@ -340,10 +347,35 @@ struct Builder : GraphWalk {
         refuse(n, "(" + std::string(op_name(n.op)) + ") is a row op with no opset-13 ONNX operator (LayerNormalization and "
                   "RMSNormalization are opset 17 and 23)");
       case Op::Dropout: return emit("Identity", {a}, out);  // a prediction is inference: dropout is the identity
+      case Op::BatchNorm: {  // inference mode: the running statistics as initializers, scale 1 and bias 0 (no affine)
+        const int64_t C = p.params[static_cast<size_t>(pn.weight)].shape[0];
+        const std::vector<double> ones(static_cast<size_t>(C), 1.0), zeros(static_cast<size_t>(C), 0.0);
+        onnx::AttributeProto eps;
+        eps.name = "epsilon";
+        eps.kind = onnx::AttributeProto::Kind::Float;
+        eps.f = static_cast<float>(n.scalar);
+        return emit("BatchNormalization",
+                    {a, initializer_f(n.id + ".scale", {C}, ones), initializer_f(n.id + ".bias", {C}, zeros),
+                     param_val[static_cast<size_t>(pn.weight)], param_val[static_cast<size_t>(pn.bias)]},
+                    out, {eps});
+      }
 #define GR_ONNX_WIN(E, name, arity, cls, ...) GR_OP_IF_WINDOW_##cls(case Op::E:)
         GR_OP_TABLE(GR_ONNX_WIN)
 #undef GR_ONNX_WIN
-        refuse(n, "(" + std::string(op_name(n.op)) + ") is a window op the ONNX export does not write yet");
+        {  // Conv, MaxPool, AveragePool (count_include_pad = 1) with pads [top, left, bottom, right]
+          const WindowGeometry g =
+              window_geometry(n, shape_of(pn.inputs[0]), n.op == Op::Conv2d ? shape_of(pn.inputs[1]) : Shape{1});
+          std::vector<onnx::AttributeProto> at{attr_ints("kernel_shape", {g.kh, g.kw}), attr_ints("strides", {g.sh, g.sw}),
+                                               attr_ints("pads", {g.pt, g.pl, g.pb, g.pr})};
+          if (n.op == Op::Conv2d) {
+            at.push_back(attr_ints("dilations", {g.dh, g.dw}));
+            at.push_back(attr_int("group", g.groups));
+            return emit("Conv", {a, b}, out, at);
+          }
+          if (n.op == Op::MaxPool2d) return emit("MaxPool", {a}, out, at);
+          at.push_back(attr_int("count_include_pad", 1));
+          return emit("AveragePool", {a}, out, at);
+        }
     }
     refuse(n, "has an op the export does not know");
   }

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -118,6 +119,7 @@ struct Emitter : GraphWalk {
   std::ostringstream init, fwd;
   TorchExport out;
   UniqueNames names;  // attribute names, unique within the module
+  std::map<std::string, std::string> submodules{};  // a layer's id → its submodule's attribute (layer_param)
   // The module's dtype: the run's precision (out.real).
   const char* dtype() const { return out.real == DType::F32 ? "torch.float32" : "torch.float64"; }
 
@@ -131,6 +133,32 @@ struct Emitter : GraphWalk {
     out.state.push_back({attr, t});
   }
 
+  // A conv2d / batch_norm layer's parameter (ProgramParam::torch_name "ID.weight", "ID.bias"): an
+  // attribute of a submodule ID, as nn.Conv2d / nn.BatchNorm2d name it, so the state_dict keys are
+  // PyTorch's; a bias, scale or shift is saved as PyTorch's [C] and viewed as [C, 1, 1] in forward.
+  bool layer_param(size_t i) {
+    const ProgramParam& pp = p.params[i];
+    const size_t dot = pp.torch_name.rfind('.');
+    if (pp.torch_name.empty() || dot == std::string::npos) return false;
+    const std::string mod = pp.torch_name.substr(0, dot), leaf = pp.torch_name.substr(dot + 1);
+    if (!plain_identifier(mod)) return false;
+    auto it = submodules.find(mod);
+    if (it == submodules.end()) {
+      const std::string attr = names.take(mod);
+      init << "        self." << attr << " = nn.Module()  # layer " << comment_safe(mod) << "\n";
+      it = submodules.emplace(mod, attr).first;
+    }
+    const std::string& attr = it->second;
+    const bool flat = pp.shape.rank() > 1 && pp.shape.numel() == pp.shape[0];  // [C, 1, 1]
+    const Shape saved = flat ? Shape{pp.shape[0]} : pp.shape;
+    init << "        self." << attr << "." << leaf << " = nn.Parameter(torch.zeros(" << py_ints(saved.dims()) << ", dtype=" << dtype()
+         << "))  # " << comment_safe(pp.name) << "\n";
+    param_ref[i] = "self." + attr + "." + leaf + (flat ? ".reshape(" + py_ints(pp.shape.dims()) + ")" : "");
+    const Tensor& w = weight(static_cast<int>(i));
+    out.state.push_back({attr + "." + leaf, Tensor(saved, std::vector<double>(w.values().begin(), w.values().end()))});
+    return true;
+  }
+
   void leaves(const Preprocessing& prep) {
     param_ref.assign(p.params.size(), "");
     for (size_t i = 0; i < p.params.size(); ++i) {
@@ -139,6 +167,7 @@ struct Emitter : GraphWalk {
       bool dense = false;
       for (const ProgramNode& pn : p.nodes) dense = dense || pn.weight == static_cast<int>(i) || pn.bias == static_cast<int>(i);
       if (dense) continue;
+      if (layer_param(i)) continue;
       const std::string attr = names.take(plain_identifier(pp.name) ? pp.name : sanitize(pp.name));
       init << "        self." << attr << " = nn.Parameter(torch.zeros(" << py_ints(pp.shape.dims())
            << ", dtype=" << dtype() << "))  # " << comment_safe(pp.name) << "\n";
@@ -150,6 +179,18 @@ struct Emitter : GraphWalk {
       if (!needed_node[i] || pn.weight < 0) continue;
       const NodeSpec& n = *pn.spec;
       const std::string attr = names.take(plain_identifier(n.id) ? n.id : sanitize(n.id));
+      if (n.kind == NodeSpec::Kind::Op && op_info(n.op).batch()) {
+        // The running statistics as buffers of a submodule, named as PyTorch's BatchNorm names them.
+        const Tensor &rm = weight(pn.weight), &rv = weight(pn.bias);
+        init << "        self." << attr << " = nn.Module()  # " << op_name(n.op) << " " << comment_safe(n.id)
+             << ": its running statistics\n"
+             << "        self." << attr << ".register_buffer('running_mean', torch.zeros(" << rm.numel() << ", dtype=" << dtype() << "))\n"
+             << "        self." << attr << ".register_buffer('running_var', torch.ones(" << rv.numel() << ", dtype=" << dtype() << "))\n";
+        out.state.push_back({attr + ".running_mean", rm});
+        out.state.push_back({attr + ".running_var", rv});
+        param_ref[static_cast<size_t>(pn.weight)] = "self." + attr;
+        continue;
+      }
       const Tensor& w = weight(pn.weight);  // [in, units]
       const int64_t in = w.shape()[0], units = w.shape()[1];
       init << "        self." << attr << " = nn.Linear(" << in << ", " << units
@@ -182,6 +223,17 @@ struct Emitter : GraphWalk {
       fwd << "        " << arg << " = torch.as_tensor(" << arg << ", dtype=" << dtype() << ")\n";
       std::vector<int64_t> row(p.input_shapes[i].dims().begin() + 1, p.input_shapes[i].dims().end());
       if (row.empty()) row.push_back(1);
+      const std::vector<int64_t> declared = declared_rows(i);
+      if (!declared.empty()) {  // "shape": flat columns in, the declared row shape out (after standardize)
+        fwd << "        " << arg << " = " << arg << ".reshape(" << arg << ".shape[0], -1)\n";
+        row = {Shape(std::span<const int64_t>(row)).numel()};
+      }
+      const auto shape_rows = [&] {
+        if (declared.empty()) return;
+        std::vector<int64_t> dims{-1};
+        dims.insert(dims.end(), declared.begin(), declared.end());
+        fwd << "        " << arg << " = " << arg << ".reshape(" << py_ints(dims) << ")\n";
+      };
       const Shape rs{std::span<const int64_t>(row)};
       // The tabular transforms (spec/dataset.h): indicator, fill, encoding, indicator columns appended.
       const InputFit& f = ip->fit;
@@ -217,7 +269,10 @@ struct Emitter : GraphWalk {
       }
       if (f.indicator)
         fwd << "        " << arg << " = torch.cat((" << arg << ".reshape(" << arg << ".shape[0], -1), " << mask << "), dim=1)\n";
-      if (ip->mean.empty()) continue;
+      if (ip->mean.empty()) {
+        shape_rows();
+        continue;
+      }
       if (static_cast<int64_t>(ip->mean.size()) != rs.numel() || ip->std.size() != ip->mean.size())
         throw InputError(p.spec->path, "/data/inputs/" + name,
                          "the saved standardization has " + std::to_string(ip->mean.size()) + " columns; the input's row " +
@@ -226,7 +281,39 @@ struct Emitter : GraphWalk {
       buffer(m, Tensor(rs, ip->mean));
       buffer(s, Tensor(rs, ip->std));
       fwd << "        " << arg << " = (" << arg << " - self." << m << ") / self." << s << "\n";
+      shape_rows();
     }
+  }
+
+  Shape shape_of(const Ref& r) const {
+    const auto k = static_cast<size_t>(r.index);
+    switch (r.kind) {
+      case Ref::Kind::Input: return p.input_shapes[k];
+      case Ref::Kind::Param: return p.params[k].shape;
+      case Ref::Kind::Const: return Shape(std::span<const int64_t>(p.spec->consts[k].shape));
+      case Ref::Kind::Node: return p.nodes[k].shape;
+    }
+    return Shape{1};
+  }
+
+  // conv2d, max_pool2d, avg_pool2d as torch.nn.functional calls; pads that are not the same on both
+  // sides ("same" with an even total) go through F.pad first (-inf for max: padding never wins).
+  std::string window_expr(const ProgramNode& pn, const std::string& a, const std::string& b) const {
+    const NodeSpec& n = *pn.spec;
+    const WindowGeometry g = window_geometry(n, shape_of(pn.inputs[0]), n.op == Op::Conv2d ? shape_of(pn.inputs[1]) : Shape{1});
+    const auto pair = [](int64_t x, int64_t y) { return "(" + std::to_string(x) + ", " + std::to_string(y) + ")"; };
+    std::string x = a, pad = pair(g.pt, g.pl);
+    if (!g.symmetric()) {
+      x = "torch.nn.functional.pad(" + a + ", (" + std::to_string(g.pl) + ", " + std::to_string(g.pr) + ", " + std::to_string(g.pt) +
+          ", " + std::to_string(g.pb) + ")" + (n.op == Op::MaxPool2d ? ", value=float('-inf')" : "") + ")";
+      pad = "0";
+    }
+    const std::string kernel = pair(g.kh, g.kw), stride = pair(g.sh, g.sw);
+    if (n.op == Op::Conv2d)
+      return "torch.nn.functional.conv2d(" + x + ", " + b + ", stride=" + stride + ", padding=" + pad + ", dilation=" + pair(g.dh, g.dw) +
+             ", groups=" + std::to_string(g.groups) + ")";
+    if (n.op == Op::MaxPool2d) return "torch.nn.functional.max_pool2d(" + x + ", " + kernel + ", stride=" + stride + ", padding=" + pad + ")";
+    return "torch.nn.functional.avg_pool2d(" + x + ", " + kernel + ", stride=" + stride + ", padding=" + pad + ", count_include_pad=True)";
   }
 
   std::string expr(const ProgramNode& pn) const {
@@ -277,10 +364,13 @@ struct Emitter : GraphWalk {
           return "(" + substitute(t, a + ".reshape(-1)", "", "", "0", "False") + ").reshape(1)";
         }
       case Op::Dropout: return a;  // the exported module predicts: dropout is the identity
+      case Op::BatchNorm:  // the exported module predicts: the running statistics (eval mode)
+        return "torch.nn.functional.batch_norm(" + a + ", " + param_ref[static_cast<size_t>(pn.weight)] + ".running_mean, " +
+               param_ref[static_cast<size_t>(pn.weight)] + ".running_var, training=False, eps=" + py_num(n.scalar) + ")";
 #define GR_EXPORT_WIN(E, name, arity, cls, ...) GR_OP_IF_WINDOW_##cls(case Op::E:)
         GR_OP_TABLE(GR_EXPORT_WIN)
 #undef GR_EXPORT_WIN
-        return refuse("(" + std::string(op_name(n.op)) + ") is a window op the torch export does not write yet");
+        return window_expr(pn, a, b);
       case Op::Matmul:
       case Op::Bmm: return "torch.matmul(" + a + ", " + b + ")";
       case Op::Transpose: return a + ".transpose(-2, -1)";

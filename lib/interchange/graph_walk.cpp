@@ -40,4 +40,26 @@ const Tensor& GraphWalk::weight(int index) const {
   return *t;
 }
 
+WindowGeometry window_geometry(const NodeSpec& n, const Shape& x, const Shape& w) {
+  const WindowAttrs& at = n.window;
+  const bool conv = n.op == Op::Conv2d;
+  WindowGeometry g;
+  g.kh = conv ? w[2] : at.kh, g.kw = conv ? w[3] : at.kw;
+  g.sh = at.sh ? at.sh : (conv ? 1 : g.kh), g.sw = at.sw ? at.sw : (conv ? 1 : g.kw);
+  if (conv) g.dh = at.dh, g.dw = at.dw, g.groups = at.groups;
+  const auto same = [](int64_t in, int64_t k, int64_t s, int64_t d, int64_t& lo, int64_t& hi) {
+    const int64_t out = (in + s - 1) / s, total = std::max<int64_t>((out - 1) * s + (k - 1) * d + 1 - in, 0);
+    lo = total / 2, hi = total - lo;
+  };
+  switch (at.pad) {
+    case WindowAttrs::Pad::Explicit: g.pt = g.pb = at.ph, g.pl = g.pr = at.pw; break;
+    case WindowAttrs::Pad::Same:
+      same(x[2], g.kh, g.sh, g.dh, g.pt, g.pb);
+      same(x[3], g.kw, g.sw, g.dw, g.pl, g.pr);
+      break;
+    case WindowAttrs::Pad::Valid: break;
+  }
+  return g;
+}
+
 }  // namespace gr

@@ -30,6 +30,15 @@ class UniqueNames {
 };
 
 
+// A window op's geometry as both exports write it (the tape's, tape_window.cpp): kernel, stride,
+// dilation, groups and the pads top, left, bottom, right resolved against the input x ("same": the
+// smaller half first). `w`: conv2d's weight shape (the kernel is its last two dims).
+struct WindowGeometry {
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, groups = 1, pt = 0, pl = 0, pb = 0, pr = 0;
+  bool symmetric() const { return pt == pb && pl == pr; }
+};
+WindowGeometry window_geometry(const NodeSpec& n, const Shape& x, const Shape& w);
+
 struct GraphWalk {
   const Program& p;
   const SafetensorsFile& weights;
@@ -39,6 +48,14 @@ struct GraphWalk {
   void mark(int output);
   // The weights' tensor of parameter `index`; InputError when it is missing or its shape is not the spec's.
   const Tensor& weight(int index) const;
+  // The row shape input `i` declares ("shape": docs/spec.md), empty when none: the export takes
+  // the flat columns (or rows already of that shape), preprocesses them flat and reshapes last.
+  std::vector<int64_t> declared_rows(size_t i) const {
+    if (p.spec->data)
+      for (const InputSpec& in : p.spec->data->inputs)
+        if (in.name == p.input_names[i]) return in.row_shape;
+    return {};
+  }
   // What a Ref is called in the export: the entry of the table of its kind.
   template <class T>
   static const T& pick(const Ref& r, const std::vector<T>& input, const std::vector<T>& param, const std::vector<T>& cnst,

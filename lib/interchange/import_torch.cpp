@@ -80,6 +80,8 @@ ImportResult import_torch(const Program& p, const StTensorList& init, const Safe
       name = it->second->torch_name, transpose = it->second->transpose, explicit_map = true;
     } else if (state.find(pp.name)) {
       name = pp.name;
+    } else if (!pp.torch_name.empty() && state.find(pp.torch_name)) {  // a conv2d / batch_norm layer's: nn.Conv2d's names
+      name = pp.torch_name;
     } else if (!linear_name(p, i, name, transpose) || !state.find(name)) {
       name.clear();
     }
@@ -94,6 +96,9 @@ ImportResult import_torch(const Program& p, const StTensorList& init, const Safe
     if (transpose && t->shape().rank() != 2)
       throw InputError(state_path, name, "tensor \"" + name + "\" has shape " + t->shape().str() + ": only a 2-D tensor can be transposed");
     Tensor v = transpose ? transposed(*t) : *t;
+    // PyTorch's [C] bias / scale / shift for a layer's [C, 1, 1] parameter: the same values
+    if (v.shape().rank() == 1 && pp.shape.rank() > 1 && pp.shape[0] == v.shape()[0] && pp.shape.numel() == v.numel())
+      v = Tensor(pp.shape, std::vector<double>(v.values().begin(), v.values().end()));
     if (!(v.shape() == pp.shape)) {
       const bool hint = !transpose && t->shape().rank() == 2 && pp.shape.rank() == 2 && t->shape()[0] == pp.shape[1] &&
                         t->shape()[1] == pp.shape[0];

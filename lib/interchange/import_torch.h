@@ -7,6 +7,8 @@
 //   2. else the state_dict tensor of the same name (no transpose);
 //   3. else, for a dense layer's "ID.W" / "ID.b", nn.Linear's "ID.weight" (transposed: PyTorch keeps
 //      [out, in]) / "ID.bias" — the names `export --format torch` writes;
+//   3b. else, for a conv2d layer's "ID.W" / "ID.b" and a batch_norm layer's "ID.scale" / "ID.shift",
+//      nn.Conv2d's / nn.BatchNorm2d's "ID.weight" / "ID.bias" (a [C] tensor fills a [C, 1, 1] parameter);
 //   4. else the spec's own init (reported, so a new head on an imported trunk is one command).
 // Shapes must match exactly after the transpose; F32 tensors widen to f64 exactly. A mapping to a
 // parameter the spec lacks, a missing tensor or a shape mismatch is an InputError naming both.

@@ -94,6 +94,8 @@ const std::vector<std::string>& kernel_names() {
         for (int side = -1; side < (info.cls == OpClass::Binary ? 2 : 1); ++side) n.push_back(detail::elementwise_kernel(info.op, side));
       if (info.row() || info.fold())
         for (const char* part : {"fwd", "bwd"}) n.push_back(detail::kernel_of(info.op, part));
+      if (info.batch())
+        for (const char* part : {"fwd", "bwd", "update"}) n.push_back(detail::kernel_of(info.op, part));
       if (info.window())
         for (const char* part : {"fwd", "bwd_a", "bwd_b"})
           if (info.arity == 2 || std::string_view(part) != "bwd_b") n.push_back(detail::kernel_of(info.op, part));
@@ -147,8 +149,11 @@ Program::Program(device::Backend& backend, const Tape& tape, Var loss, ReplayOpt
     ni.numel = nd.numel();
     ni.a = nd.a;
     ni.b = nd.b;
+    ni.c = nd.c;
     ni.axis = nd.axis;
     ni.scalar = nd.scalar;
+    ni.momentum = nd.momentum;
+    if (op_info(nd.op).batch()) nodes_[static_cast<size_t>(nd.b)].state = nodes_[static_cast<size_t>(nd.c)].state = true;
     ni.val_off = vtotal;
     vtotal += ni.numel;
     if (active[static_cast<size_t>(id)]) {
@@ -405,8 +410,9 @@ void Program::sync_params_to(Tape& tape) {
       throw Error("replay: sync_params_to: the tape does not hold " + node_label(id, n.op, n.shape) +
                   " (a different node structure)");
     // A frozen parameter (no requires_grad) never changes on the device: the tape keeps its exact
-    // bits (an f32 program would otherwise round them on the way back).
-    if (!tape.node(id).requires_grad) continue;
+    // bits (an f32 program would otherwise round them on the way back). Running statistics (state)
+    // change every training step: they come back (an f32 program's are floats already).
+    if (!tape.node(id).requires_grad && !n.state) continue;
     const std::span<double> dst = tape.param_value(Var{id});
     download_real(dst.data(), vals_, n.numel, n.val_off);
   }

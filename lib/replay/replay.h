@@ -148,8 +148,11 @@ class Program final : public Episode {
     int64_t val_off = 0;   // elements into the value slab
     int64_t grad_off = -1; // elements into the gradient slab; -1: not backward-active
     int32_t a = -1, b = -1;
+    int32_t c = -1;          // a Batch op's running variance (b: its running mean)
     int32_t axis = 0;
     double scalar = 0.0;
+    double momentum = 0.0;   // a Batch op's
+    bool state = false;      // a leaf a Batch op updates in place (its running statistics): synced back
     int64_t meta_off = -1;  // int64s into the metadata slab (binary, slice)
   };
   void check_var(Var v, const char* what) const;

@@ -28,6 +28,13 @@ void Program::plan_forward(int32_t id) {
     const AxisLanes l = n.axis == kAllAxes ? AxisLanes{1, x.numel, 1} : axis_lanes(x.shape, n.axis);
     add(fwd_, kernel_of(n.op, "fwd"), l.outer * l.inner, {vptr(n.a), y, I(l.outer), I(l.len), I(l.inner)});
   };
+  // A batch-statistics op: one thread per channel of x viewed as [N, C, S]; the running statistics'
+  // update right after the forward (it does nothing outside training: the key's flag).
+  const auto batch_fwd = [&] {
+    const int64_t N = n.shape[0], C = n.shape[1], S = n.numel / (N * C);
+    add(fwd_, kernel_of(n.op, "fwd"), C, {vptr(n.a), vptr(n.b), vptr(n.c), y, mptr(key_off_), I(N), I(C), I(S), D(n.scalar)});
+    add(fwd_, kernel_of(n.op, "update"), C, {vptr(n.a), vptr(n.b), vptr(n.c), mptr(key_off_), I(N), I(C), I(S), D(n.momentum)});
+  };
   // A window op (conv2d, pools): one thread per output element, the geometry in the metadata slab.
   const auto window_fwd = [&] {
     add(fwd_, kernel_of(n.op, "fwd"), n.numel, {vptr(n.a), n.b >= 0 ? vptr(n.b) : 0, y, mptr(n.meta_off), I(n.numel)});
@@ -40,6 +47,7 @@ void Program::plan_forward(int32_t id) {
                                                {vptr(n.a), vptr(n.b), y, mptr(n.meta_off), I(n.numel)});) \
   GR_OP_IF_UNARY_##cls(case Op::E: return add(fwd_, elementwise_kernel(n.op, -1), n.numel, {vptr(n.a), y, D(n.scalar), I(n.numel)});) \
   GR_OP_IF_ROW_##cls(case Op::E: return row_fwd();) GR_OP_IF_FOLD(cls, fwd, case Op::E: return fold_fwd();) \
+  GR_OP_IF_BATCH_##cls(case Op::E: return batch_fwd();) \
   GR_OP_IF_WINDOW_##cls(case Op::E: return window_fwd();)
     GR_OP_TABLE(GR_PLAN_EW_FWD)
 #undef GR_PLAN_EW_FWD
@@ -112,6 +120,12 @@ void Program::plan_backward(int32_t id) {
     const AxisLanes l = n.axis == kAllAxes ? AxisLanes{1, x.numel, 1} : axis_lanes(x.shape, n.axis);
     add(bwd_, kernel_of(n.op, "bwd"), l.outer * l.inner, {g, vptr(n.a), y, gptr(n.a), I(l.outer), I(l.len), I(l.inner)});
   };
+  const auto batch_bwd = [&] {
+    if (!active(n.a)) return;
+    const int64_t N = n.shape[0], C = n.shape[1], S = n.numel / (N * C);
+    add(bwd_, kernel_of(n.op, "bwd"), C,
+        {g, vptr(n.a), y, vptr(n.b), vptr(n.c), gptr(n.a), mptr(key_off_), I(N), I(C), I(S), D(n.scalar)});
+  };
   // A window op: one thread per slot of each side that is active, x's side first (grk_<stem>_bwd_a, _bwd_b).
   const auto window_bwd = [&] {
     const uint64_t w = n.b >= 0 ? vptr(n.b) : 0;
@@ -137,6 +151,7 @@ void Program::plan_backward(int32_t id) {
   GR_OP_IF_BINARY_##cls(case Op::E: return binary_bwd();)        \
   GR_OP_IF_UNARY_##cls(case Op::E: return unary(elementwise_kernel(n.op, 0));) \
   GR_OP_IF_ROW_##cls(case Op::E: return row_bwd();) GR_OP_IF_FOLD(cls, fwd, case Op::E: return fold_bwd();) \
+  GR_OP_IF_BATCH_##cls(case Op::E: return batch_bwd();) \
   GR_OP_IF_WINDOW_##cls(case Op::E: return window_bwd();)
     GR_OP_TABLE(GR_PLAN_EW_BWD)
 #undef GR_PLAN_EW_BWD

@@ -512,6 +512,10 @@ Datasets load_datasets(const Spec& spec) {
       const int64_t cols = tr.numel() / std::max<int64_t>(tr.shape()[0], 1);
       standardize(tr, n_val ? &va : nullptr, cols - indicator_cols, out.mean[i], out.std[i]);
     }
+    if (!in.row_shape.empty()) {  // "shape": after every column-wise step (docs/spec.md)
+      tr = shape_rows(tr, in, spec.path, in.pointer + "/shape");
+      if (n_val) va = shape_rows(va, in, spec.path, in.pointer + "/shape");
+    }
     out.fit.push_back(std::move(fit));
     out.train.tensors.push_back(std::move(tr));
     if (n_val) out.validation.tensors.push_back(std::move(va));

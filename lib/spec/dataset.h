@@ -104,6 +104,10 @@ InputFit static_fit(const InputSpec& in);
 Tensor apply_fit(RawInput& raw, const InputFit& fit, std::span<const int64_t> origin, const RawTable& table,
                  const InputSpec& in);
 
+// An input's declared row shape (InputSpec::row_shape, "shape"): `t` [rows, ...] as [rows, shape...].
+// Rows of another size are an InputError at `file`, `place` (the spec's binding, or a data file).
+Tensor shape_rows(const Tensor& t, const InputSpec& in, const std::string& file, const std::string& place);
+
 // The accuracy metric's labels must be one-hot rows or class ids (throws InputError at
 // /metrics/accuracy/labels otherwise); inputs encoded by a binding are labels by construction.
 void check_labels(const Spec& spec, const DataTable& t);

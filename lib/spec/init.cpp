@@ -20,8 +20,8 @@ std::vector<double> init_values(const InitSpec& init, const Shape& shape, uint64
   using K = InitSpec::Kind;
   const int64_t n = shape.numel();
   const int r = shape.rank();
-  const double fan_in = static_cast<double>(r >= 2 ? shape[r - 2] : shape[0]);
-  const double fan_out = static_cast<double>(r >= 2 ? shape[r - 1] : shape[0]);
+  const double fan_in = static_cast<double>(init.fan_in > 0 ? init.fan_in : r >= 2 ? shape[r - 2] : shape[0]);
+  const double fan_out = static_cast<double>(init.fan_out > 0 ? init.fan_out : r >= 2 ? shape[r - 1] : shape[0]);
   std::vector<double> v(static_cast<size_t>(n), 0.0);
   auto uniform = [&](double lo, double hi) {
     for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = lo + (hi - lo) * random_unit(seed, p, static_cast<uint64_t>(i));

@@ -6,7 +6,8 @@
 //                      variance 1, tails cut at ±6σ — only + and −, so numpy matches bit for bit);
 //                      mean + std · z
 //   fans: rank ≥ 2 → fan_in = shape[-2], fan_out = shape[-1] (matmul weights are [in, out]);
-//         rank 1 → fan_in = fan_out = shape[0]
+//         rank 1 → fan_in = fan_out = shape[0]; InitSpec::fan_in/fan_out > 0 replace them (conv2d
+//         layers: C/g·kh·kw and F·kh·kw)
 //   xavier_uniform  a = sqrt(6 / (fan_in + fan_out)), uniform(−a, a)
 //   xavier_normal   std = sqrt(2 / (fan_in + fan_out))
 //   kaiming_uniform a = sqrt(6 / fan_in)          (torch's default gain for relu, √2)

@@ -23,6 +23,7 @@ class JsonAt {
 
   const nlohmann::ordered_json& json() const { return v_; }
   const std::string& pointer() const { return ptr_; }
+  const std::string& file() const { return file_; }
   [[noreturn]] void fail(const std::string& what) const { throw InputError(file_, ptr_, what); }
 
   bool is_object() const { return v_.is_object(); }

@@ -46,6 +46,7 @@ Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const s
   GR_OP_IF_BINARY_##cls(case Op::E: return t.binary_op(Op::E, a, b);) \
   GR_OP_IF_ROW_##cls(case Op::E: return t.row_op(Op::E, a, n.scalar);) \
   GR_OP_IF_FOLD(cls, fwd, case Op::E: return n.axis ? t.fold_op(Op::E, a, *n.axis, n.keepdims) : t.fold_op(Op::E, a);) \
+  GR_OP_IF_BATCH_##cls(case Op::E: return t.batch_op(Op::E, a, params[pn.weight], params[pn.bias], n.scalar, n.momentum);) \
   GR_OP_IF_WINDOW_##cls(case Op::E: return t.window_op(Op::E, a, b, n.window);)
     GR_OP_TABLE(GR_RECORD_EW)
 #undef GR_RECORD_EW
@@ -101,6 +102,27 @@ void record_program(Tape& t, const Program& p, const std::vector<Var>& inputs, c
   }
 }
 
+namespace {
+
+// The shape of a lowered layer's parameter from its node's first input x (spec.h, LayerParamSpec).
+Shape layer_param_shape(const Spec& spec, const NodeSpec& n, const LayerParamSpec& lp, const Shape& x) {
+  const std::string layer = "a " + n.layer + " layer (\"" + n.layer_id + "\")";
+  using R = LayerParamSpec::Role;
+  if (lp.role == R::ConvWeight || lp.role == R::ConvBias) {
+    if (x.rank() != 4) throw InputError(spec.path, n.pointer, layer + " needs an [N, C, H, W] input, got " + x.str());
+    if (lp.role == R::ConvBias) return Shape{lp.filters, 1, 1};
+    if (x[1] % lp.groups)
+      throw InputError(spec.path, n.pointer,
+                       layer + ": the input's " + std::to_string(x[1]) + " channels are not divisible by groups " + std::to_string(lp.groups));
+    return Shape{lp.filters, x[1] / lp.groups, lp.kh, lp.kw};
+  }
+  if (x.rank() == 4) return Shape{x[1], 1, 1};
+  if (x.rank() == 2) return Shape{x[1]};
+  throw InputError(spec.path, n.pointer, layer + " needs an [N, C, H, W] or [N, C] input, got " + x.str());
+}
+
+}  // namespace
+
 Program resolve_program(const Spec& spec, const DataTable& train) {
   Program p;
   p.spec = &spec;
@@ -142,10 +164,46 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
   for (const NodeSpec& n : spec.graph) {
     ProgramNode pn{&n, {}, -1, -1, Shape{1}, false, n.kind == NodeSpec::Kind::Dense && n.trainable};
     for (const std::string& name : n.inputs) {
+      if (!n.layer_params.empty() && !p.names.count(name)) continue;  // the layer's own parameters: created below
       const Ref r = p.names.at(name);
       pn.inputs.push_back(r);
       pn.requires_grad = pn.requires_grad || (r.kind == Ref::Kind::Param && p.params[r.index].trainable) ||
                          (r.kind == Ref::Kind::Node && p.nodes[r.index].requires_grad);
+    }
+    if (!n.layer_params.empty() || (!n.layer.empty() && n.op == Op::Reshape)) {  // a lowered layer (spec_layers.cpp)
+      const Ref r = p.names.at(n.inputs[0]);
+      const Var x = r.kind == Ref::Kind::Node ? nodes[r.index]
+                    : r.kind == Ref::Kind::Input ? inputs[r.index]
+                    : r.kind == Ref::Kind::Param ? params[r.index]
+                                                 : consts[r.index];
+      const Shape xs = t.node(x).shape;
+      if (n.op == Op::Reshape) {  // flatten: [N, -1] as [-1, C·H·W], so any batch size runs
+        if (xs.rank() < 2) throw InputError(spec.path, n.pointer, "a flatten layer needs an [N, ...] input, got " + xs.str());
+        auto flat = std::make_shared<NodeSpec>(n);
+        flat->shape = {-1, xs.numel() / xs[0]};
+        pn.spec = flat.get();
+        p.resolved_specs.push_back(std::move(flat));
+      }
+      for (const LayerParamSpec& lp : n.layer_params) {
+        const Shape shape = layer_param_shape(spec, n, lp, xs);
+        InitSpec init = lp.init;
+        if (lp.role == LayerParamSpec::Role::ConvWeight) init.fan_in = shape.numel() / shape[0], init.fan_out = lp.filters * lp.kh * lp.kw;
+        check_file_init(spec, init, shape, lp.name);
+        const int index = static_cast<int>(p.params.size());
+        p.params.push_back({lp.name, n.pointer, shape, init, 0.0, lp.role != LayerParamSpec::Role::ConvWeight, lp.trainable, false,
+                            lp.torch_name});
+        params.push_back(t.constant_lazy(shape));
+        p.names[lp.name] = {Ref::Kind::Param, index};
+        pn.layer_params.push_back(index);
+      }
+      pn.inputs.clear();
+      pn.requires_grad = false;
+      for (const std::string& name : n.inputs) {
+        const Ref ri = p.names.at(name);
+        pn.inputs.push_back(ri);
+        pn.requires_grad = pn.requires_grad || (ri.kind == Ref::Kind::Param && p.params[ri.index].trainable) ||
+                           (ri.kind == Ref::Kind::Node && p.nodes[ri.index].requires_grad);
+      }
     }
     if (n.kind == NodeSpec::Kind::Dense) {
       const Ref r = pn.inputs[0];
@@ -167,6 +225,34 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
       p.names[n.id + ".W"] = {Ref::Kind::Param, pn.weight};
       p.names[n.id + ".b"] = {Ref::Kind::Param, pn.bias};
     }
+    if (n.kind == NodeSpec::Kind::Op && op_info(n.op).batch()) {
+      // The running statistics: two non-trainable state leaves [C], as PyTorch's buffers (init 0 and 1).
+      if (p.shards > 1)
+        throw InputError(spec.path, n.pointer,
+                         std::string(op_name(n.op)) + "'s batch statistics are over the whole batch; train.shards " +
+                             std::to_string(p.shards) + " would split it (set train.shards to 1)");
+      const Ref r = pn.inputs[0];
+      const Var x = leaf_var(r, inputs, params, consts, nodes);
+      const Shape& xs = t.node(x).shape;
+      if (xs.rank() != 2 && xs.rank() != 4)
+        throw InputError(spec.path, n.pointer, std::string(op_name(n.op)) + " needs x [N,C] or [N,C,H,W], got " + xs.str());
+      if (xs.numel() / xs[1] < 2)
+        throw InputError(spec.path, n.pointer,
+                         std::string(op_name(n.op)) + " needs more than one value per channel in a training batch, got x " + xs.str());
+      const Shape cs{xs[1]};
+      const char* names[2] = {".running_mean", ".running_var"};
+      for (int k = 0; k < 2; ++k) {
+        const int idx = static_cast<int>(p.params.size());
+        InitSpec init;
+        init.kind = k == 0 ? InitSpec::Kind::Zeros : InitSpec::Kind::Ones;
+        ProgramParam sp{n.id + names[k], n.pointer, cs, init, 0.0, false, false};
+        sp.state = true;
+        p.params.push_back(sp);
+        params.push_back(t.constant_lazy(cs));
+        p.names[n.id + names[k]] = {Ref::Kind::Param, idx};
+        (k == 0 ? pn.weight : pn.bias) = idx;
+      }
+    }
     std::vector<Var> in;
     for (const Ref& r : pn.inputs) in.push_back(leaf_var(r, inputs, params, consts, nodes));
     if (in.size() == 2) check_loss_shapes(spec, n, t.node(in[0]).shape, t.node(in[1]).shape);
@@ -177,7 +263,8 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
         throw InputError(spec.path, n.pointer, "a conv2d bias needs one value per filter, [" + std::to_string(cs[1]) + "], got " + bs.str());
     }
     const Var v = record_node(t, pn, in, params);
-    if (!t.ok()) throw InputError(spec.path, n.pointer, t.error());
+    if (!t.ok())
+      throw InputError(spec.path, n.pointer, (n.layer.empty() ? "" : n.layer + " layer \"" + n.layer_id + "\": ") + t.error());
     pn.shape = t.node(v).shape;
     p.names[n.id] = {Ref::Kind::Node, static_cast<int>(p.nodes.size())};
     nodes.push_back(v);

@@ -1,11 +1,13 @@
 // program.h — a spec resolved against its data: every name bound to a leaf or node, every shape
 // inferred and checked (by recording the graph once on a tape whose leaves are lazy constants),
-// dense layers expanded into their parameters. Errors are InputErrors at the node's JSON pointer.
+// dense layers expanded into their parameters, and the parameters of other layers' nodes created. Errors are InputErrors at the node's JSON pointer.
 //
 // Registration order of parameters (init streams, optimizer, weight files): the spec's "params"
-// in file order, then each dense layer's <id>.W and <id>.b in graph order.
+// in file order, then each layer's parameters (dense: <id>.W, <id>.b; conv2d: <id>.W, <id>.b;
+// batch_norm: <id>.scale, <id>.shift) in graph order.
 #pragma once
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,17 +28,21 @@ struct ProgramParam {
   Shape shape;
   InitSpec init;
   double l2 = 0.0;
-  bool dense_bias = false;  // a dense layer's b: a scalar optimizer.l2 leaves it undecayed
+  bool dense_bias = false;  // a dense layer's b (and a layer's bias, scale, shift): a scalar optimizer.l2 leaves it undecayed
   bool trainable = true;    // false: frozen — a tape leaf without requires_grad, outside the optimizer
+  bool state = false;       // a Batch op's running statistics (<id>.running_mean / <id>.running_var): not
+                            // trainable, yet changed by every training step (never a fixed leaf)
+  std::string torch_name{};  // a layer's parameter: PyTorch's name for it (import-torch), e.g. "c1.weight"
 };
 
 struct ProgramNode {
   const NodeSpec* spec;
   std::vector<Ref> inputs;
-  int weight = -1, bias = -1;  // dense layers: parameter indices
+  int weight = -1, bias = -1;  // dense layers: parameter indices; a Batch op: its running mean, variance
   Shape shape;                 // at the training batch size
   bool reaches_loss = false;   // the loss depends on it
   bool requires_grad = false;  // a parameter lies upstream (with reaches_loss: backward visits it)
+  std::vector<int> layer_params{};  // the parameters a lowered layer's node created (NodeSpec::layer_params)
 };
 
 struct Program {
@@ -48,6 +54,8 @@ struct Program {
   std::vector<ProgramParam> params;
   std::vector<ProgramNode> nodes;
   std::map<std::string, Ref> names;
+  // Node specs completed from the shapes (a flatten's reshape): nodes[i].spec points here.
+  std::vector<std::shared_ptr<const NodeSpec>> resolved_specs;
   int loss = -1;
   int metric_logits = -1;  // node index, -1 without an accuracy metric
   int metric_labels = -1;  // input index

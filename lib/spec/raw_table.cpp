@@ -1,5 +1,5 @@
 // raw_table.cpp — read_raw (spec/dataset.h): the spec's data files with its bindings and dialect,
-// as read, before any split or transform.
+// as read, before any split or transform; and shape_rows, a data input's declared row shape ("shape").
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -124,6 +124,24 @@ RawTable read_raw(const Spec& spec) {
                        "input \"" + t.names[i] + "\" has " + std::to_string(t.inputs[i].dims[0]) + " rows, but \"" + t.names[0] +
                            "\" has " + std::to_string(t.rows));
   return t;
+}
+
+// "shape" (dataset.h): kept here, beside the other row readers, so dataset.cpp stays small.
+Tensor shape_rows(const Tensor& t, const InputSpec& in, const std::string& file, const std::string& place) {
+  if (in.row_shape.empty()) return t;
+  const int64_t rows = t.shape().rank() ? t.shape()[0] : 1;
+  const Shape want{std::span<const int64_t>(in.row_shape)};
+  const int64_t have = rows ? t.numel() / rows : 0;
+  if (rows && have != want.numel()) {
+    std::vector<int64_t> row(t.shape().dims().begin() + 1, t.shape().dims().end());
+    throw InputError(file, place,
+                     "input \"" + in.name + "\" has rows of " + std::to_string(have) + " values (" +
+                         Shape(std::span<const int64_t>(row)).str() + "), but its row shape " + want.str() + " holds " +
+                         std::to_string(want.numel()));
+  }
+  std::vector<int64_t> dims{rows};
+  dims.insert(dims.end(), in.row_shape.begin(), in.row_shape.end());
+  return Tensor(Shape(std::span<const int64_t>(dims)), std::vector<double>(t.values().begin(), t.values().end()));
 }
 
 }  // namespace gr

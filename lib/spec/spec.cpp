@@ -203,7 +203,10 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
   const auto nodes = graph.array();
   if (nodes.empty()) graph.fail("the graph needs at least one node");
   for (const JsonAt& j : nodes) {
-    NodeSpec n = read_node(j);
+    LoweredLayer layer;  // conv2d, pools, batch_norm, flatten: op nodes (spec_layers.cpp)
+    NodeSpec n;
+    if (lower_layer(j, layer)) n.id = layer.nodes.back().id, n.inputs = layer.inputs;
+    else n = read_node(j);
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (!names.count(n.inputs[i])) {
         const JsonAt at = j.at("inputs").at(i);
@@ -215,6 +218,14 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
         at.fail("unknown name \"" + n.inputs[i] + "\"" + did_you_mean(n.inputs[i], names) + " (known: " + known + ")");
       }
     define(n.id, j.at("id"));
+    if (!layer.nodes.empty()) {
+      for (const std::string& p : layer.params) define(p, j.at("id"));
+      for (NodeSpec& g : layer.nodes) {
+        if (g.id != n.id) define(g.id, j.at("id"));
+        s.graph.push_back(std::move(g));
+      }
+      continue;
+    }
     if (n.kind == NodeSpec::Kind::Dense) {
       names.insert(n.id + ".W");
       names.insert(n.id + ".b");
@@ -424,10 +435,15 @@ Spec load_spec(const std::string& path) { return parse_spec(read_file(path), pat
 // Nothing to train is a mistake (a "params" key misspelled, or left out), not a no-op run. Only
 // training refuses it: checking or emitting the gradients of a constant graph is still well defined.
 void require_trainable(const Spec& s) {
-  if (s.params.empty() && std::none_of(s.graph.begin(), s.graph.end(), [](const NodeSpec& n) { return n.kind == NodeSpec::Kind::Dense; }))
+  if (s.params.empty() && std::none_of(s.graph.begin(), s.graph.end(), [](const NodeSpec& n) {
+        return n.kind == NodeSpec::Kind::Dense || !n.layer_params.empty();
+      }))
     throw InputError(s.path, "/params", "the spec has no parameters to train: declare \"params\" or use a \"layer\" in the graph");
   if (std::none_of(s.params.begin(), s.params.end(), [](const ParamSpec& p) { return p.trainable; }) &&
-      std::none_of(s.graph.begin(), s.graph.end(), [](const NodeSpec& n) { return n.kind == NodeSpec::Kind::Dense && n.trainable; }))
+      std::none_of(s.graph.begin(), s.graph.end(), [](const NodeSpec& n) {
+        return (n.kind == NodeSpec::Kind::Dense && n.trainable) ||
+               std::any_of(n.layer_params.begin(), n.layer_params.end(), [](const LayerParamSpec& lp) { return lp.trainable; });
+      }))
     throw InputError(s.path, "/params", "every parameter is frozen (\"trainable\": false): nothing to train");
 }
 

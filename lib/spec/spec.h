@@ -28,6 +28,9 @@ struct InitSpec {
   std::string file{}, tensor{}, pointer{};  // file: as written in the spec; pointer: the init's place
   bool transpose = false;
   std::vector<int64_t> file_shape{};  // the loaded tensor's shape (after transpose); empty: no file
+  // > 0: the fans of xavier/kaiming instead of the shape's (a conv2d layer's W [F, C/g, kh, kw]:
+  // fan_in = C/g·kh·kw, fan_out = F·kh·kw, PyTorch's); set by program.cpp, never by the spec.
+  int64_t fan_in = 0, fan_out = 0;
 };
 
 struct ParamSpec {
@@ -79,6 +82,9 @@ struct InputSpec {
   bool has_threshold = false;         // "threshold": t → 1 ⇔ value > t
   double threshold = 0;
   bool is_label = false;  // the accuracy metric's labels, a regression target or a loss's data input
+  // "shape": the row shape **(addition)**: each row's values (after encoding and standardization,
+  // row-major) are the input's [rows, shape...] tensor, e.g. 64 pixel columns as [1, 8, 8].
+  std::vector<int64_t> row_shape{};
 };
 
 struct DataSpec {
@@ -96,6 +102,19 @@ struct DataSpec {
   std::vector<std::string> na_values = {"", "NA", "N/A", "NaN", "nan", "null", "?"};
 };
 
+// A parameter that a layer node other than dense creates when the spec is resolved (program.cpp),
+// its shape from the node's first input x: conv2d's W [filters, C/groups, kh, kw] and b
+// [filters, 1, 1] (x [N, C, H, W]); batch_norm's scale and shift [C, 1, 1] (x [N, C, H, W]) or [C]
+// (x [N, C]). `torch_name`: what PyTorch's module calls it (import-torch's default mapping).
+struct LayerParamSpec {
+  enum class Role { ConvWeight, ConvBias, ChannelScale, ChannelShift };
+  Role role = Role::ConvWeight;
+  std::string name, torch_name;
+  InitSpec init;
+  int64_t filters = 0, kh = 0, kw = 0, groups = 1;
+  bool trainable = true;
+};
+
 struct NodeSpec {
   enum class Kind { Op, Mse, Dense };  // an op of the table, the mse composite, a dense layer
   Kind kind = Kind::Op;
@@ -103,6 +122,7 @@ struct NodeSpec {
   Op op = Op::Add;  // Kind::Op
   std::vector<std::string> inputs;
   double scalar = 0.0;
+  double momentum = 0.1;  // a Batch op's running-statistics momentum (batch_norm; PyTorch's default)
   std::optional<int64_t> axis;
   bool keepdims = false;
   std::vector<int64_t> shape, starts, stops;
@@ -119,6 +139,11 @@ struct NodeSpec {
   bool generated = false;
   std::optional<Op> weighted{};
   std::vector<std::string> weighted_inputs{};
+  // Layer sugar other than dense (spec_layers.cpp) lowers into op nodes; `layer` names the layer
+  // ("conv2d", "flatten", ...) on each of them (the last keeps the layer's id). The node creates
+  // `layer_params` when the spec is resolved; a flatten's reshape gets its shape [-1, C·H·W] then.
+  std::string layer{}, layer_id{};  // layer_id: the layer node's id (errors name it)
+  std::vector<LayerParamSpec> layer_params{};
 };
 
 // optimizer.schedule: the learning rate of each step, computed on the host (lib/train/schedule.h).

@@ -94,6 +94,27 @@ void read_tabular(const JsonAt& b, InputSpec& in, bool single_column) {
   }
 }
 
+// "shape": the row shape of a plain numeric input (the encodings change a row's width). A CSV
+// binding's column count is known here; a tensor's row size is checked when the data is loaded.
+void read_row_shape(const JsonAt& b, InputSpec& in) {
+  const JsonAt s = b.at("shape");
+  in.row_shape = s.integers(1, int64_t{1} << 40);
+  if (in.row_shape.empty()) s.fail("expected at least one dim (the row shape, without the batch dim)");
+  int64_t n = 1;
+  for (int64_t d : in.row_shape) {
+    if (n > (int64_t{1} << 40) / d) s.fail("the row shape holds too many elements");
+    n *= d;
+  }
+  if (in.one_hot || in.categorical || in.has_threshold || in.missing_indicator)
+    s.fail("\"shape\" applies to numeric columns as they are (not with one_hot, categories, threshold or missing_indicator)");
+  if (!in.columns.empty() && static_cast<int64_t>(in.columns.size()) != n) {
+    std::string dims;
+    for (int64_t d : in.row_shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    s.fail("row shape [" + dims + "] holds " + std::to_string(n) + " values, but the input has " +
+           std::to_string(in.columns.size()) + " column" + (in.columns.size() == 1 ? "" : "s"));
+  }
+}
+
 char read_delimiter(const JsonAt& j) {
   const std::string d = j.str();
   if (d == "," || d == ";" || d == "\t" || d == "|" || d == " ") return d[0];
@@ -144,7 +165,7 @@ DataSpec read_data(const JsonAt& j, const std::string& dir) {
     in.pointer = b.pointer();
     if (d.source == DataSpec::Source::Csv) {
       b.only_keys({"columns", "column", "one_hot", "standardize", "missing", "missing_indicator", "categories", "unknown",
-                   "encode", "threshold"});
+                   "encode", "threshold", "shape"});
       if (b.has("columns") == b.has("column")) b.fail("a CSV binding needs exactly one of \"columns\" or \"column\"");
       if (b.has("columns")) {
         for (const JsonAt& c : b.at("columns").array()) in.columns.push_back(c.str());
@@ -154,7 +175,7 @@ DataSpec read_data(const JsonAt& j, const std::string& dir) {
       }
     } else {
       b.only_keys({"tensor", "one_hot", "standardize", "missing", "missing_indicator", "categories", "unknown", "encode",
-                   "threshold"});
+                   "threshold", "shape"});
       in.tensor = b.at("tensor").str();
     }
     if (b.has("one_hot")) {
@@ -164,6 +185,7 @@ DataSpec read_data(const JsonAt& j, const std::string& dir) {
     if (b.has("standardize")) in.standardize = b.at("standardize").boolean();
     if (in.one_hot && in.standardize) b.fail("a one-hot input cannot also be standardized");
     read_tabular(b, in, d.source != DataSpec::Source::Csv || in.columns.size() == 1);
+    if (b.has("shape")) read_row_shape(b, in);
     d.inputs.push_back(in);
   }
   if (j.has("validation")) {

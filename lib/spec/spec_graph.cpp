@@ -59,6 +59,11 @@ void read_attrs(const JsonAt& j, NodeSpec& n) {
   allowed("stops", kAttrWindow);
   allowed("eps", kAttrEps);
   allowed("rate", kAttrRate);
+  allowed("momentum", kAttrMomentum);
+  if (attrs & kAttrMomentum) {
+    n.momentum = j.has("momentum") ? j.at("momentum").number() : 0.1;  // PyTorch's default
+    if (!(n.momentum >= 0.0 && n.momentum <= 1.0)) j.at("momentum").fail("momentum must be in [0, 1]");
+  }
   allowed("kernel", kAttrPool);
   allowed("stride", kAttrConv | kAttrPool);
   allowed("padding", kAttrConv | kAttrPool);
@@ -107,7 +112,8 @@ NodeSpec read_node(const JsonAt& j) {
       if (!(n.scalar >= 0.0 && n.scalar < 1.0)) j.at("dropout").fail("dropout is a rate in [0, 1)");
     }
     if (j.has("trainable")) n.trainable = j.at("trainable").boolean();
-    if (j.at("layer").str() != "dense") j.at("layer").fail("unknown layer \"" + j.at("layer").str() + "\" (known: dense)");
+    if (j.at("layer").str() != "dense")
+      j.at("layer").fail("unknown layer \"" + j.at("layer").str() + "\" (known: dense, conv2d, max_pool2d, avg_pool2d, batch_norm, flatten)");
     n.kind = NodeSpec::Kind::Dense;
     n.units = j.at("units").integer(1, 1 << 24);
     if (j.has("activation")) {
@@ -142,8 +148,8 @@ NodeSpec read_node(const JsonAt& j) {
     op.fail("unknown op \"" + name + "\"" + did_you_mean(name, words) + " (known: " + known + ", mse; or a \"layer\")");
   }
   n.op = *found;
-  j.only_keys({"id", "op", "inputs", "scalar", "axis", "keepdims", "shape", "starts", "stops", "eps", "rate", "class_weight",
-               "pos_weight", "kernel", "stride", "padding", "dilation", "groups"});  // class weights: spec/class_weight.h
+  j.only_keys({"id", "op", "inputs", "scalar", "axis", "keepdims", "shape", "starts", "stops", "eps", "rate", "momentum",
+               "class_weight", "pos_weight", "kernel", "stride", "padding", "dilation", "groups"});  // class weights: spec/class_weight.h
   const int arity = op_info(n.op).arity;
   if (n.op == Op::Conv2d && n.inputs.size() != 2 && n.inputs.size() != 3)
     j.at("inputs").fail("op \"conv2d\" takes 2 inputs [x, W] or 3 [x, W, b], got " + std::to_string(n.inputs.size()));

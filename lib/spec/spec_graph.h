@@ -11,6 +11,14 @@ namespace gr {
 InitSpec read_init(const JsonAt& j);
 // One graph node: an op with its inputs and attributes, "mse", or a dense layer.
 NodeSpec read_node(const JsonAt& j);
+// A layer node other than dense (spec_layers.cpp: conv2d, max_pool2d, avg_pool2d, batch_norm,
+// flatten) as op nodes, the last with the layer's id; `inputs`: the layer's as written, `params`:
+// the names of the parameters it creates. False when `j` is no such layer.
+struct LoweredLayer {
+  std::vector<NodeSpec> nodes;
+  std::vector<std::string> inputs, params;
+};
+bool lower_layer(const JsonAt& j, LoweredLayer& out);
 // conv2d with a bias, [x, W, b]: lowered into conv2d(x, W) ("<id>.conv"), reshape(b, [F,1,1])
 // ("<id>.bias") and their add (keeping the id), appended to `nodes`; false (nothing appended) otherwise.
 bool lower_conv_bias(const NodeSpec& n, std::vector<NodeSpec>& nodes);

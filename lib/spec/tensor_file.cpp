@@ -193,11 +193,13 @@ void read_file_const(const JsonAt& j, ConstSpec& c) {
 void load_tensor_files(Spec& spec) {
   Loader loader(spec);
   for (ParamSpec& p : spec.params) load_init(loader, p.init);
-  for (NodeSpec& n : spec.graph)
+  for (NodeSpec& n : spec.graph) {
     if (n.kind == NodeSpec::Kind::Dense) {
       load_init(loader, n.w_init);
       load_init(loader, n.b_init);
     }
+    for (LayerParamSpec& lp : n.layer_params) load_init(loader, lp.init);
+  }
   for (ConstSpec& c : spec.consts) {
     if (c.file.empty()) continue;
     Tensor t = loader.load({c.file, c.tensor, c.pointer, c.transpose});
@@ -215,11 +217,13 @@ void load_tensor_files(Spec& spec) {
 void release_tensor_values(Spec& spec) {
   auto release = [](std::vector<double>& v) { std::vector<double>().swap(v); };
   for (ParamSpec& p : spec.params) release(p.init.values);
-  for (NodeSpec& n : spec.graph)
+  for (NodeSpec& n : spec.graph) {
     if (n.kind == NodeSpec::Kind::Dense) {
       release(n.w_init.values);
       release(n.b_init.values);
     }
+    for (LayerParamSpec& lp : n.layer_params) release(lp.init.values);
+  }
   for (ConstSpec& c : spec.consts) release(c.values);
   spec.values_released = true;
 }

@@ -52,8 +52,8 @@ Model::Model(const Spec& spec, Datasets data, DType real)
                            std::to_string(static_cast<double>(pp.shape.numel()) * 8.0 / (1 << 30)) + " GiB)");
     }
   }
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (!program_.params[i].trainable) fixed_.push_back(params_[i]);
+  for (size_t i = 0; i < params_.size(); ++i)  // running statistics change every training step: not fixed
+    if (!program_.params[i].trainable && !program_.params[i].state) fixed_.push_back(params_[i]);
   for (const ConstSpec& c : spec_.consts) consts_.push_back(tape_.constant(Shape(std::span<const int64_t>(c.shape)), c.values));
   for (const Shape& s : program_.input_shapes) slots_.push_back(tape_.constant(s, std::vector<double>(static_cast<size_t>(s.numel()), 0.0)));
   fixed_.insert(fixed_.end(), consts_.begin(), consts_.end());
@@ -135,6 +135,13 @@ const std::vector<Var>& Model::record(const DataTable& table, std::span<const in
     tape_.recover(mark_);  // the poisoning belongs to this episode and goes with it
   }
   return nodes_;
+}
+
+void Model::update_running_stats() {
+  for (size_t i = 0; i < program_.nodes.size() && i < nodes_.size(); ++i) {
+    const NodeSpec& n = *program_.nodes[i].spec;
+    if (n.kind == NodeSpec::Kind::Op && op_info(n.op).batch()) tape_.update_running_stats(nodes_[i]);
+  }
 }
 
 std::vector<std::pair<std::string, ConstTensorView>> Model::param_views() const {

@@ -56,6 +56,9 @@ class Model {
     return {spec_.seed, static_cast<uint64_t>(t) + (static_cast<uint64_t>(shard) << 40), true};
   }
   void reset() { tape_.reset_to(mark_); }
+  // After a training step's forward (the last record, with a training key): every Batch node's
+  // running statistics take their one update of the step (Tape::update_running_stats).
+  void update_running_stats();
 
   // Parameter views in registration order, for weight files.
   std::vector<std::pair<std::string, ConstTensorView>> param_views() const;

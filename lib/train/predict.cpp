@@ -245,6 +245,7 @@ DataTable read_data_file(const Spec& spec, const Preprocessing& prep, const std:
     // The saved fill, categories and encodings: never refitted on new data.
     Tensor x = apply_fit(raw.inputs[k], ip.fit, {}, raw, wanted[k]);
     ++k;
+    if (!in.row_shape.empty()) x = shape_rows(x, in, file, ext == ".csv" ? in.name : wanted[k - 1].tensor);  // "shape"
     const auto dims = x.shape().dims();
     const std::vector<int64_t> row(dims.begin() + 1, dims.end());
     if (row != ip.row_shape)

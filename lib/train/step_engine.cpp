@@ -32,6 +32,7 @@ class TapeStep final : public StepEngine {
     const double value = model_.tape().scalar(loss);
     if (!model_.tape().backward(loss)) throw Error("backward failed: " + model_.tape().error());
     if (!std::isfinite(value)) model_.reset();  // no update follows: the run stops at this step
+    else model_.update_running_stats();        // batch_norm's running statistics: one update per step
     return value;
   }
   Finish finish() override {
