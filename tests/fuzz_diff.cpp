@@ -240,6 +240,9 @@ int run_seeds(const Options& o) {
   const unsigned long compiles0 = device::host_compiler_runs();
   std::vector<Case> cases;
   for (uint64_t s = o.start; s < o.start + o.seeds; ++s) cases.push_back(generate(s, s % 10 == 9));
+  // A batch case (batch_norm, ...) beside every tenth seed, from its own stream (the seeds keep their graphs).
+  for (uint64_t s = o.start; s < o.start + o.seeds; ++s)
+    if (s % 10 == 4) cases.push_back(generate_batch(s));
   struct Bundle {
     std::vector<const Case*> members;
     bool scalar;

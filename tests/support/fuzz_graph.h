@@ -69,6 +69,8 @@ struct Case {
 
 // tests/fuzz_gen.cpp
 Case generate(uint64_t seed, bool scalar);
+// A batch case (batch_norm, ...) from its own stream: generate(seed, ...)'s graph is unchanged by it.
+Case generate_batch(uint64_t seed);
 Graph bundle(const std::vector<const Case*>& cases);  // parts concatenated (names are seed-prefixed)
 json spec_json(const Graph& g, const std::string& name, const OptimizerChoice& opt, bool emit_params_signature);
 double fd_rtol(const Graph& g);  // the largest fd_rtol of the graph's ops
