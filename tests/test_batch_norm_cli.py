@@ -6,7 +6,8 @@ resume, evaluate/predict in eval mode, both exports and import-torch.
 
 A spec dense -> batch_norm (momentum 0.2) -> mul/add params -> relu -> dense -> softmax
 cross-entropy on the iris CSV:
-- weights.safetensors holds "bn.running_mean" / "bn.running_var", moved from their init (0 and 1);
+- weights.safetensors and the checkpoint hold "bn.running_mean" / "bn.running_var", moved from their
+  init (0 and 1); `inspect` lists them as state, outside the parameter count;
   the CPU tape with 1 and 4 threads, host per-node and host fused give the same loss.csv and the
   same tensor bytes, in f64 and in f32 (memcmp).
 - Resume: 3 epochs then `--resume --epochs 6`, and a SIGINT mid-run then `--resume`, land on the
@@ -83,8 +84,15 @@ def write_spec(path, **changes):
     return path
 
 
+def no_seconds(d):
+    lines = read(os.path.join(d, "metrics.csv")).decode().splitlines()
+    col = lines[0].split(",").index("seconds")
+    return [[x for i, x in enumerate(line.split(",")) if i != col] for line in lines]
+
+
 def same_run(a, b, what):
     check(read(os.path.join(a, "loss.csv")) == read(os.path.join(b, "loss.csv")), what + ": loss.csv differs")
+    check(no_seconds(a) == no_seconds(b), what + ": metrics.csv (validation in eval mode; seconds aside) differs")
     ta, tb = tensors(os.path.join(a, "weights.safetensors")), tensors(os.path.join(b, "weights.safetensors"))
     check(ta == tb, what + ": weights differ in " + str(sorted(k for k in ta if ta.get(k) != tb.get(k))))
 
@@ -128,6 +136,9 @@ def main():
             rm, rv = f64(w["bn.running_mean"]), f64(w["bn.running_var"])
             check(rm.shape == (16,) and rv.shape == (16,), "running statistics of shape %s %s" % (rm.shape, rv.shape))
             check(np.all(rm != 0.0) and np.all(rv != 1.0) and np.all(rv > 0.0), "running statistics did not move: %s %s" % (rm, rv))
+        insp = run("inspect", spec).stdout
+        check("bn.running_mean" in insp and "state (running statistics)" in insp and "total 163 parameters; 32 state values" in insp,
+              "inspect does not show the running statistics as state: " + insp[:600])
         ck = tensors(os.path.join(ref, "checkpoint", "state.safetensors"))
         check("param/bn.running_mean" in ck and "param/bn.running_var" in ck, "the checkpoint lacks the running statistics")
 
