@@ -46,7 +46,9 @@ bool Tape::usable(Op op, Var v) {
   return true;
 }
 
-Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a, int32_t c) {
+Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape_in, bool view_of_a, int32_t c) {
+  // A copy first: callers pass an input's shape (nodes_[a].shape), which emplace_back may move.
+  const Shape shape = shape_in;
   Node& n = nodes_.emplace_back();
   n.op = op;
   n.a = a;
