@@ -168,6 +168,29 @@ TEST_CASE("matmul_exact matches reference on larger shapes (cache blocks, long k
   check_shape(g, 7, 6, 512, {false, false});      // one full row tile and one row
 }
 
+// The products a conv layer's im2col makes (issue 42; LeNet-5's conv2 at batch 64, conv1 at batch 4,
+// the digits CNN's 8→16 3×3 at batch 64 and its 1→8 at batch 32): y = W·cols or cols·Wᵀ, dW =
+// G·colsᵀ (a long k), dcols = Wᵀ·G (a short k), in every layout. Then transposed-B panels of every
+// ragged width around the vector widths (register-transposed column groups plus a column tail,
+// matmul_pack.h) with k not a multiple of the lanes, and transposed A packed k outer past a row block.
+TEST_CASE("matmul_exact: conv im2col shapes and ragged transposed panels match reference", "[matmul][conv]") {
+  Gen g(4242);
+  struct Mkn {
+    int64_t m, k, n;
+  };
+  for (const Mkn s : {Mkn{16, 150, 6400}, Mkn{6400, 150, 16}, Mkn{16, 6400, 150}, Mkn{150, 16, 6400}, Mkn{6, 25, 3136},
+                      Mkn{6, 3136, 25}, Mkn{16, 72, 4096}, Mkn{16, 4096, 72}, Mkn{72, 16, 4096}, Mkn{8, 9, 2048},
+                      Mkn{8, 2048, 9}})
+    for (bool at : {false, true})
+      for (bool bt : {false, true}) check_shape(g, s.m, s.k, s.n, {at, bt});
+  for (int64_t n : {7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 33, 41, 63, 65, 100}) {
+    check_shape(g, 13, 389, n, {false, true});
+    check_shape(g, 7, 21, n, {true, true});
+  }
+  check_shape(g, 197, 300, 70, {true, false});
+  check_shape(g, 1024, 37, 10, {true, false});  // narrow C of a transposed A, a far row stride: Cᵀ = Bᵀ·Aᵀ
+}
+
 // A 10-wide C with a row-major B: the 2-column tails of 4 rows share one vector
 // (matmul_fold.cpp), in groups of 8 and 4 rows; leftover rows go to the other paths. Every row
 // count mod 8, k from 1 to past a k slice, every layout (a transposed B takes the other paths).

@@ -117,6 +117,28 @@ TEST_CASE("f32 matmul_exact: cache blocks, long k, narrow and wide C, the models
   check_shape(rng, 203, 10, 512, true, false);
 }
 
+// The products a conv layer's im2col makes (issue 42; see test_matmul.cpp's case of the same
+// name), and transposed-B panels of every ragged width around the float and double lane counts
+// (the f32 tape's doubles are transposed 8 at a time, floats 16), k not a multiple of either.
+TEST_CASE("f32 matmul_exact: conv im2col shapes and ragged transposed panels", "[matmul][f32][conv]") {
+  std::mt19937_64 rng(4343);
+  struct Mkn {
+    int64_t m, k, n;
+  };
+  for (const Mkn s : {Mkn{16, 150, 6400}, Mkn{6400, 150, 16}, Mkn{16, 6400, 150}, Mkn{150, 16, 6400}, Mkn{6, 25, 3136},
+                      Mkn{6, 3136, 25}, Mkn{16, 72, 4096}, Mkn{16, 4096, 72}, Mkn{72, 16, 4096}, Mkn{8, 9, 2048},
+                      Mkn{8, 2048, 9}})
+    for (bool at : {false, true})
+      for (bool bt : {false, true}) check_shape(rng, s.m, s.k, s.n, at, bt);
+  for (int64_t n : {7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 33, 41, 63, 65, 100}) {
+    check_shape(rng, 13, 389, n, false, true);
+    check_shape(rng, 7, 21, n, true, true);
+  }
+  check_shape(rng, 197, 300, 70, true, false);
+  check_shape(rng, 1024, 37, 10, true, false);  // narrow C, transposed A 1024 apart: swapped on the f32 tape
+  check_shape(rng, 256, 1030, 10, false, false);  // mlp1024's fwd 2, k past a slice
+}
+
 TEST_CASE("f32 matmul_exact: 1 to 3 threads give the reference's bytes", "[matmul][f32]") {
   std::mt19937_64 rng(9);
   const int before = gr::num_threads();
