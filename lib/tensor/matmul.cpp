@@ -207,9 +207,9 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
   // With A, B and C stored wider than the arithmetic (the f32 tape), nothing is read in place and
   // packing Aᵀ as B panels pays at any layout: a transposed A packs as contiguous rows at any row
   // stride (1024x256x10 Aᵀ of doubles holding floats: 100 µs swapped, 250 not), a row-major A
-  // through register transposes 8 columns at a time (256x1024x10: 107 µs swapped, 132 not; a
-  // conv's cols·Wᵀ, 6400x150x16 Bᵀ, 0.6-0.8 ms against 0.8-1.0), and the tiles get MR x NV
-  // accumulators instead of MR.
+  // through register transposes 8 columns at a time (256x1024x10: 105-109 µs swapped, 132-136
+  // not; a conv's cols·Wᵀ, 6400x150x16 Bᵀ, bound by reading cols, the same either way), and the
+  // tiles get MR x NV accumulators instead of MR.
   if (!trans_c && N <= kSwapMaxN && M >= kSwapMinM && (!in_place_ok || (x.a_rs == 1 && x.a_cs <= kDirectBLd))) {
     MatmulArgsOf<T, S> t = x;
     t.a = x.b, t.a_rs = x.b_cs, t.a_cs = x.b_rs;
