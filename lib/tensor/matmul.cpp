@@ -253,17 +253,11 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
     for (int64_t k0 = 0; k0 < K; k0 += KC) {
       const int64_t kc = K - k0 < KC ? K - k0 : KC;
       const bool first = k0 == 0, last = k0 + kc == K;
-      // One row block: pack B a chunk of panels at a time, just before the tiles use it, while it
-      // is in L2, instead of the whole KC x NC block first (with few rows each panel is used by few
-      // tiles, and the packed block of a wide C spills L2: 16x150x6400 of doubles holding floats
-      // 1.2 ms, 0.5 chunked). A chunk is several panels wide so that each k row of B is read as
-      // one long run (a single panel's 256-byte runs from 150 rows at once left the prefetchers
-      // behind), and at most kChunkBytes packed.
-      const bool chunked = M <= MC && !rows_outer;
-      constexpr int64_t kChunkBytes = 256 * 1024;
-      // A multiple of 2 * NR, so that the two-panel steps of `wide` land on every chunk's start.
-      const int64_t chunk = chunked ? std::max<int64_t>(2 * NR, kChunkBytes / (kc * int64_t(sizeof(T))) / (2 * NR) * (2 * NR)) : nc;
-      if (!chunked) pack_b<NR>(x, k0, kc, j0, nc, bp, direct_b);
+      // One row block: pack each B panel just before its tiles use it, while it is in L1/L2,
+      // instead of the whole KC x NC block first (with few rows each panel is used by few tiles, and
+      // a packed block of a wide C spills L2: 16x150x6400 of doubles holding floats, ...).
+      const bool per_panel = M <= MC && !rows_outer;
+      if (!per_panel) pack_b<NR>(x, k0, kc, j0, nc, bp, direct_b);
       for (int64_t i0 = 0; i0 < M; i0 += MC) {
         const int64_t mc = M - i0 < MC ? M - i0 : MC;
         if (!direct_a) pack_a<MR>(x, i0, mc, k0, kc, ap);
@@ -328,8 +322,10 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
         }
         for (int64_t jp = 0; jp < nc;) {
           const bool wide = direct_b && mc <= kWideRows && nc - jp >= 2 * NR;
-          if (chunked && jp % chunk == 0)
-            pack_b<NR>(x, k0, kc, j0 + jp, std::min(nc - jp, chunk), bp + jp * kc, direct_b);
+          if (per_panel) {
+            const int64_t w = std::min<int64_t>(nc - jp, wide ? 2 * NR : NR);
+            pack_b<NR>(x, k0, kc, j0 + jp, w, bp + jp * kc, direct_b);
+          }
           const Panel p = panel_at(jp, wide);
           int64_t ip = 0;
           if constexpr (in_place_ok) {
