@@ -253,11 +253,7 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
     for (int64_t k0 = 0; k0 < K; k0 += KC) {
       const int64_t kc = K - k0 < KC ? K - k0 : KC;
       const bool first = k0 == 0, last = k0 + kc == K;
-      // One row block: pack each B panel just before its tiles use it, while it is in L1/L2,
-      // instead of the whole KC x NC block first (with few rows each panel is used by few tiles, and
-      // a packed block of a wide C spills L2: 16x150x6400 of doubles holding floats, ...).
-      const bool per_panel = M <= MC && !rows_outer;
-      if (!per_panel) pack_b<NR>(x, k0, kc, j0, nc, bp, direct_b);
+      pack_b<NR>(x, k0, kc, j0, nc, bp, direct_b);
       for (int64_t i0 = 0; i0 < M; i0 += MC) {
         const int64_t mc = M - i0 < MC ? M - i0 : MC;
         if (!direct_a) pack_a<MR>(x, i0, mc, k0, kc, ap);
@@ -322,10 +318,6 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
         }
         for (int64_t jp = 0; jp < nc;) {
           const bool wide = direct_b && mc <= kWideRows && nc - jp >= 2 * NR;
-          if (per_panel) {
-            const int64_t w = std::min<int64_t>(nc - jp, wide ? 2 * NR : NR);
-            pack_b<NR>(x, k0, kc, j0 + jp, w, bp + jp * kc, direct_b);
-          }
           const Panel p = panel_at(jp, wide);
           int64_t ip = 0;
           if constexpr (in_place_ok) {
