@@ -106,10 +106,12 @@ void pack_a(const MatmulArgsOf<T, S>& x, int64_t i0, int64_t mc, int64_t k0, int
   const int64_t rs = x.a_rs, cs = x.a_cs;
   int64_t ip = 0;
   if (rs == 1 && mc >= 2 * MR) {
-    // Transposed A (dW = Xᵀ·g): the block's k-th values are one contiguous run of mc. Read each run
-    // once, k outer, and deal it out to every full panel. Panel by panel instead, each panel walks
-    // kc runs cs apart, and with cs a multiple of 4 KiB (1024 doubles) all of them fall in the same
-    // L1 sets: 1024x256x10 Aᵀ of doubles holding floats spent 60% of its time packing that way.
+    // Transposed A (dW = Xᵀ·g, a conv's dcols = Wᵀ·G): the block's k-th values are one contiguous
+    // run of mc. Read each run once, k outer, and deal it out to every full panel. Panel by panel
+    // instead, each panel walks kc runs cs apart, re-reading every cache line once per panel it
+    // touches; with cs a multiple of 4 KiB (1024 doubles) all of them fall in the same L1 sets.
+    // Interleaved A/B, best of 3 (doubles holding floats): 1024x256x1024 Aᵀ 6.40 -> 5.99 ms,
+    // 150x16x6400 Aᵀ 490 -> 436 µs, 72x16x4096 Aᵀ 141 -> 129 µs; f64 the same within noise.
     const int64_t full = mc / MR * MR;
     const S* s = x.a + i0 + k0 * cs;
     for (int64_t k = 0; k < kc; ++k, s += cs) {
