@@ -123,6 +123,7 @@ constexpr int64_t kRowsPathMinN = 128;
 constexpr int64_t kRowsOuterMaxK = GR_MM_ROWS_OUTER_K;
 constexpr int64_t kSwapMaxN = GR_MM_SWAP_MAX_N;  // narrow C computed as Cᵀ = Bᵀ·Aᵀ ...
 constexpr int64_t kSwapMinM = GR_MM_SWAP_MIN_M;  // ... when it has at least this many rows
+constexpr int64_t kSwapRowMajorMinK = 256;       // ... and, for a row-major A (f32 tape), this long a k
 
 // A 64-byte-aligned scratch buffer that only grows: steady-state calls allocate nothing.
 template <class T>
@@ -207,10 +208,12 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
   // With A, B and C stored wider than the arithmetic (the f32 tape), nothing is read in place and
   // packing Aᵀ as B panels pays at any layout: a transposed A packs as contiguous rows at any row
   // stride (1024x256x10 Aᵀ of doubles holding floats: 100 µs swapped, 250 not), a row-major A
-  // through register transposes 8 columns at a time (256x1024x10: 105-109 µs swapped, 132-136
-  // not; a conv's cols·Wᵀ, 6400x150x16 Bᵀ, bound by reading cols, the same either way), and the
-  // tiles get MR x NV accumulators instead of MR.
-  if (!trans_c && N <= kSwapMaxN && M >= kSwapMinM && (!in_place_ok || (x.a_rs == 1 && x.a_cs <= kDirectBLd))) {
+  // through register transposes 8 columns at a time, and the tiles get MR x NV accumulators
+  // instead of MR. A row-major A only with a long k: the swapped C is stored transposed, element
+  // by element, which a short k chain does not pay for (256x1024x10: 105-109 µs swapped, 132-137
+  // not; a conv's cols·Wᵀ, 6400x150x16 Bᵀ: 706 swapped, 573 not).
+  const bool swap_layout_ok = in_place_ok ? x.a_rs == 1 && x.a_cs <= kDirectBLd : x.a_rs == 1 || K >= kSwapRowMajorMinK;
+  if (!trans_c && N <= kSwapMaxN && M >= kSwapMinM && swap_layout_ok) {
     MatmulArgsOf<T, S> t = x;
     t.a = x.b, t.a_rs = x.b_cs, t.a_cs = x.b_rs;
     t.b = x.a, t.b_rs = x.a_cs, t.b_cs = x.a_rs;
