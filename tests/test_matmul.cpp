@@ -191,6 +191,55 @@ TEST_CASE("matmul_exact: conv im2col shapes and ragged transposed panels match r
   check_shape(g, 1024, 37, 10, {true, false});  // narrow C of a transposed A, a far row stride: Cᵀ = Bᵀ·Aᵀ
 }
 
+// MatmulStore::Continue: a product split into consecutive k ranges (Overwrite, then Continue) gives
+// one call's bytes, on every path: tiles and k slices (K past 384), the folded 10-wide C and the
+// row-streaming path (both skipped for Continue), the narrow-C swap (C read transposed), empty
+// ranges, threads; and matmul_reference split the same way gives its own one-call bytes.
+TEST_CASE("matmul_exact Continue: k ranges in pieces give one call's bytes", "[matmul][continue]") {
+  Gen g(777);
+  struct Case {
+    int64_t m, k, n;
+    std::vector<int64_t> cuts;
+  };
+  const std::vector<Case> cases = {
+      {16, 6400, 150, {100, 1700, 1701, 4000}},  // a conv's dW = G·Colᵀ in pieces of images
+      {17, 900, 33, {0, 385, 770}},               // an empty first range, cuts past a k slice
+      {64, 300, 10, {150}},                        // 10 wide: the fold path when not continuing
+      {5, 40, 600, {1, 2, 3}},                     // few rows: the row-streaming path
+      {100, 90, 12, {45}},                         // narrow C (swapped for a transposed A)
+      {203, 20, 512, {10, 10}},                    // short k, C's rows 4 KiB apart
+      {3, 7, 3, {7}},                              // an empty last range
+  };
+  for (const Case& c : cases)
+    for (bool at : {false, true})
+      for (bool bt : {false, true}) {
+        const auto a = g.fill(c.m * c.k), b = g.fill(c.k * c.n), c0 = g.fill(c.m * c.n);
+        MatmulArgs x = gr::test::layout_args(a.data(), b.data(), c.m, c.k, c.n, at, bt);
+        std::vector<double> want = c0, got = c0, ref_pieces = c0;
+        x.c = want.data();
+        gr::matmul_reference(x);
+        x.c = got.data();
+        gr::test::run_in_k_pieces(x, c.cuts, [](const MatmulArgs& p) { gr::matmul_exact(p); });
+        x.c = ref_pieces.data();
+        gr::test::run_in_k_pieces(x, c.cuts, [](const MatmulArgs& p) { gr::matmul_reference(p); });
+        INFO("M=" << c.m << " K=" << c.k << " N=" << c.n << " aT=" << at << " bT=" << bt);
+        REQUIRE(bytes_equal(want, ref_pieces));
+        REQUIRE(bytes_equal(want, got));
+      }
+  // Threads: each block continues its own elements.
+  const int before = gr::num_threads();
+  gr::set_num_threads(2);
+  const auto a = g.fill(192 * 500), b = g.fill(500 * 256), c0 = g.fill(192 * 256);
+  MatmulArgs x = gr::test::layout_args(a.data(), b.data(), 192, 500, 256, false, false);
+  std::vector<double> want = c0, got = c0;
+  x.c = want.data();
+  gr::matmul_reference(x);
+  x.c = got.data();
+  gr::test::run_in_k_pieces(x, {123, 400}, [](const MatmulArgs& p) { gr::matmul_exact(p); });
+  gr::set_num_threads(before);
+  REQUIRE(bytes_equal(want, got));
+}
+
 // A 10-wide C with a row-major B: the 2-column tails of 4 rows share one vector
 // (matmul_fold.cpp), in groups of 8 and 4 rows; leftover rows go to the other paths. Every row
 // count mod 8, k from 1 to past a k slice, every layout (a transposed B takes the other paths).
