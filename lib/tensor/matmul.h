@@ -6,7 +6,8 @@
 //     Overwrite, Continue:  C[i*N + j] = acc      Accumulate:  C[i*N + j] = C[i*N + j] + acc
 // A(i,k) = A[i*a_rs + k*a_cs],  B(k,j) = B[k*b_rs + j*b_cs]  (strides in elements, so the same
 // routine serves A·B, g·Bᵀ and Aᵀ·g of matmul's backward). C is contiguous row-major [M, N].
-// Vectorizing over i or j and tiling registers is allowed; reordering or splitting k is not.
+// Vectorizing over i or j and tiling registers is allowed; reordering k is not, and k is split only
+// by carrying acc on exactly (parked between k slices, or in C between calls with Continue).
 #pragma once
 #include <cstdint>
 
