@@ -340,19 +340,20 @@ const Shape kShapes[] = {
     {1024, 256, 1024, true, false, true, "mlp1024 dW1"},
     {1024, 256, 10, true, false, true, "mlp1024 dW2"},
     {256, 10, 1024, false, true, true, "mlp1024 dX2"},
-    // A conv layer as im2col + matmul (issue 42): F filters, CKK = C·kh·kw taps, S = N·OH·OW output
-    // cells. y = W[F,CKK]·cols[CKK,S] (or cols stored [S,CKK]: cols·Wᵀ), dW = G[F,S]·colsᵀ (k = S,
-    // the (n, oh, ow) order), dcols = Wᵀ·G[F,S] (k = F). LeNet-5's conv2 at batch 64: 6→16, 5×5, 10×10.
-    {16, 150, 6400, false, false, false, "lenet c2 fwd W.cols"},
-    {6400, 150, 16, false, true, false, "lenet c2 fwd cols.Wt"},
-    {16, 6400, 150, false, true, true, "lenet c2 dW"},
-    {150, 16, 6400, true, false, false, "lenet c2 dcols"},
-    // LeNet-5's conv1 (1→6, 5×5, padding 2, 28×28) and the digits CNN's 8→16 3×3 on 8×8, batch 64.
-    {6, 25, 50176, false, false, false, "lenet c1 fwd"},
-    {6, 50176, 25, false, true, true, "lenet c1 dW"},
-    {16, 72, 4096, false, false, false, "digits c2 fwd"},
-    {16, 4096, 72, false, true, true, "digits c2 dW"},
-    {72, 16, 4096, true, false, false, "digits c2 dcols"},
+    // A conv layer as im2col + matmul (issue 42), as lib/grad/tape_window.cpp runs it: F filters,
+    // K = C·kh·kw taps, NP = N·OH·OW output cells, Col [NP, K]. Yᵀ = Col·Wᵀ, dWᵀ = Colᵀ·G (k = NP,
+    // the (n, oh, ow) order), D = Wᵀ·Gᵀ (k = F). LeNet-5's conv2 at batch 64: 6→16, 5×5, 10×10;
+    // conv1: 1→6, 5×5, padding 2, 28×28; the digits CNN's 8→16 and 1→8, 3×3 "same" on 8×8.
+    {6400, 150, 16, false, true, false, "lenet c2 fwd"},
+    {150, 6400, 16, true, false, false, "lenet c2 dW"},
+    {150, 16, 6400, true, true, false, "lenet c2 dcol"},
+    {50176, 25, 6, false, true, false, "lenet c1 fwd"},
+    {25, 50176, 6, true, false, false, "lenet c1 dW"},
+    {4096, 72, 16, false, true, false, "digits c2 fwd"},
+    {72, 4096, 16, true, false, false, "digits c2 dW"},
+    {72, 16, 4096, true, true, false, "digits c2 dcol"},
+    {4096, 9, 8, false, true, false, "digits c1 fwd"},
+    {9, 4096, 8, true, false, false, "digits c1 dW"},
 };
 constexpr size_t kNumShapes = sizeof kShapes / sizeof kShapes[0];
 
@@ -366,15 +367,16 @@ const Shape kShapes32[] = {
     {256, 10, 1024, false, true, true, "mlp1024 dX2"},
     {64, 784, 256, false, false, false, "mlp784 fwd 1"},
     {784, 64, 256, true, false, true, "mlp784 dW1"},
-    {16, 150, 6400, false, false, false, "lenet c2 fwd W.cols"},
-    {6400, 150, 16, false, true, false, "lenet c2 fwd cols.Wt"},
-    {16, 6400, 150, false, true, true, "lenet c2 dW"},
-    {150, 16, 6400, true, false, false, "lenet c2 dcols"},
-    {6, 25, 50176, false, false, false, "lenet c1 fwd"},
-    {6, 50176, 25, false, true, true, "lenet c1 dW"},
-    {16, 72, 4096, false, false, false, "digits c2 fwd"},
-    {16, 4096, 72, false, true, true, "digits c2 dW"},
-    {72, 16, 4096, true, false, false, "digits c2 dcols"},
+    {6400, 150, 16, false, true, false, "lenet c2 fwd"},
+    {150, 6400, 16, true, false, false, "lenet c2 dW"},
+    {150, 16, 6400, true, true, false, "lenet c2 dcol"},
+    {50176, 25, 6, false, true, false, "lenet c1 fwd"},
+    {25, 50176, 6, true, false, false, "lenet c1 dW"},
+    {4096, 72, 16, false, true, false, "digits c2 fwd"},
+    {72, 4096, 16, true, false, false, "digits c2 dW"},
+    {72, 16, 4096, true, true, false, "digits c2 dcol"},
+    {4096, 9, 8, false, true, false, "digits c1 fwd"},
+    {9, 4096, 8, true, false, false, "digits c1 dW"},
 };
 constexpr size_t kNumShapes32 = sizeof kShapes32 / sizeof kShapes32[0];
 
