@@ -169,8 +169,9 @@ TEST_CASE("matmul_exact matches reference on larger shapes (cache blocks, long k
 }
 
 // The products a conv layer's im2col makes (issue 42; LeNet-5's conv2 at batch 64, conv1 at batch 4,
-// the digits CNN's 8→16 3×3 at batch 64 and its 1→8 at batch 32): y = W·cols or cols·Wᵀ, dW =
-// G·colsᵀ (a long k), dcols = Wᵀ·G (a short k), in every layout. Then transposed-B panels of every
+// the digits CNN's 8→16 3×3 at batch 64 and its 1→8 at batch 32 and 64): y = W·cols or cols·Wᵀ,
+// dW = G·colsᵀ or dWᵀ = colsᵀ·G (a long k), dcols = Wᵀ·G or Wᵀ·Gᵀ (a short k), in every layout
+// (lib/grad/tape_window.cpp runs the tall ones: rows = N·OH·OW). Then transposed-B panels of every
 // ragged width around the vector widths (register-transposed column groups plus a column tail,
 // matmul_pack.h) with k not a multiple of the lanes, and transposed A packed k outer past a row block.
 TEST_CASE("matmul_exact: conv im2col shapes and ragged transposed panels match reference", "[matmul][conv]") {
@@ -180,7 +181,8 @@ TEST_CASE("matmul_exact: conv im2col shapes and ragged transposed panels match r
   };
   for (const Mkn s : {Mkn{16, 150, 6400}, Mkn{6400, 150, 16}, Mkn{16, 6400, 150}, Mkn{150, 16, 6400}, Mkn{6, 25, 3136},
                       Mkn{6, 3136, 25}, Mkn{16, 72, 4096}, Mkn{16, 4096, 72}, Mkn{72, 16, 4096}, Mkn{8, 9, 2048},
-                      Mkn{8, 2048, 9}})
+                      Mkn{8, 2048, 9}, Mkn{150, 6400, 16}, Mkn{3136, 25, 6}, Mkn{25, 3136, 6},
+                      Mkn{4096, 9, 8}, Mkn{9, 4096, 8}})
     for (bool at : {false, true})
       for (bool bt : {false, true}) check_shape(g, s.m, s.k, s.n, {at, bt});
   for (int64_t n : {7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 33, 41, 63, 65, 100}) {

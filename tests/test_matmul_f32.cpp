@@ -127,7 +127,8 @@ TEST_CASE("f32 matmul_exact: conv im2col shapes and ragged transposed panels", "
   };
   for (const Mkn s : {Mkn{16, 150, 6400}, Mkn{6400, 150, 16}, Mkn{16, 6400, 150}, Mkn{150, 16, 6400}, Mkn{6, 25, 3136},
                       Mkn{6, 3136, 25}, Mkn{16, 72, 4096}, Mkn{16, 4096, 72}, Mkn{72, 16, 4096}, Mkn{8, 9, 2048},
-                      Mkn{8, 2048, 9}})
+                      Mkn{8, 2048, 9}, Mkn{150, 6400, 16}, Mkn{3136, 25, 6}, Mkn{25, 3136, 6},
+                      Mkn{4096, 9, 8}, Mkn{9, 4096, 8}})
     for (bool at : {false, true})
       for (bool bt : {false, true}) check_shape(rng, s.m, s.k, s.n, at, bt);
   for (int64_t n : {7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 33, 41, 63, 65, 100}) {
