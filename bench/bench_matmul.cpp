@@ -13,10 +13,15 @@
 // candidate that this build does not accept (it reports another core) is skipped. Best-of-N
 // timings of thread CPU time; the machine may be shared, so noise is one-sided.
 //
-// Also the f32 matmul (MatmulArgsF32) on the square sizes against cblas_sgemm and the float FMA peak.
+// Also the f32 matmul (MatmulArgsF32) on the square sizes against cblas_sgemm and the float FMA peak,
+// and the f32 products of the models (MLP-1024, the conv layers' im2col GEMMs) in the form the f32
+// CPU tape calls them — matmul_exact_f32 on doubles holding floats — and on floats, against sgemm.
 //
-// Usage: bench_matmul [reps]   (default 7)
-//        bench_matmul --blas-worker reps   (internal: times OpenBLAS as loaded, prints raw lines)
+// Usage: bench_matmul [reps] [--sections LIST] [--no-blas]   (reps default 7)
+//          LIST: comma-separated of sq (f64 squares), sq32 (f32 squares), sh (f64 shapes), s32 (f32
+//          shapes); default all. --no-blas: ours only (no OpenBLAS children), for quick tuning.
+//          --only TEXT: of the shape tables, only the rows whose use contains TEXT (e.g. "lenet").
+//        bench_matmul --blas-worker reps LIST   (internal: times OpenBLAS as loaded, prints raw lines)
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -335,8 +340,105 @@ const Shape kShapes[] = {
     {1024, 256, 1024, true, false, true, "mlp1024 dW1"},
     {1024, 256, 10, true, false, true, "mlp1024 dW2"},
     {256, 10, 1024, false, true, true, "mlp1024 dX2"},
+    // A conv layer as im2col + matmul (issue 42), as lib/grad/tape_window.cpp runs it: F filters,
+    // K = C·kh·kw taps, NP = N·OH·OW output cells, Col [NP, K]. Yᵀ = Col·Wᵀ, dWᵀ = Colᵀ·G (k = NP,
+    // the (n, oh, ow) order), D = Wᵀ·Gᵀ (k = F). LeNet-5's conv2 at batch 64: 6→16, 5×5, 10×10;
+    // conv1: 1→6, 5×5, padding 2, 28×28; the digits CNN's 8→16 and 1→8, 3×3 "same" on 8×8.
+    {6400, 150, 16, false, true, false, "lenet c2 fwd"},
+    {150, 6400, 16, true, false, false, "lenet c2 dW"},
+    {150, 16, 6400, true, true, false, "lenet c2 dcol"},
+    {50176, 25, 6, false, true, false, "lenet c1 fwd"},
+    {25, 50176, 6, true, false, false, "lenet c1 dW"},
+    {4096, 72, 16, false, true, false, "digits c2 fwd"},
+    {72, 4096, 16, true, false, false, "digits c2 dW"},
+    {72, 16, 4096, true, true, false, "digits c2 dcol"},
+    {4096, 9, 8, false, true, false, "digits c1 fwd"},
+    {9, 4096, 8, true, false, false, "digits c1 dW"},
 };
 constexpr size_t kNumShapes = sizeof kShapes / sizeof kShapes[0];
+
+// The f32 products of the models: timed as the f32 CPU tape calls them (matmul_exact_f32: A, B and
+// C stored as doubles holding floats) and on floats (MatmulArgsF32), both against sgemm on floats.
+const Shape kShapes32[] = {
+    {256, 1024, 1024, false, false, false, "mlp1024 fwd 1"},
+    {256, 1024, 10, false, false, false, "mlp1024 fwd 2"},
+    {1024, 256, 1024, true, false, true, "mlp1024 dW1"},
+    {1024, 256, 10, true, false, true, "mlp1024 dW2"},
+    {256, 10, 1024, false, true, true, "mlp1024 dX2"},
+    {64, 784, 256, false, false, false, "mlp784 fwd 1"},
+    {784, 64, 256, true, false, true, "mlp784 dW1"},
+    {6400, 150, 16, false, true, false, "lenet c2 fwd"},
+    {150, 6400, 16, true, false, false, "lenet c2 dW"},
+    {150, 16, 6400, true, true, false, "lenet c2 dcol"},
+    {50176, 25, 6, false, true, false, "lenet c1 fwd"},
+    {25, 50176, 6, true, false, false, "lenet c1 dW"},
+    {4096, 72, 16, false, true, false, "digits c2 fwd"},
+    {72, 4096, 16, true, false, false, "digits c2 dW"},
+    {72, 16, 4096, true, true, false, "digits c2 dcol"},
+    {4096, 9, 8, false, true, false, "digits c1 fwd"},
+    {9, 4096, 8, true, false, false, "digits c1 dW"},
+};
+constexpr size_t kNumShapes32 = sizeof kShapes32 / sizeof kShapes32[0];
+
+// One of kShapes32: the same floats as floats (for sgemm and MatmulArgsF32) and widened to doubles
+// (the f32 tape's storage, for matmul_exact_f32).
+struct ProblemS32 {
+  Shape s;
+  AlignedVec<float> a, b, c;
+  AlignedVec<double> a64, b64, c64;
+  explicit ProblemS32(const Shape& s_) : s(s_) {
+    std::mt19937_64 rng(static_cast<uint64_t>(s.m * 1000003 + s.k * 1009 + s.n));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    a.resize(static_cast<size_t>(s.m * s.k));
+    b.resize(static_cast<size_t>(s.k * s.n));
+    c.assign(static_cast<size_t>(s.m * s.n), 0.0f);
+    for (auto& v : a) v = u(rng);
+    for (auto& v : b) v = u(rng);
+    a64.assign(a.begin(), a.end());
+    b64.assign(b.begin(), b.end());
+    c64.assign(c.begin(), c.end());
+  }
+  gr::MatmulStore store() const { return s.accumulate ? gr::MatmulStore::Accumulate : gr::MatmulStore::Overwrite; }
+  void tape() {  // the f32 CPU tape's call
+    gr::matmul_exact_f32({a64.data(), s.a_trans ? 1 : s.k, s.a_trans ? s.m : 1, b64.data(), s.b_trans ? 1 : s.n,
+                          s.b_trans ? s.k : 1, c64.data(), s.m, s.k, s.n, store()});
+  }
+  void floats() {
+    gr::matmul_exact(gr::MatmulArgsF32{a.data(), s.a_trans ? 1 : s.k, s.a_trans ? s.m : 1, b.data(),
+                                       s.b_trans ? 1 : s.n, s.b_trans ? s.k : 1, c.data(), s.m, s.k, s.n, store()});
+  }
+  void blas(SgemmFn sgemm) {
+    sgemm(kCblasRowMajor, s.a_trans ? kCblasTrans : kCblasNoTrans, s.b_trans ? kCblasTrans : kCblasNoTrans,
+          static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, a.data(),
+          static_cast<int>(s.a_trans ? s.m : s.k), b.data(), static_cast<int>(s.b_trans ? s.k : s.n),
+          s.accumulate ? 1.0f : 0.0f, c.data(), static_cast<int>(s.n));
+  }
+  double flops() const { return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k); }
+};
+
+// Which tables to run (--sections).
+struct Sections {
+  bool sq = true, sq32 = true, sh = true, s32 = true;
+  static Sections parse(const std::string& list) {
+    Sections x{false, false, false, false};
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      const size_t end = std::min(list.find(',', pos), list.size());
+      const std::string w = list.substr(pos, end - pos);
+      if (w == "sq") x.sq = true;
+      else if (w == "sq32") x.sq32 = true;
+      else if (w == "sh") x.sh = true;
+      else if (w == "s32") x.s32 = true;
+      else if (w == "all") x = Sections{};
+      else {
+        std::fprintf(stderr, "bench_matmul: unknown section '%s' (sq, sq32, sh, s32, all)\n", w.c_str());
+        std::exit(2);
+      }
+      pos = end + 1;
+    }
+    return x;
+  }
+};
 
 std::string shape_name(const Shape& s) {
   char name[64];
@@ -348,26 +450,31 @@ std::string shape_name(const Shape& s) {
 // Child mode: time OpenBLAS as this process loaded it (OPENBLAS_CORETYPE set by the parent), each
 // row in alternating reps with ours, and print "core NAME", then "KIND INDEX BLAS_S OURS_S" lines
 // (KIND: sq, sh, sq32).
-int blas_worker(int reps) {
+int blas_worker(int reps, const Sections& sec) {
   const Blas blas = load_blas();
   if (!blas.dgemm) return 1;
   std::printf("core %s\n", blas.core);
-  const auto row = [&](const char* kind, size_t i, auto& p, auto gemm, double target) {
-    const auto [tb, to] = time_pair([&] { p.blas(gemm); }, [&] { p.ours(); }, reps, target);
+  const auto row = [&](const char* kind, size_t i, auto&& blas_call, auto&& ours_call, double target) {
+    const auto [tb, to] = time_pair(blas_call, ours_call, reps, target);
     std::printf("%s %zu %.9e %.9e\n", kind, i, tb, to);
     std::fflush(stdout);
   };
-  for (size_t i = 0; i < sizeof kSquare / sizeof kSquare[0]; ++i) {
+  for (size_t i = 0; sec.sq && i < sizeof kSquare / sizeof kSquare[0]; ++i) {
     Problem p({kSquare[i], kSquare[i], kSquare[i], false, false, false, ""});
-    row("sq", i, p, blas.dgemm, kSquareTarget);
+    row("sq", i, [&] { p.blas(blas.dgemm); }, [&] { p.ours(); }, kSquareTarget);
   }
-  for (size_t i = 0; i < kNumShapes; ++i) {
+  for (size_t i = 0; sec.sh && i < kNumShapes; ++i) {
     Problem p(kShapes[i]);
-    row("sh", i, p, blas.dgemm, kShapeTarget);
+    row("sh", i, [&] { p.blas(blas.dgemm); }, [&] { p.ours(); }, kShapeTarget);
   }
-  for (size_t i = 0; blas.sgemm && i < sizeof kSquare / sizeof kSquare[0]; ++i) {
+  for (size_t i = 0; sec.sq32 && blas.sgemm && i < sizeof kSquare / sizeof kSquare[0]; ++i) {
     ProblemF32 p(kSquare[i]);
-    row("sq32", i, p, blas.sgemm, kSquareTarget);
+    row("sq32", i, [&] { p.blas(blas.sgemm); }, [&] { p.ours(); }, kSquareTarget);
+  }
+  for (size_t i = 0; sec.s32 && blas.sgemm && i < kNumShapes32; ++i) {
+    ProblemS32 p(kShapes32[i]);  // sgemm against the tape's form, then against ours on floats
+    row("s32", i, [&] { p.blas(blas.sgemm); }, [&] { p.tape(); }, kShapeTarget);
+    row("s32f", i, [&] { p.blas(blas.sgemm); }, [&] { p.floats(); }, kShapeTarget);
   }
   return 0;
 }
@@ -380,15 +487,17 @@ struct Pick {
   std::string core;
 };
 struct BlasBest {
-  std::vector<Pick> sq, sh, sq32;
+  std::vector<Pick> sq, sh, sq32, s32, s32f;
   std::vector<std::string> cores;  // kernels actually timed
 };
 
-BlasBest run_blas_candidates(int reps) {
+BlasBest run_blas_candidates(int reps, const std::string& sections) {
   BlasBest best;
   best.sq.resize(sizeof kSquare / sizeof kSquare[0]);
   best.sh.resize(kNumShapes);
   best.sq32.resize(best.sq.size());
+  best.s32.resize(kNumShapes32);
+  best.s32f.resize(kNumShapes32);
   // "" = OpenBLAS's own CPU detection. SapphireRapids and Zen are accepted only by newer builds.
   char exe[4096];
   const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);  // popen's shell has its own
@@ -400,7 +509,7 @@ BlasBest run_blas_candidates(int reps) {
       setenv("OPENBLAS_CORETYPE", cand, 1);
     else
       unsetenv("OPENBLAS_CORETYPE");
-    const std::string cmd = "'" + self + "' --blas-worker " + std::to_string(reps);
+    const std::string cmd = "'" + self + "' --blas-worker " + std::to_string(reps) + " " + sections;
     FILE* f = popen(cmd.c_str(), "r");
     if (!f) continue;
     char line[256], core[128] = "?";
@@ -411,7 +520,7 @@ BlasBest run_blas_candidates(int reps) {
     };
     std::vector<Row> rows;
     while (std::fgets(line, sizeof line, f)) {
-      char kind[8];  // sq, sh, sq32
+      char kind[8];  // sq, sh, sq32, s32, s32f
       size_t idx;
       double tb, to;
       if (std::sscanf(line, "core %127s", core) == 1) continue;
@@ -427,7 +536,11 @@ BlasBest run_blas_candidates(int reps) {
     std::printf("OPENBLAS_CORETYPE=%s: kernel %s\n", *cand ? cand : "(unset, own detection)", core);
     best.cores.push_back(name);
     for (const Row& r : rows) {
-      auto& t = r.kind == "sq" ? best.sq : r.kind == "sq32" ? best.sq32 : best.sh;
+      auto& t = r.kind == "sq"     ? best.sq
+                : r.kind == "sq32" ? best.sq32
+                : r.kind == "s32"  ? best.s32
+                : r.kind == "s32f" ? best.s32f
+                                   : best.sh;
       if (r.idx >= t.size() || r.blas <= 0 || r.ours <= 0) continue;
       Pick& pick = t[r.idx];
       if (pick.blas == 0.0 || r.blas / r.ours < pick.blas / pick.ours) pick = {r.blas, r.ours, name};
@@ -440,12 +553,31 @@ BlasBest run_blas_candidates(int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 2 && std::strcmp(argv[1], "--blas-worker") == 0) return blas_worker(std::max(1, std::atoi(argv[2])));
-  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 7;
+  if (argc > 3 && std::strcmp(argv[1], "--blas-worker") == 0)
+    return blas_worker(std::max(1, std::atoi(argv[2])), Sections::parse(argv[3]));
+  int reps = 7;
+  std::string sections = "all";
+  bool use_blas = true;
+  std::string only;  // --only TEXT: the shape rows whose use contains TEXT
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--sections") && i + 1 < argc)
+      sections = argv[++i];
+    else if (!std::strcmp(argv[i], "--no-blas"))
+      use_blas = false;
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
+    else if (argv[i][0] >= '0' && argv[i][0] <= '9')
+      reps = std::max(1, std::atoi(argv[i]));
+    else {
+      std::fprintf(stderr, "usage: bench_matmul [reps] [--sections sq,sq32,sh,s32] [--no-blas] [--only TEXT]\n");
+      return 2;
+    }
+  }
+  const Sections sec = Sections::parse(sections);
   std::printf("SIMD width: %d doubles; best of %d reps, thread CPU time, 1 thread\n", BENCH_W, reps);
-  const BlasBest blas = run_blas_candidates(reps);
+  const BlasBest blas = use_blas ? run_blas_candidates(reps, sections) : BlasBest{};
   const bool have_blas = !blas.cores.empty();
-  if (!have_blas) std::printf("note: no OpenBLAS/CBLAS found; benchmarking matmul_exact only\n");
+  if (!have_blas) std::printf("note: no OpenBLAS/CBLAS %s; benchmarking matmul_exact only\n", use_blas ? "found" : "(--no-blas)");
 
   const double peak_ma = peak_mul_add_gflops(reps);
   std::printf("\npeak, separate vector mul + add (12 chains): %7.2f GFLOP/s\n", peak_ma);
@@ -459,44 +591,76 @@ int main(int argc, char** argv) {
 #endif
 
   // A row's times: the picked child's pair when OpenBLAS ran, else ours timed here.
-  const auto times = [&](const Pick& pick, auto& problem, double target) -> std::pair<double, double> {
+  const auto times = [&](const Pick& pick, auto&& ours, double target) -> std::pair<double, double> {
     if (have_blas && pick.blas > 0) return {pick.ours, pick.blas};
-    return {time_call([&] { problem.ours(); }, reps, target), 0.0};
+    return {time_call(ours, reps, target), 0.0};
   };
-  std::printf("\n%6s %10s %10s %-12s %10s %9s\n", "n", "ours GF/s", "BLAS GF/s", "BLAS kernel", "ours/BLAS",
-              "ours/FMA");
-  for (size_t i = 0; i < sizeof kSquare / sizeof kSquare[0]; ++i) {
-    Problem p({kSquare[i], kSquare[i], kSquare[i], false, false, false, ""});
-    const auto [t_ours, t_blas] = times(blas.sq[i], p, kSquareTarget);
-    const double g_ours = p.flops() / t_ours * 1e-9, g_blas = t_blas > 0 ? p.flops() / t_blas * 1e-9 : 0.0;
-    std::printf("%6lld %10.2f %10.2f %-12s %10.2f %8.0f%%\n", static_cast<long long>(kSquare[i]), g_ours, g_blas,
-                g_blas > 0 ? blas.sq[i].core.c_str() : "-", g_blas > 0 ? g_ours / g_blas : 0.0, 100.0 * g_ours / peak_fma);
+  if (sec.sq) {
+    std::printf("\n%6s %10s %10s %-12s %10s %9s\n", "n", "ours GF/s", "BLAS GF/s", "BLAS kernel", "ours/BLAS", "ours/FMA");
+    for (size_t i = 0; i < sizeof kSquare / sizeof kSquare[0]; ++i) {
+      Problem p({kSquare[i], kSquare[i], kSquare[i], false, false, false, ""});
+      const auto [t_ours, t_blas] = times(blas.sq.empty() ? Pick{} : blas.sq[i], [&] { p.ours(); }, kSquareTarget);
+      const double g_ours = p.flops() / t_ours * 1e-9, g_blas = t_blas > 0 ? p.flops() / t_blas * 1e-9 : 0.0;
+      std::printf("%6lld %10.2f %10.2f %-12s %10.2f %8.0f%%\n", static_cast<long long>(kSquare[i]), g_ours, g_blas,
+                  g_blas > 0 ? blas.sq[i].core.c_str() : "-", g_blas > 0 ? g_ours / g_blas : 0.0,
+                  100.0 * g_ours / peak_fma);
+    }
   }
 
-  std::printf("\nf32 (acc = fmaf(a, b, acc), serial in k):\n%6s %10s %10s %-12s %10s %9s\n", "n", "ours GF/s", "BLAS GF/s",
-              "BLAS kernel", "ours/BLAS", "ours/FMA");
-  for (size_t i = 0; i < sizeof kSquare / sizeof kSquare[0]; ++i) {
-    ProblemF32 p(kSquare[i]);
-    const auto [t_ours, t_blas] = times(blas.sq32[i], p, kSquareTarget);
-    const double g_ours = p.flops() / t_ours * 1e-9, g_blas = t_blas > 0 ? p.flops() / t_blas * 1e-9 : 0.0;
-    std::printf("%6lld %10.2f %10.2f %-12s %10.2f %8.0f%%\n", static_cast<long long>(kSquare[i]), g_ours, g_blas,
-                g_blas > 0 ? blas.sq32[i].core.c_str() : "-", g_blas > 0 ? g_ours / g_blas : 0.0, 100.0 * g_ours / peak_fma32);
+  if (sec.sq32) {
+    std::printf("\nf32 (acc = fmaf(a, b, acc), serial in k):\n%6s %10s %10s %-12s %10s %9s\n", "n", "ours GF/s",
+                "BLAS GF/s", "BLAS kernel", "ours/BLAS", "ours/FMA");
+    for (size_t i = 0; i < sizeof kSquare / sizeof kSquare[0]; ++i) {
+      ProblemF32 p(kSquare[i]);
+      const auto [t_ours, t_blas] = times(blas.sq32.empty() ? Pick{} : blas.sq32[i], [&] { p.ours(); }, kSquareTarget);
+      const double g_ours = p.flops() / t_ours * 1e-9, g_blas = t_blas > 0 ? p.flops() / t_blas * 1e-9 : 0.0;
+      std::printf("%6lld %10.2f %10.2f %-12s %10.2f %8.0f%%\n", static_cast<long long>(kSquare[i]), g_ours, g_blas,
+                  g_blas > 0 ? blas.sq32[i].core.c_str() : "-", g_blas > 0 ? g_ours / g_blas : 0.0,
+                  100.0 * g_ours / peak_fma32);
+    }
   }
 
-  std::printf("\nshapes used by the examples (M x K x N; At/Bt = operand stored transposed; dW/dX accumulate):\n");
-  std::printf("%-18s %-20s %11s %11s %-12s %9s %9s\n", "shape", "use", "ours ns", "BLAS ns", "BLAS kernel", "BLAS/ours",
-              "ours GF/s");
   int slower = 0;
-  for (size_t i = 0; i < kNumShapes; ++i) {
-    Problem p(kShapes[i]);
-    const auto [t_ours, t_blas] = times(blas.sh[i], p, kShapeTarget);
-    if (t_blas > 0 && t_blas < t_ours) ++slower;
-    std::printf("%-18s %-20s %11.1f %11.1f %-12s %9.2f %9.2f\n", shape_name(kShapes[i]).c_str(), kShapes[i].what,
-                t_ours * 1e9, t_blas * 1e9, t_blas > 0 ? blas.sh[i].core.c_str() : "-",
-                t_blas > 0 ? t_blas / t_ours : 0.0, p.flops() / t_ours * 1e-9);
+  if (sec.sh) {
+    std::printf("\nshapes used by the examples (M x K x N; At/Bt = operand stored transposed; dW/dX accumulate):\n");
+    std::printf("%-18s %-20s %11s %11s %-12s %9s %9s %9s\n", "shape", "use", "ours ns", "BLAS ns", "BLAS kernel",
+                "BLAS/ours", "ours GF/s", "ours/FMA");
+    for (size_t i = 0; i < kNumShapes; ++i) {
+      if (!only.empty() && !std::strstr(kShapes[i].what, only.c_str())) continue;
+      Problem p(kShapes[i]);
+      const auto [t_ours, t_blas] = times(blas.sh.empty() ? Pick{} : blas.sh[i], [&] { p.ours(); }, kShapeTarget);
+      if (t_blas > 0 && t_blas < t_ours) ++slower;
+      std::printf("%-18s %-20s %11.1f %11.1f %-12s %9.2f %9.2f %8.0f%%\n", shape_name(kShapes[i]).c_str(),
+                  kShapes[i].what, t_ours * 1e9, t_blas * 1e9, t_blas > 0 ? blas.sh[i].core.c_str() : "-",
+                  t_blas > 0 ? t_blas / t_ours : 0.0, p.flops() / t_ours * 1e-9, 100.0 * p.flops() / t_ours * 1e-9 / peak_fma);
+    }
+    if (have_blas)
+      std::printf("\nshapes where an OpenBLAS kernel beats ours (timed alternately in one process): %d of %zu\n", slower,
+                  kNumShapes);
   }
-  if (have_blas)
-    std::printf("\nshapes where an OpenBLAS kernel beats ours (timed alternately in one process): %d of %zu\n", slower,
-                kNumShapes);
+
+  if (sec.s32) {
+    std::printf("\nf32 shapes: 'tape' = matmul_exact_f32 on doubles holding floats (the f32 CPU tape's call),"
+                "\n'floats' = matmul_exact on floats; BLAS = sgemm on floats (each paired with its own sgemm run):\n");
+    std::printf("%-18s %-20s %10s %10s %10s %-11s %9s %9s %9s %9s\n", "shape", "use", "tape ns", "floats ns",
+                "BLAS ns", "BLAS kernel", "BLAS/tape", "BLAS/flt", "tape/FMA", "flt/FMA");
+    int slower32 = 0;
+    for (size_t i = 0; i < kNumShapes32; ++i) {
+      if (!only.empty() && !std::strstr(kShapes32[i].what, only.c_str())) continue;
+      ProblemS32 p(kShapes32[i]);
+      const auto [t_tape, t_blas] = times(blas.s32.empty() ? Pick{} : blas.s32[i], [&] { p.tape(); }, kShapeTarget);
+      const auto [t_flt, t_blas_f] = times(blas.s32f.empty() ? Pick{} : blas.s32f[i], [&] { p.floats(); }, kShapeTarget);
+      const double tb = t_blas > 0 && t_blas_f > 0 ? std::min(t_blas, t_blas_f) : 0.0;
+      if (tb > 0 && t_blas < t_tape) ++slower32;
+      const double gf = p.flops() * 1e-9;
+      std::printf("%-18s %-20s %10.1f %10.1f %10.1f %-11s %9.2f %9.2f %8.0f%% %8.0f%%\n", shape_name(kShapes32[i]).c_str(),
+                  kShapes32[i].what, t_tape * 1e9, t_flt * 1e9, tb * 1e9, tb > 0 ? blas.s32[i].core.c_str() : "-",
+                  tb > 0 ? t_blas / t_tape : 0.0, tb > 0 ? t_blas_f / t_flt : 0.0, 100.0 * gf / t_tape / peak_fma32,
+                  100.0 * gf / t_flt / peak_fma32);
+    }
+    if (have_blas)
+      std::printf("\nf32 shapes where sgemm beats the tape's form (timed alternately in one process): %d of %zu\n",
+                  slower32, kNumShapes32);
+  }
   return 0;
 }

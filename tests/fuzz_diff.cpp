@@ -243,6 +243,9 @@ int run_seeds(const Options& o) {
     cases.push_back(generate(s, s % 10 == 9));
     if (has_image_case(s)) cases.push_back(generate_image(s));  // after the seed's own: its graph is unchanged
   }
+  // A batch case (batch_norm, ...) beside every tenth seed, from its own stream (the seeds keep their graphs).
+  for (uint64_t s = o.start; s < o.start + o.seeds; ++s)
+    if (s % 10 == 4) cases.push_back(generate_batch(s));
   struct Bundle {
     std::vector<const Case*> members;
     bool scalar;

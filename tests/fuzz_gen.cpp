@@ -10,6 +10,8 @@
 // Branches restart from an earlier node; a dead branch sometimes dangles. The loss is one of mean,
 // sum, mse, softmax cross-entropy, a serial scalar tail, or the sum of two of them.
 // A scalar case holds one element everywhere (the emitter's ops only) so `emit-cuda` can take it.
+// A batch case (generate_batch: its own stream and names, so no seed's graph above changes) puts a
+// batch-statistics op (batch_norm) over [B, C] or [B, C, H, W] before random moves.
 // Unary and binary moves draw from the op table's elementwise rows, so a new one is generated too.
 // Values stay in the ops' domains (support/op_cases.h, from the op table's rows) and bounded: no NaN or infinity by construction.
 #include <algorithm>
@@ -48,6 +50,10 @@ class Gen {
   Gen(uint64_t seed, Case& c, bool image) : rng_(seed * 0x9E3779B97F4A7C15ULL + 0x1A6E), c_(c), seed_(seed) {
     pre_ = (image ? "i" : "s") + std::to_string(seed) + "_";
   }
+  // A generator of its own stream and names (the batch cases: generate_batch), so no draw of the
+  // seed's own graph moves.
+  Gen(uint64_t seed, Case& c, const std::string& prefix, uint64_t stream)
+      : rng_(seed * 0x9E3779B97F4A7C15ULL + stream), c_(c), seed_(seed), pre_(prefix + std::to_string(seed) + "_") {}
 
   // Draws in order: two draws in one call's arguments (f(coin(), pick(3))) are unsequenced in C++,
   // and GCC orders them differently on x86-64 and aarch64 — the same seed made another graph on
@@ -404,6 +410,49 @@ class Gen {
     if (c_.seed % 3 == 1) special_branch(pool_[static_cast<size_t>(pick(static_cast<int64_t>(pool_.size())))]);
   }
 
+  // A batch case: a batch-statistics op (batch_norm) over a computed activation, [B, C] (B >= 2) or
+  // reshaped to [B, C, H, W] (B·H·W >= 2), training on every path (its running statistics are state
+  // the replay check compares too), a param scale after it, then random moves and a loss.
+  void batch_case() {
+    const bool four = coin();
+    int64_t B = 1 + pick(8);
+    const int64_t C = 1 + pick(four ? 3 : 5);
+    const int64_t H = four ? 1 + pick(3) : 1;
+    const int64_t W = four ? 1 + pick(3) : 1;
+    if (B * H * W < 2) B = 2;
+    const int64_t F = C * H * W;
+    const Val x = leaf(false, {B, F}, -1.5, 1.5);
+    pool_.push_back(x);
+    Val h = matmul(x, leaf(true, {F, F}, -1, 1));
+    const double eps = coin() ? 1e-5 : 0.25, momentum = coin() ? 0.1 : 0.7;
+    const double bound = std::sqrt(static_cast<double>(B * H * W));  // |y| <= sqrt(M) (Σ y² <= M per channel)
+    static const std::vector<const OpInfo*> batch_ops = [] {  // the table's Class Batch ops
+      std::vector<const OpInfo*> v;
+      for (const OpInfo& info : kOps)
+        if (info.batch()) v.push_back(&info);
+      return v;
+    }();
+    const std::string name(batch_ops[static_cast<size_t>(pick(static_cast<int64_t>(batch_ops.size())))]->name);
+    const json attrs = {{"eps", eps}, {"momentum", momentum}};
+    Val y;
+    if (four) {
+      const Val r = reshape(h, {B, C, H, W}, false);
+      y = reshape(op(name, {r}, attrs, r.shape, bound), {B, F}, coin());
+    } else {
+      y = op(name, {h}, attrs, h.shape, bound);
+    }
+    Val cur = op("mul", {y, leaf(true, {F}, 0.5, 1.5)}, json::object(), y.shape, 1.5 * bound);
+    pool_.push_back(cur);
+    const int steps = static_cast<int>(pick(4));
+    for (int s = 0; s < steps; ++s) {
+      cur = move(cur);
+      if (numel(cur.shape) > 96) cur = op("slice", {cur}, {{"starts", {0, 0}}, {"stops", {std::min<int64_t>(cur.shape[0], 8), std::min<int64_t>(cur.shape[1], 8)}}},
+                                          {std::min<int64_t>(cur.shape[0], 8), std::min<int64_t>(cur.shape[1], 8)}, cur.bound);
+      pool_.push_back(cur);
+    }
+    c_.graph.losses.push_back(loss(cur).name);
+  }
+
   // Special values (docs/numerics.md "NaN and infinities"): on every third tensor seed a dead branch
   // (no path to the loss, so the gradients and the finite-difference oracle keep their meaning)
   // makes NaN (log of a negative, 0/0), ±inf (exp overflow, x/0) and both mixed with finite values,
@@ -576,6 +625,14 @@ Case generate_image(uint64_t seed) {
   c.image = true;
   Gen g(seed, c, true);
   g.image_case();
+  return c;
+}
+
+Case generate_batch(uint64_t seed) {
+  Case c;
+  c.seed = seed;
+  Gen g(seed, c, "b", 0xBA7C4);
+  g.batch_case();
   return c;
 }
 

@@ -81,6 +81,7 @@ std::string f32_compare(const Spec& spec, const Path& p, const RunOptions& ro) {
         ep->backward();
       }
       if (!cpu.tape().backward(cn[static_cast<size_t>(cpu.program().loss)])) return "the f32 CPU tape: " + cpu.tape().error();
+      cpu.update_running_stats();  // the devices' forwards took the step's running-statistics update (batch_norm)
     }
     for (int32_t id = 0; id < a.program().size(); ++id) {
       const replay::Program::NodeView n = a.program().node_view(id);

@@ -240,6 +240,17 @@ def main():
         check(float(np.max(np.abs(got - want))) <= 1e-12, "batch_norm layer: export torch vs predict %.3g" % float(np.max(np.abs(got - want))))
         sd = tensors(os.path.join(exb, "state_dict.safetensors"))
         check("bn.weight" in sd and "bn.bias" in sd and len(sd["bn.weight"]) == 4 * 8, "export: bn.weight / bn.bias as [C]: %s" % sorted(sd))
+        # the layer's running statistics sit beside its weight and bias, as nn.BatchNorm2d's buffers: a real
+        # BatchNorm2d loads the four tensors, and import-torch takes them back without a --map
+        bn_keys = sorted(k for k in sd if k.startswith("bn."))
+        check(bn_keys == ["bn.bias", "bn.running_mean", "bn.running_var", "bn.weight"], "export: nn.BatchNorm2d's keys: %s" % bn_keys)
+        real_bn = torch.nn.BatchNorm2d(4, dtype=torch.float64)
+        missing, unexpected = real_bn.load_state_dict({k[3:]: torch.from_numpy(np.frombuffer(sd[k], dtype=np.float64).copy()) for k in bn_keys}, strict=False)
+        check(set(missing) <= {"num_batches_tracked"} and not unexpected, "nn.BatchNorm2d loads the export: %s %s" % (missing, unexpected))
+        impb = os.path.join(tmp, "imported-bn.safetensors")
+        run("import-torch", os.path.join(exb, "state_dict.safetensors"), "--spec", bspec, "--out", impb, "--quiet")
+        wb = tensors(os.path.join(rbn, "weights.safetensors"))
+        check("bn.running_mean" in wb and tensors(impb) == wb, "import-torch round trip with a batch_norm layer: the trained bytes, running statistics included")
 
         # 7. the example beats the MLP
         rc = os.path.join(tmp, "rc")

@@ -151,3 +151,53 @@ TEST_CASE("emit: every row op, Emit-No fold reduction and window op of the op ta
   REQUIRE(!refused.empty());
   std::printf("emit refusals: %zu row, fold and window ops refused, named: %s\n", refused.size(), gr::test::op_list(refused).c_str());
 }
+
+TEST_CASE("emit: every batch-statistics op of the op table is refused, naming it", "[emit][sweep]") {
+  // Per Class Batch op (batch_norm): in eval mode a [1,1] input holds one element everywhere, so the
+  // scalar emitter's own Emit-No refusal is what stops it (a spec cannot reach it: training needs
+  // more than one value per channel, which the spec refuses first, also naming the op).
+  std::set<Op> refused;
+  for (const OpInfo& info : kOps) {
+    if (!info.batch()) continue;
+    REQUIRE(!info.emit_scalar);
+    const std::string name(info.name);
+    Tape t;
+    t.set_dropout_key({1, 1, false});
+    const Var x = t.param(Shape{1}, std::vector<double>{0.5});
+    const int64_t one_one[] = {1, 1};
+    const Var rm = t.constant(Shape{1}, std::vector<double>{0.25}), rv = t.constant(Shape{1}, std::vector<double>{2.0});
+    const Var y = t.batch_op(info.op, t.reshape(x, one_one), rm, rv);
+    const Var loss = t.sum(y);
+    REQUIRE(t.ok());
+    EmitRequest r;
+    r.tape = &t;
+    r.loss = loss;
+    r.params = {x};
+    r.signature = EmitSignature::Params;
+    std::string what;
+    try {
+      emit_scalar_cuda(r);
+    } catch (const EmitError& e) {
+      what = e.what();
+    }
+    INFO(name << ": " << what);
+    CHECK(what.find("does not support " + name) != std::string::npos);
+    if (what.find(name) != std::string::npos) refused.insert(info.op);
+    // and through a spec: refused before the emitter, naming the op
+    gr::test::TempDir dir("gr_test_emit_refuse");
+    const std::string path = dir.file("refuse.json");
+    std::ofstream(path) << R"({"gradrun": 1, "params": {"x": {"shape": [1], "init": {"values": [1.5]}}},)"
+                        << R"( "graph": [{"id": "r", "op": "reshape", "inputs": ["x"], "shape": [1, 1]}, {"id": "y", "op": ")" << name
+                        << R"(", "inputs": ["r"]}, {"id": "loss", "op": "sum", "inputs": ["y"]}], "loss": "loss", "emit": {"signature": "params"}})";
+    std::string spec_what;
+    try {
+      SpecEmitter e(load_spec(path));
+    } catch (const std::exception& ex) {
+      spec_what = ex.what();
+    }
+    INFO(spec_what);
+    CHECK(spec_what.find(name) != std::string::npos);
+  }
+  REQUIRE(!refused.empty());
+  std::printf("emit refusals: %zu batch-statistics ops refused, named: %s\n", refused.size(), gr::test::op_list(refused).c_str());
+}

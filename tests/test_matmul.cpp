@@ -168,6 +168,80 @@ TEST_CASE("matmul_exact matches reference on larger shapes (cache blocks, long k
   check_shape(g, 7, 6, 512, {false, false});      // one full row tile and one row
 }
 
+// The products a conv layer's im2col makes (issue 42; LeNet-5's conv2 at batch 64, conv1 at batch 4,
+// the digits CNN's 8→16 3×3 at batch 64 and its 1→8 at batch 32 and 64): y = W·cols or cols·Wᵀ,
+// dW = G·colsᵀ or dWᵀ = colsᵀ·G (a long k), dcols = Wᵀ·G or Wᵀ·Gᵀ (a short k), in every layout
+// (lib/grad/tape_window.cpp runs the tall ones: rows = N·OH·OW). Then transposed-B panels of every
+// ragged width around the vector widths (register-transposed column groups plus a column tail,
+// matmul_pack.h) with k not a multiple of the lanes, and transposed A packed k outer past a row block.
+TEST_CASE("matmul_exact: conv im2col shapes and ragged transposed panels match reference", "[matmul][conv]") {
+  Gen g(4242);
+  struct Mkn {
+    int64_t m, k, n;
+  };
+  for (const Mkn s : {Mkn{16, 150, 6400}, Mkn{6400, 150, 16}, Mkn{16, 6400, 150}, Mkn{150, 16, 6400}, Mkn{6, 25, 3136},
+                      Mkn{6, 3136, 25}, Mkn{16, 72, 4096}, Mkn{16, 4096, 72}, Mkn{72, 16, 4096}, Mkn{8, 9, 2048},
+                      Mkn{8, 2048, 9}, Mkn{150, 6400, 16}, Mkn{3136, 25, 6}, Mkn{25, 3136, 6},
+                      Mkn{4096, 9, 8}, Mkn{9, 4096, 8}})
+    for (bool at : {false, true})
+      for (bool bt : {false, true}) check_shape(g, s.m, s.k, s.n, {at, bt});
+  for (int64_t n : {7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 33, 41, 63, 65, 100}) {
+    check_shape(g, 13, 389, n, {false, true});
+    check_shape(g, 7, 21, n, {true, true});
+  }
+  check_shape(g, 197, 300, 70, {true, false});
+  check_shape(g, 1024, 37, 10, {true, false});  // narrow C of a transposed A, a far row stride: Cᵀ = Bᵀ·Aᵀ
+}
+
+// MatmulStore::Continue: a product split into consecutive k ranges (Overwrite, then Continue) gives
+// one call's bytes, on every path: tiles and k slices (K past 384), the folded 10-wide C and the
+// row-streaming path (both skipped for Continue), the narrow-C swap (C read transposed), empty
+// ranges, threads; and matmul_reference split the same way gives its own one-call bytes.
+TEST_CASE("matmul_exact Continue: k ranges in pieces give one call's bytes", "[matmul][continue]") {
+  Gen g(777);
+  struct Case {
+    int64_t m, k, n;
+    std::vector<int64_t> cuts;
+  };
+  const std::vector<Case> cases = {
+      {16, 6400, 150, {100, 1700, 1701, 4000}},  // a conv's dW = G·Colᵀ in pieces of images
+      {17, 900, 33, {0, 385, 770}},               // an empty first range, cuts past a k slice
+      {64, 300, 10, {150}},                        // 10 wide: the fold path when not continuing
+      {5, 40, 600, {1, 2, 3}},                     // few rows: the row-streaming path
+      {100, 90, 12, {45}},                         // narrow C (swapped for a transposed A)
+      {203, 20, 512, {10, 10}},                    // short k, C's rows 4 KiB apart
+      {3, 7, 3, {7}},                              // an empty last range
+  };
+  for (const Case& c : cases)
+    for (bool at : {false, true})
+      for (bool bt : {false, true}) {
+        const auto a = g.fill(c.m * c.k), b = g.fill(c.k * c.n), c0 = g.fill(c.m * c.n);
+        MatmulArgs x = gr::test::layout_args(a.data(), b.data(), c.m, c.k, c.n, at, bt);
+        std::vector<double> want = c0, got = c0, ref_pieces = c0;
+        x.c = want.data();
+        gr::matmul_reference(x);
+        x.c = got.data();
+        gr::test::run_in_k_pieces(x, c.cuts, [](const MatmulArgs& p) { gr::matmul_exact(p); });
+        x.c = ref_pieces.data();
+        gr::test::run_in_k_pieces(x, c.cuts, [](const MatmulArgs& p) { gr::matmul_reference(p); });
+        INFO("M=" << c.m << " K=" << c.k << " N=" << c.n << " aT=" << at << " bT=" << bt);
+        REQUIRE(bytes_equal(want, ref_pieces));
+        REQUIRE(bytes_equal(want, got));
+      }
+  // Threads: each block continues its own elements.
+  const int before = gr::num_threads();
+  gr::set_num_threads(2);
+  const auto a = g.fill(192 * 500), b = g.fill(500 * 256), c0 = g.fill(192 * 256);
+  MatmulArgs x = gr::test::layout_args(a.data(), b.data(), 192, 500, 256, false, false);
+  std::vector<double> want = c0, got = c0;
+  x.c = want.data();
+  gr::matmul_reference(x);
+  x.c = got.data();
+  gr::test::run_in_k_pieces(x, {123, 400}, [](const MatmulArgs& p) { gr::matmul_exact(p); });
+  gr::set_num_threads(before);
+  REQUIRE(bytes_equal(want, got));
+}
+
 // A 10-wide C with a row-major B: the 2-column tails of 4 rows share one vector
 // (matmul_fold.cpp), in groups of 8 and 4 rows; leftover rows go to the other paths. Every row
 // count mod 8, k from 1 to past a k slice, every layout (a transposed B takes the other paths).

@@ -117,6 +117,62 @@ TEST_CASE("f32 matmul_exact: cache blocks, long k, narrow and wide C, the models
   check_shape(rng, 203, 10, 512, true, false);
 }
 
+// The products a conv layer's im2col makes (issue 42; see test_matmul.cpp's case of the same
+// name), and transposed-B panels of every ragged width around the float and double lane counts
+// (the f32 tape's doubles are transposed 8 at a time, floats 16), k not a multiple of either.
+TEST_CASE("f32 matmul_exact: conv im2col shapes and ragged transposed panels", "[matmul][f32][conv]") {
+  std::mt19937_64 rng(4343);
+  struct Mkn {
+    int64_t m, k, n;
+  };
+  for (const Mkn s : {Mkn{16, 150, 6400}, Mkn{6400, 150, 16}, Mkn{16, 6400, 150}, Mkn{150, 16, 6400}, Mkn{6, 25, 3136},
+                      Mkn{6, 3136, 25}, Mkn{16, 72, 4096}, Mkn{16, 4096, 72}, Mkn{72, 16, 4096}, Mkn{8, 9, 2048},
+                      Mkn{8, 2048, 9}, Mkn{150, 6400, 16}, Mkn{3136, 25, 6}, Mkn{25, 3136, 6},
+                      Mkn{4096, 9, 8}, Mkn{9, 4096, 8}})
+    for (bool at : {false, true})
+      for (bool bt : {false, true}) check_shape(rng, s.m, s.k, s.n, at, bt);
+  for (int64_t n : {7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 33, 41, 63, 65, 100}) {
+    check_shape(rng, 13, 389, n, false, true);
+    check_shape(rng, 7, 21, n, true, true);
+  }
+  check_shape(rng, 197, 300, 70, true, false);
+  check_shape(rng, 1024, 37, 10, true, false);  // narrow C, transposed A 1024 apart: swapped on the f32 tape
+  check_shape(rng, 256, 1030, 10, false, false);  // mlp1024's fwd 2, k past a slice
+}
+
+// MatmulStore::Continue in float, on floats and on the f32 tape's doubles holding floats (see
+// test_matmul.cpp's case): k ranges in pieces give one call's bytes.
+TEST_CASE("f32 matmul_exact Continue: k ranges in pieces give one call's bytes", "[matmul][f32][continue]") {
+  std::mt19937_64 rng(778);
+  struct Case {
+    int64_t m, k, n;
+    std::vector<int64_t> cuts;
+  };
+  const std::vector<Case> cases = {{16, 6400, 150, {100, 1700, 4000}}, {17, 1700, 33, {0, 769, 1540}},
+                                   {5, 40, 600, {1, 2}}, {100, 300, 12, {45}}, {203, 20, 1024, {10}}};
+  for (const Case& c : cases)
+    for (bool at : {false, true})
+      for (bool bt : {false, true}) {
+        const auto a = fill(rng, c.m * c.k), b = fill(rng, c.k * c.n), c0 = fill(rng, c.m * c.n);
+        MatmulArgsF32 x = gr::test::layout_args(a.data(), b.data(), c.m, c.k, c.n, at, bt);
+        std::vector<float> want = c0, got = c0;
+        x.c = want.data();
+        gr::matmul_reference(x);
+        x.c = got.data();
+        gr::test::run_in_k_pieces(x, c.cuts, [](const MatmulArgsF32& p) { gr::matmul_exact(p); });
+        INFO("f32 M=" << c.m << " K=" << c.k << " N=" << c.n << " aT=" << at << " bT=" << bt);
+        REQUIRE(bytes_equal(want, got));
+        const std::vector<double> a64(a.begin(), a.end()), b64(b.begin(), b.end());
+        std::vector<double> tape(c0.begin(), c0.end());
+        gr::MatmulArgs x64{a64.data(), x.a_rs, x.a_cs, b64.data(), x.b_rs, x.b_cs, tape.data(), c.m, c.k, c.n,
+                           MatmulStore::Overwrite};
+        gr::test::run_in_k_pieces(x64, c.cuts, [](const gr::MatmulArgs& p) { gr::matmul_exact_f32(p); });
+        INFO("A, B and C stored as doubles");
+        const std::vector<double> want64(want.begin(), want.end());
+        REQUIRE(std::memcmp(want64.data(), tape.data(), want64.size() * sizeof(double)) == 0);
+      }
+}
+
 TEST_CASE("f32 matmul_exact: 1 to 3 threads give the reference's bytes", "[matmul][f32]") {
   std::mt19937_64 rng(9);
   const int before = gr::num_threads();

@@ -227,6 +227,10 @@ std::string program_text(const Graph& g) {
     // A dropout node's key (seed, step, training): torch_oracle.py draws the mask from it itself.
     if (n.op == Op::Dropout)
       o << "key " << id << ' ' << static_cast<uint64_t>(n.starts[0]) << ' ' << n.starts[1] << ' ' << n.starts[2] << '\n';
+    // A batch-statistics node: its third input (the running variance), momentum and training flag;
+    // torch_oracle.py answers with the running statistics after torch's own update (`state`).
+    if (gr::op_info(n.op).batch())
+      o << "batch " << id << ' ' << n.c << ' ' << hex_bits(n.momentum) << ' ' << n.starts[0] << '\n';
     if (n.op == Op::Param || n.op == Op::Const) {
       const auto vals = t.value(Var{id}).values();
       o << "vals " << id << ' ' << vals.size();
@@ -242,6 +246,7 @@ struct OracleResult {
   double loss = 0.0;
   std::map<int32_t, std::vector<double>> grads;   // by param node id
   std::map<int32_t, std::vector<double>> values;  // by node id
+  std::map<int32_t, std::vector<double>> states;  // by batch_norm node id: running mean then variance, updated
 };
 
 bool read_result(const std::filesystem::path& path, OracleResult& r, std::string& err) {
@@ -261,14 +266,14 @@ bool read_result(const std::filesystem::path& path, OracleResult& r, std::string
     } else if (kind == "loss") {
       if (!(ls >> h) || !parse_hex(h, r.loss)) return err = "bad loss line", false;
       have_loss = true;
-    } else if (kind == "grad" || kind == "value") {
+    } else if (kind == "grad" || kind == "value" || kind == "state") {
       int32_t id = -1;
       int64_t count = -1;
       if (!(ls >> id >> count) || count < 0) return err = "bad " + kind + " header", false;
       std::vector<double> v(static_cast<size_t>(count));
       for (double& x : v)
         if (!(ls >> h) || !parse_hex(h, x)) return err = "bad " + kind + " data for node " + std::to_string(id), false;
-      (kind == "grad" ? r.grads : r.values)[id] = std::move(v);
+      (kind == "grad" ? r.grads : kind == "value" ? r.values : r.states)[id] = std::move(v);
     } else {
       return err = "unknown record '" + kind + "'", false;
     }
@@ -419,6 +424,7 @@ void check_coverage(Graph& g) {
     const gr::Node& n = t.node(id);
     if (n.a >= 0) reaches[static_cast<size_t>(n.a)] = 1;
     if (n.b >= 0) reaches[static_cast<size_t>(n.b)] = 1;
+    if (n.c >= 0) reaches[static_cast<size_t>(n.c)] = 1;
   }
   std::vector<char> seen(gr::kOpCount, 0);
   for (int32_t id = 0; id < t.size(); ++id) {
@@ -440,6 +446,38 @@ void check_coverage(Graph& g) {
     const auto gv = t.grad(p).values();
     CHECK(std::any_of(gv.begin(), gv.end(), [](double x) { return x != 0.0; }));
   }
+}
+
+// The running statistics: every batch node's update on the tape (Tape::update_running_stats, after
+// the comparisons above: it writes the leaves in place) against torch's, max |diff| / max |value| per
+// node. Returns the worst; `at` names it. Every batch node must have torch's answer.
+double compare_states(Graph& g, const OracleResult& r, std::string& at) {
+  Tape& t = g.tape;
+  double worst = 0.0;
+  int nodes = 0;
+  for (int32_t id = 0; id < t.size(); ++id) {
+    const gr::Node& n = t.node(id);
+    if (!gr::op_info(n.op).batch()) continue;
+    ++nodes;
+    const auto it = r.states.find(id);
+    if (it == r.states.end() || static_cast<int64_t>(it->second.size()) != 2 * t.node(n.b).numel()) {
+      at = "no torch running statistics for " + node_label(t, id);
+      return INFINITY;
+    }
+    t.update_running_stats(Var{id});
+    const int64_t C = t.node(n.b).numel();
+    double scale = 0.0, diff = 0.0;
+    for (int64_t e = 0; e < 2 * C; ++e) {
+      const double tv = e < C ? t.value(Var{n.b}).data[e] : t.value(Var{n.c}).data[e - C], ov = it->second[static_cast<size_t>(e)];
+      scale = std::max(scale, std::fabs(ov));
+      const double dd = std::fabs(tv - ov);
+      diff = dd == dd ? std::max(diff, dd) : INFINITY;
+    }
+    const double err = diff / std::max(scale, 1e-300);
+    if (err >= worst) worst = err, at = node_label(t, id);
+  }
+  if (nodes == 0) at = "no batch node in the graph";
+  return nodes == 0 ? INFINITY : worst;
 }
 
 void build_and_backward(Graph& g) {
@@ -493,6 +531,11 @@ TEST_CASE("tape agrees with a PyTorch float64 oracle on every op", "[oracle]") {
   CHECK(c.loss_rel <= kLossTol);
   CHECK(c.worst_grad_rel <= kGradTol);
   CHECK(c.worst_value_rel <= kValueTol);
+  std::string at;
+  const double state_rel = compare_states(g, *r, at);
+  std::printf("oracle: running statistics (batch_norm) worst rel err %.3g (at %s)\n", state_rel, at.c_str());
+  INFO("running statistics: " << at);
+  CHECK(state_rel <= kValueTol);
 }
 
 TEST_CASE("the oracle comparison rejects small discrepancies", "[oracle]") {
@@ -569,6 +612,11 @@ TEST_CASE("the f32 tape agrees with a PyTorch float32 oracle on every op", "[ora
   CHECK(c.loss_rel <= kF32Tol.loss);
   CHECK(c.worst_grad_rel <= kF32Tol.grad);
   CHECK(c.worst_value_rel <= kF32Tol.value);
+  std::string state_at;
+  const double state_rel = compare_states(g, *r, state_at);
+  std::printf("oracle: f32 running statistics (batch_norm) worst rel err %.3g (at %s)\n", state_rel, state_at.c_str());
+  INFO("running statistics: " << state_at);
+  CHECK(state_rel <= kF32Tol.value);
 
   // It computed in float (against float64 torch it is off by float rounding, far beyond the f64
   // gates), and the f32 gate still rejects a 1e-3 relative error in one gradient element.

@@ -146,9 +146,15 @@ void run_inspect(const std::string& path) {
                   static_cast<long long>(data.validation.rows));
   for (size_t i = 0; i < p.input_names.size(); ++i)
     std::printf("  input %-14s %s\n", p.input_names[i].c_str(), p.input_shapes[i].str().c_str());
-  int64_t total = 0, frozen = 0;
+  int64_t total = 0, frozen = 0, state = 0;
   std::printf("params:\n");
   for (const ProgramParam& pp : p.params) {
+    if (pp.state) {  // running statistics (batch_norm): state, not parameters (PyTorch's buffers)
+      std::printf("  %-16s %-14s %10lld  state (running statistics)\n", pp.name.c_str(), pp.shape.str().c_str(),
+                  static_cast<long long>(pp.shape.numel()));
+      state += pp.shape.numel();
+      continue;
+    }
     if (pp.trainable)
       std::printf("  %-16s %-14s %10lld  l2 %g\n", pp.name.c_str(), pp.shape.str().c_str(), static_cast<long long>(pp.shape.numel()), pp.l2);
     else
@@ -159,6 +165,7 @@ void run_inspect(const std::string& path) {
   std::printf("  total %lld parameters", static_cast<long long>(total));
   if (frozen > 0)  // the plain line stays as it was for specs without frozen parameters
     std::printf(": %lld trainable, %lld frozen", static_cast<long long>(total - frozen), static_cast<long long>(frozen));
+  if (state > 0) std::printf("; %lld state values (running statistics)", static_cast<long long>(state));
   std::printf("\n");
   if (p.shards > 1) print_shards(p, total - frozen);
   for (const TensorFileRecord& f : spec.tensor_files) std::printf("  init file %s  sha256 %.12s…\n", f.path.c_str(), f.sha256.c_str());

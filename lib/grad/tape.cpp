@@ -46,20 +46,19 @@ bool Tape::usable(Op op, Var v) {
   return true;
 }
 
-Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a, int32_t c) {
-  // `shape` may be a node's own (binary/unary pass nodes_[a].shape): copy it before emplace_back
-  // can move the nodes (reading it afterwards was a use after free once the vector grew).
-  const Shape out = shape;
+Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape_in, bool view_of_a, int32_t c) {
+  // A copy first: callers pass an input's shape (nodes_[a].shape), which emplace_back may move.
+  const Shape shape = shape_in;
   Node& n = nodes_.emplace_back();
   n.op = op;
   n.a = a;
   n.b = b;
   n.c = c;
-  n.shape = out;
+  n.shape = shape;
   n.pos_before = arena_.pos();
   const bool have_inputs = (a < 0 || nodes_[a].val) && (b < 0 || nodes_[b].val) && (c < 0 || nodes_[c].val);
   n.requires_grad = (a >= 0 && nodes_[a].requires_grad) || (b >= 0 && nodes_[b].requires_grad);
-  if (have_inputs) n.val = view_of_a ? nodes_[a].val : arena_.alloc(out.numel());
+  if (have_inputs) n.val = view_of_a ? nodes_[a].val : arena_.alloc(shape.numel());
   value_end_ = arena_.pos();
   return &n;
 }

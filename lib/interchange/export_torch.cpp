@@ -178,19 +178,27 @@ struct Emitter : GraphWalk {
       const ProgramNode& pn = p.nodes[i];
       if (!needed_node[i] || pn.weight < 0) continue;
       const NodeSpec& n = *pn.spec;
-      const std::string attr = names.take(plain_identifier(n.id) ? n.id : sanitize(n.id));
       if (n.kind == NodeSpec::Kind::Op && op_info(n.op).batch()) {
-        // The running statistics as buffers of a submodule, named as PyTorch's BatchNorm names them.
+        // The running statistics as buffers of a submodule, named as PyTorch's BatchNorm names them: a
+        // batch_norm layer's go into the layer's submodule beside its weight and bias (nn.BatchNorm2d's
+        // state_dict keys), a bare op's into a submodule of the node's id.
+        const std::string& rm_name = p.params[static_cast<size_t>(pn.weight)].name;
+        const std::string owner = rm_name.substr(0, rm_name.size() - std::string(".running_mean").size());
+        const auto sub = submodules.find(owner);
+        const bool shared = sub != submodules.end();
+        const std::string attr = shared ? sub->second : names.take(plain_identifier(owner) ? owner : sanitize(owner));
         const Tensor &rm = weight(pn.weight), &rv = weight(pn.bias);
-        init << "        self." << attr << " = nn.Module()  # " << op_name(n.op) << " " << comment_safe(n.id)
-             << ": its running statistics\n"
-             << "        self." << attr << ".register_buffer('running_mean', torch.zeros(" << rm.numel() << ", dtype=" << dtype() << "))\n"
+        if (!shared)
+          init << "        self." << attr << " = nn.Module()  # " << op_name(n.op) << " " << comment_safe(n.id)
+               << ": its running statistics\n";
+        init << "        self." << attr << ".register_buffer('running_mean', torch.zeros(" << rm.numel() << ", dtype=" << dtype() << "))\n"
              << "        self." << attr << ".register_buffer('running_var', torch.ones(" << rv.numel() << ", dtype=" << dtype() << "))\n";
         out.state.push_back({attr + ".running_mean", rm});
         out.state.push_back({attr + ".running_var", rv});
         param_ref[static_cast<size_t>(pn.weight)] = "self." + attr;
         continue;
       }
+      const std::string attr = names.take(plain_identifier(n.id) ? n.id : sanitize(n.id));
       const Tensor& w = weight(pn.weight);  // [in, units]
       const int64_t in = w.shape()[0], units = w.shape()[1];
       init << "        self." << attr << " = nn.Linear(" << in << ", " << units

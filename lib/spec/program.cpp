@@ -241,15 +241,19 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
                          std::string(op_name(n.op)) + " needs more than one value per channel in a training batch, got x " + xs.str());
       const Shape cs{xs[1]};
       const char* names[2] = {".running_mean", ".running_var"};
+      // A batch_norm layer's statistics carry the layer's id (its node is ID.norm), as nn.BatchNorm2d
+      // names its buffers beside its weight and bias: ID.running_mean, the state_dict key too.
+      const std::string owner = n.layer == "batch_norm" && !n.layer_id.empty() ? n.layer_id : n.id;
       for (int k = 0; k < 2; ++k) {
         const int idx = static_cast<int>(p.params.size());
         InitSpec init;
         init.kind = k == 0 ? InitSpec::Kind::Zeros : InitSpec::Kind::Ones;
-        ProgramParam sp{n.id + names[k], n.pointer, cs, init, 0.0, false, false};
+        ProgramParam sp{owner + names[k], n.pointer, cs, init, 0.0, false, false};
         sp.state = true;
+        sp.torch_name = sp.name;
         p.params.push_back(sp);
         params.push_back(t.constant_lazy(cs));
-        p.names[n.id + names[k]] = {Ref::Kind::Param, idx};
+        p.names[owner + names[k]] = {Ref::Kind::Param, idx};
         (k == 0 ? pn.weight : pn.bias) = idx;
       }
     }

@@ -123,6 +123,7 @@ constexpr int64_t kRowsPathMinN = 128;
 constexpr int64_t kRowsOuterMaxK = GR_MM_ROWS_OUTER_K;
 constexpr int64_t kSwapMaxN = GR_MM_SWAP_MAX_N;  // narrow C computed as Cᵀ = Bᵀ·Aᵀ ...
 constexpr int64_t kSwapMinM = GR_MM_SWAP_MIN_M;  // ... when it has at least this many rows
+constexpr int64_t kSwapRowMajorMinK = 256;       // ... and, for a row-major A (f32 tape), this long a k
 
 // A 64-byte-aligned scratch buffer that only grows: steady-state calls allocate nothing.
 template <class T>
@@ -151,8 +152,14 @@ template <class T>
 void reference(const MatmulArgsOf<T>& x) {
   for (int64_t i = 0; i < x.m; ++i) {
     for (int64_t j = 0; j < x.n; ++j) {
-      const T acc = gr_dot(x.a + i * x.a_rs, x.a_cs, x.b + j * x.b_cs, x.b_rs, x.k);
       T& c = x.c[i * x.n + j];
+      if (x.store == MatmulStore::Continue) {  // gr_dot's chain, from C instead of +0
+        T acc = c;
+        for (int64_t k = 0; k < x.k; ++k) acc = gr_rfma(x.a[i * x.a_rs + k * x.a_cs], x.b[k * x.b_rs + j * x.b_cs], acc);
+        c = acc;
+        continue;
+      }
+      const T acc = gr_dot(x.a + i * x.a_rs, x.a_cs, x.b + j * x.b_cs, x.b_rs, x.k);
       c = x.store == MatmulStore::Accumulate ? c + acc : x.store == MatmulStore::OntoZero ? T(0) + acc : acc;
     }
   }
@@ -172,6 +179,8 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
   if (M <= 0 || N <= 0) return;
   const bool accumulate = x.store == MatmulStore::Accumulate;
   const bool onto_zero = x.store == MatmulStore::OntoZero;
+  const bool cont = x.store == MatmulStore::Continue;  // the first k slice starts from C, as later ones do
+  if (K <= 0 && cont) return;  // no steps: C = acc = C
   if (K <= 0) {  // acc = +0.0; C = C + 0.0 still turns -0.0 into +0.0, so do the add.
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
@@ -183,7 +192,7 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
   // A 10-wide C with a row-major B: the 2-column tails of 4 rows share one vector
   // (matmul_fold.cpp), ahead of the swap below (128x64x10 Aᵀ: 1.97 µs folded, 2.11 swapped).
   if constexpr (std::is_same_v<T, double> && in_place_ok) {
-    if (!trans_c && M >= 4) {
+    if (!trans_c && M >= 4 && !cont) {
       const int64_t done = detail::matmul_fold(x, ldc);
       if (done == M) return;
       if (done > 0) {  // the last 1-3 rows by the paths below
@@ -204,7 +213,15 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
   // then a row-major B read in place: packing a row-major A's columns as B panels costs more
   // than it saves (200x64x6: 5.2 µs swapped, 3.0 not), and so does a B row stride past
   // kDirectBLd (1024x256x10 Aᵀ: 107 µs swapped, 86 not).
-  if (!trans_c && N <= kSwapMaxN && M >= kSwapMinM && x.a_rs == 1 && x.a_cs <= kDirectBLd) {
+  // With A, B and C stored wider than the arithmetic (the f32 tape), nothing is read in place and
+  // packing Aᵀ as B panels pays at any layout: a transposed A packs as contiguous rows at any row
+  // stride (1024x256x10 Aᵀ of doubles holding floats: 100 µs swapped, 250 not), a row-major A
+  // through register transposes 8 columns at a time, and the tiles get MR x NV accumulators
+  // instead of MR. A row-major A only with a long k: the swapped C is stored transposed, element
+  // by element, which a short k chain does not pay for (256x1024x10: 105-109 µs swapped, 132-137
+  // not; a conv's cols·Wᵀ, 6400x150x16 Bᵀ: 706 swapped, 573 not).
+  const bool swap_layout_ok = in_place_ok ? x.a_rs == 1 && x.a_cs <= kDirectBLd : x.a_rs == 1 || K >= kSwapRowMajorMinK;
+  if (!trans_c && N <= kSwapMaxN && M >= kSwapMinM && swap_layout_ok) {
     MatmulArgsOf<T, S> t = x;
     t.a = x.b, t.a_rs = x.b_cs, t.a_cs = x.b_rs;
     t.b = x.a, t.b_rs = x.a_cs, t.b_cs = x.a_rs;
@@ -212,7 +229,7 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
     return matmul_serial(t, ldc, true);
   }
   if constexpr (in_place_ok) {
-    if (!trans_c && M <= kRowsPathM && x.b_cs == 1 && (N > kRowsPathMinN || K < 4)) {
+    if (!trans_c && M <= kRowsPathM && x.b_cs == 1 && (N > kRowsPathMinN || K < 4) && !cont) {
       detail::matmul_rows(x, ldc);
       return;
     }
@@ -287,7 +304,7 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
             S* p_tile = park + i * nc + jp;
             if (!first) init = p_tile, ld_init = nc;
             if (!last) dst = p_tile, ld_dst = nc, acc_store = false, trans = 0;
-          } else if (!first) {  // Overwrite: the running acc is parked in C itself
+          } else if (!first || cont) {  // Overwrite: the running acc is parked in C itself
             init = c_tile, ld_init = ldc, trans |= t_c & kTransInit;
           }
           if constexpr (in_place_ok) {

@@ -1,12 +1,13 @@
 // matmul.h — the bit-exact CPU contraction loop (docs/numerics.md).
 //
 // Contract, for every output element (i, j), whatever the fast path:
-//     acc = 0.0
-//     for k = 0 .. K-1 ascending:  acc = acc + A(i,k) * B(k,j)      (one rounding per * and per +)
-//     Overwrite:  C[i*N + j] = acc          Accumulate:  C[i*N + j] = C[i*N + j] + acc
+//     acc = 0.0                                                     (Continue: acc = C[i*N + j])
+//     for k = 0 .. K-1 ascending:  acc = fma(A(i,k), B(k,j), acc)   (one rounding per step)
+//     Overwrite, Continue:  C[i*N + j] = acc      Accumulate:  C[i*N + j] = C[i*N + j] + acc
 // A(i,k) = A[i*a_rs + k*a_cs],  B(k,j) = B[k*b_rs + j*b_cs]  (strides in elements, so the same
 // routine serves A·B, g·Bᵀ and Aᵀ·g of matmul's backward). C is contiguous row-major [M, N].
-// Vectorizing over i or j and tiling registers is allowed; reordering or splitting k is not.
+// Vectorizing over i or j and tiling registers is allowed; reordering k is not, and k is split only
+// by carrying acc on exactly (parked between k slices, or in C between calls with Continue).
 #pragma once
 #include <cstdint>
 
@@ -16,7 +17,11 @@ namespace gr {
 
 // Overwrite: C = acc. Accumulate: C = C + acc. OntoZero: C = +0 + acc without reading C (a
 // gradient slot nobody has written yet): Overwrite's bits, except that −0 becomes +0.
-enum class MatmulStore { Overwrite, Accumulate, OntoZero };
+// Continue: acc starts at C[i*N + j] instead of +0 and C = acc: the chain goes on from where an
+// earlier call left it, so a K-long product computed as consecutive k ranges — the first with
+// Overwrite, the rest with Continue — has the bytes of one call (a conv's dW = G·Colᵀ, whose k runs
+// over (n, oh, ow), built a few images at a time so that Col stays in cache).
+enum class MatmulStore { Overwrite, Accumulate, OntoZero, Continue };
 
 // T: the arithmetic type; S: how A, B and C are stored (S = T, or double holding floats).
 template <class T, class S = T>

@@ -57,6 +57,7 @@ ReplayCheckResult check_replay(Model& model, std::unique_ptr<device::Backend> ba
     const std::vector<Var>& nodes = model.record(model.data().train, rows, model.dropout_key(e + 1));
     const Var loss = nodes[static_cast<size_t>(model.program().loss)];
     model.tape().backward(loss);
+    model.update_running_stats();  // the device's forward took the step's running-statistics update (batch_norm)
     for (int32_t id = 0; id < model.tape().size() && r.equal; ++id) {
       const Var v{id};
       const ConstTensorView cv = model.tape().value(v);

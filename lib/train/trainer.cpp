@@ -271,7 +271,8 @@ void TrainRun::check_batches() {
                            " equal shards; set drop_last to true");
     std::vector<int64_t> rows(static_cast<size_t>(n % batch / p.shards));
     for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
-    if (model.record(train_rows, rows).empty())
+    // With a training key: the batch is a training step's (batch_norm needs two values per channel there).
+    if (model.record(train_rows, rows, model.dropout_key(1)).empty())
       throw InputError(spec.path, "/train/drop_last",
                        "the last batch of " + std::to_string(rows.size()) + " rows does not fit the graph; set drop_last to true");
     model.reset();

@@ -26,6 +26,10 @@ program.txt (one record per line, hex = 16 hex digits of an IEEE binary64 bit pa
                                 (after a window op's expr (conv2d, pools): its resolved geometry; the
                                 expression is over a padded by F.pad (0, max_pool2d -inf), b, kernel k,
                                 stride st, dilation dl and groups gp)
+  batch ID C MOMENTUMHEX TRAINING  (after a batch_norm node: its running variance's node C (B: the running
+                                mean), momentum, and 1 when recorded training; result.txt then holds
+                                `state ID COUNT HEX...`: the running mean then variance after
+                                torch.nn.functional.batch_norm's own update)
   end
 AXIS is -2147483648 for "all axes"; A/B are -1 when absent. Node ids are 0..N-1 in order.
 
@@ -101,6 +105,8 @@ def parse(path):
             if not nodes or nodes[-1]["id"] != int(t[1]):
                 die("window record for node %s does not follow it" % t[1])
             nodes[-1]["window"] = [int(v) for v in t[2:14]]
+        elif k == "batch":
+            nodes[int(t[1])]["batch"] = (int(t[2]), h2d(t[3]), int(t[4]))
         elif k == "key":
             nodes[int(t[1])]["key"] = (int(t[2]), int(t[3]), int(t[4]))
         elif k == "vals":
@@ -150,8 +156,12 @@ class ScaleGrad(torch.autograd.Function):
         return g * ctx.factor, None
 
 
+STATES = {}  # batch_norm node id -> its running statistics after the forward (run() fills it)
+
+
 def run(nodes, vals, loss_id, mutate=None, mode=None):
     """Evaluates the program; returns (loss tensor, {param id: leaf tensor}, [node values])."""
+    STATES.clear()
     t = []
     params = {}
     for n in nodes:
@@ -229,6 +239,11 @@ def run(nodes, vals, loss_id, mutate=None, mode=None):
                 y = a * factor.reshape(a.shape)
             else:
                 y = a.clone()
+        elif op == "batch_norm":
+            c, momentum, training = n["batch"]
+            rm, rv = b.detach().clone(), t[c].detach().clone()  # torch updates these in place in training
+            y = torch.nn.functional.batch_norm(a, rm, rv, training=bool(training), momentum=momentum, eps=n["scalar"])
+            STATES[n["id"]] = torch.cat([rm, rv])
         elif op == "cross_entropy":
             if a.dim() != 2:
                 die("cross_entropy node %d: logits are not 2-D" % n["id"])
@@ -261,6 +276,9 @@ def write_result(path, loss, params, t):
     for i, y in enumerate(t):
         flat = y.detach().reshape(-1).tolist()
         out.append("value %d %d %s" % (i, len(flat), " ".join(d2h(v) for v in flat)))
+    for i in sorted(STATES):
+        flat = STATES[i].reshape(-1).tolist()
+        out.append("state %d %d %s" % (i, len(flat), " ".join(d2h(v) for v in flat)))
     out.append("end")
     tmp = path + ".tmp"
     with open(tmp, "w") as f:

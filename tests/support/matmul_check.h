@@ -27,4 +27,23 @@ std::pair<std::vector<T>, std::vector<T>> reference_and_exact(MatmulArgsOf<T> x,
   return {std::move(want), std::move(got)};
 }
 
+// C = A·B over K computed as consecutive k ranges [0, cuts[0]), [cuts[0], cuts[1]), ..., [cuts.back(), K):
+// the first with Overwrite, the rest with MatmulStore::Continue, each by `run` (matmul_exact or
+// matmul_reference, or the f32 tape's form). One call's bytes whatever the cuts (matmul.h).
+template <class T, class Run>
+void run_in_k_pieces(MatmulArgsOf<T> x, const std::vector<int64_t>& cuts, Run&& run) {
+  int64_t k0 = 0;
+  const int64_t k_all = x.k;
+  for (size_t p = 0; p <= cuts.size(); ++p) {
+    const int64_t k1 = p < cuts.size() ? cuts[p] : k_all;
+    MatmulArgsOf<T> piece = x;
+    piece.a = x.a + k0 * x.a_cs;
+    piece.b = x.b + k0 * x.b_rs;
+    piece.k = k1 - k0;
+    piece.store = p == 0 ? MatmulStore::Overwrite : MatmulStore::Continue;
+    run(piece);
+    k0 = k1;
+  }
+}
+
 }  // namespace gr::test

@@ -8,6 +8,7 @@
 //   binary   same shape [3,4]∘[3,4], a row b-side [3,4]∘[4], a broadcast numerator [4]∘[3,4] and a
 //            one-element b-side [2,3,4]∘[1]
 //   row      [3,5] times a const [5], [2,3,4] with eps 0.1, one column [3,1] (replay only), fan-out
+//   batch    (batch_norm) [N,C] and [N,C,H,W] in training (eps, momentum varied), eval, batch 1 with fan-out
 //   fold     (a fold reduction: max, ...) all of [3,4], axis 0, axis -1 keepdims of [2,3,4], a middle
 //            axis with fan-out, and ties (x concatenated with itself; replay only)
 // with the row's input domains, so a new elementwise or row op needs no test edit. Hand-written cases keep
@@ -72,7 +73,7 @@ struct OpCase {
   Op op;  // the op the case is about (coverage is counted by it)
   std::vector<CaseInput> inputs;
   CaseBuild build;
-  bool derived = false;      // generated from an elementwise, row or fold row
+  bool derived = false;      // generated from an elementwise, row, batch or fold row
   unsigned uses = kUseAll;   // the checks that take it
 };
 
@@ -187,6 +188,30 @@ inline std::vector<OpCase> derived_cases(const OpInfo& info) {
                    true, kUseReplay});
     out.push_back({name + " fan-out", op, {{{4, 3}, da}},
                    [op](Tape& t, const std::vector<Var>& v) { return t.mul(t.row_op(op, v[0]), v[0]); }, true});
+  } else if (info.batch()) {
+    // A batch-statistics op (batch_norm): x, then its running mean and variance (consts: state, no
+    // gradient; the variance positive). Training (batch statistics) or eval (the running ones) is the
+    // tape's key when recorded; a const scale after it, as for a row op (Σy = 0 per channel otherwise).
+    const auto bn = [op](bool training, double eps, double momentum, bool fan_out) {
+      return [=](Tape& t, const std::vector<Var>& v) {
+        t.set_dropout_key({7, 1, training});
+        const Var y = t.batch_op(op, v[0], v[1], v[2], eps, momentum);
+        return t.mul(y, fan_out ? v[0] : v[3]);
+      };
+    };
+    const auto state = [](int64_t C) {
+      return std::vector<CaseInput>{{{C}, Dom::Any, true}, {{C}, Dom::Positive, true}};
+    };
+    const auto with = [&](Shape x, int64_t C, bool scale) {
+      std::vector<CaseInput> in{{x, da}};
+      for (const CaseInput& c : state(C)) in.push_back(c);
+      if (scale) in.push_back({x, Dom::Any, true});
+      return in;
+    };
+    out.push_back({name + " [N,C] training, const scale", op, with({4, 3}, 3, true), bn(true, 1e-5, 0.1, false), true});
+    out.push_back({name + " [N,C,H,W] training, eps 0.1, momentum 0.3", op, with({2, 3, 2, 2}, 3, true), bn(true, 0.1, 0.3, false), true});
+    out.push_back({name + " eval (running statistics)", op, with({2, 3, 2, 2}, 3, true), bn(false, 1e-5, 0.1, false), true});
+    out.push_back({name + " batch 1, fan-out", op, with({1, 2, 2, 3}, 2, false), bn(true, 1e-5, 0.1, true), true});
   } else if (info.fold()) {
     out.push_back({name, op, {{{3, 4}, da}}, [op](Tape& t, const std::vector<Var>& v) { return t.fold_op(op, v[0]); }, true});
     out.push_back({name + " axis 0", op, {{{3, 4}, da}},
@@ -373,6 +398,15 @@ inline const std::vector<OpCase>& op_cases() {
     return v;
   }();
   return all;
+}
+
+// A training forward on a device also takes the step's running-statistics update of every batch node
+// (grk_<stem>_update right after its forward); the CPU tape takes it from Tape::update_running_stats.
+// Sweeps that compare every node after a device forward call this on the tape after the capture
+// (which uploads the statistics as they were).
+inline void update_running_stats(Tape& t) {
+  for (int32_t id = 0; id < t.size(); ++id)
+    if (op_info(t.node(id).op).batch()) t.update_running_stats(Var{id});
 }
 
 // The cases a check takes (`use` is one of CaseUse).
