@@ -220,6 +220,7 @@ int main(int argc, char** argv) {
   cli::add_emit(app);
   cli::add_predict(app);
   cli::add_evaluate(app);
+  cli::add_generate(app);
   cli::add_import(app);
   cli::add_diff(app);
   cli::add_regress(app);

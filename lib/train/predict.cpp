@@ -1,5 +1,7 @@
 #include "train/predict.h"
 
+#include "spec/text_data.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -205,6 +207,7 @@ Datasets shape_only_data(const Spec& spec, const Preprocessing& prep) {
 }
 
 DataTable read_data_file(const Spec& spec, const Preprocessing& prep, const std::string& file, const std::vector<bool>& needed) {
+  if (spec.data && spec.data->source == DataSpec::Source::Text) return read_text_windows(spec, prep.vocab, file);  // all windows
   Spec s = spec;
   DataSpec& d = *s.data;
   const std::string ext = std::filesystem::path(file).extension().string();
