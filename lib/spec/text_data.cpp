@@ -145,8 +145,8 @@ Datasets load_text_datasets(const Spec& spec) {
                          " windows");
   const std::string &x = d.inputs[0].name, &y = d.inputs[1].name;
   out.train = text_windows(ids, d.context, 0, n - n_val, x, y);
-  out.validation = text_windows(ids, d.context, n - n_val, n, x, y);
-  if (n_val == 0) out.validation.tensors.clear();  // as load_datasets: no validation tensors without rows
+  if (n_val > 0) out.validation = text_windows(ids, d.context, n - n_val, n, x, y);
+  else out.validation.names = {x, y};  // as load_datasets: no validation tensors without rows
   out.mean.resize(2);
   out.std.resize(2);
   out.fit.resize(2);
