@@ -130,6 +130,11 @@ PredictTarget predict_target(const Program& p, const Preprocessing& prep) {
 
 std::vector<std::string> class_names(const Program& p, const Preprocessing& prep, int64_t width) {
   const Spec& spec = *p.spec;
+  if (!prep.vocab.empty() && width == static_cast<int64_t>(prep.vocab.tokens.size())) {  // text: the classes are the tokens
+    std::vector<std::string> names;
+    for (const std::string& t : prep.vocab.tokens) names.push_back(token_label(t));
+    return names;
+  }
   std::string label = spec.metrics.accuracy ? spec.metrics.labels : "";
   if (label.empty()) {  // the classification loss's labels: softmax_cross_entropy / cross_entropy / bce_with_logits
     for (const NodeSpec& n : spec.graph) {
