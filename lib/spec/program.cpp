@@ -371,16 +371,21 @@ void check_node_token_ids(const Program& p, const ProgramNode& pn, const DataTab
   const int64_t V = st[0];
   const Tensor& t = table.tensors[static_cast<size_t>(ids.index)];
   const std::string& name = p.input_names[static_cast<size_t>(ids.index)];
-  std::string file;
-  for (const auto& [key, path] : p.spec->data.files)
-    if (key.empty() || key == name) file = path;
+  std::string file;  // the spec's data file, when the rows are its split (predict/evaluate name their own file)
+  if (p.spec->data && !table.source_rows.empty())
+    for (const auto& [key, path] : p.spec->data->files)
+      if (key.empty() || key == name) file = path;
+  // The file's row of table row r (the training and validation rows are a split of the file's).
+  const auto source_row = [&](int64_t r) {
+    return static_cast<size_t>(r) < table.source_rows.size() ? table.source_rows[static_cast<size_t>(r)] : r;
+  };
   const int64_t cols = t.shape().rank() >= 1 && t.shape()[0] > 0 ? t.numel() / t.shape()[0] : 1;
   for (int64_t e = 0; e < t.numel(); ++e) {
     const double v = t.data()[e];
     if (v >= 0.0 && v < static_cast<double>(V) && v == static_cast<double>(static_cast<int64_t>(v))) continue;
     throw InputError(p.spec->path, pn.spec->pointer + "/inputs/0",
-                     "row " + std::to_string(e / cols) + ", column " + std::to_string(e % cols) + " of " + whose +
-                         (file.empty() || whose == file ? "" : " (" + file + ")") + " has id " + number_text(v) + " in \"" + name +
+                     "row " + std::to_string(source_row(e / cols)) + ", column " + std::to_string(e % cols) + " of " +
+                         (file.empty() ? whose : file + " (" + whose + ")") + " has id " + number_text(v) + " in \"" + name +
                          "\", not an integer in [0, " + std::to_string(V) + ") (embedding's table has " + std::to_string(V) +
                          " rows)");
   }
