@@ -7,7 +7,8 @@ A tiny sequence classifier: 3 token ids per row (vocabulary 7, CSV columns t0..t
 `embedding` into a table E [7, 4] → reshape [B, 12] → dense 3 → cross_entropy with class ids (the
 class is t0 mod 3, learnable only through the table). Checks:
 - train on the CPU tape (1 and 3 threads), host per-node and host fused, in f64 and in f32: the
-  same loss.csv and weights bytes per dtype (memcmp); training learns (the last loss < the first).
+  same loss.csv and weights bytes per dtype (memcmp); training learns (the last loss < half the
+  first); `inspect`'s fusion plan lists the embedding as a per-node gather (opaque).
 - predict on cpu and host: the same bytes, matching a NumPy forward from the weights file (table
   rows gathered by hand) within 1e-12; evaluate of each engine's run: the same report.
 - export --format torch (F.embedding) reproduces predict within 1e-12 in float64; import-torch of its
@@ -131,6 +132,9 @@ def main():
         check(len(losses) > 2 and losses[-1] < 0.5 * losses[0], "training learns: loss %s -> %s" % (losses[:1], losses[-1:]))
         w = tensors(os.path.join(r64, "weights.safetensors"))
         check(w.get("E") != tensors(os.path.join(r64, "init.safetensors")).get("E"), "the table trained")
+
+        out = run("inspect", s).stdout
+        check("embedding" in out and "per-node embedding gathers" in out, "inspect: the fusion plan names the per-node gather: " + out[-600:])
 
         # 2. evaluate / predict on every engine: the same bytes; predict = a NumPy forward
         # (predict takes --device; a fused predict is the run's spec with "device": {"fuse": true})
