@@ -8,7 +8,8 @@ A tiny sequence classifier: 3 token ids per row (vocabulary 7, CSV columns t0..t
 class is t0 mod 3, learnable only through the table). Checks:
 - train on the CPU tape (1 and 3 threads), host per-node and host fused, in f64 and in f32: the
   same loss.csv and weights bytes per dtype (memcmp); training learns (the last loss < half the
-  first); `inspect`'s fusion plan lists the embedding as a per-node gather (opaque).
+  first); `check --fd` passes and `check --replay` (host, fused, f32) agrees bit for bit;
+  `inspect`'s fusion plan lists the embedding as a per-node gather (opaque).
 - predict on cpu and host: the same bytes, matching a NumPy forward from the weights file (table
   rows gathered by hand) within 1e-12; evaluate of each engine's run: the same report.
 - export --format torch (F.embedding) reproduces predict within 1e-12 in float64; import-torch of its
@@ -133,6 +134,10 @@ def main():
         w = tensors(os.path.join(r64, "weights.safetensors"))
         check(w.get("E") != tensors(os.path.join(r64, "init.safetensors")).get("E"), "the table trained")
 
+        # check --fd (the table's gradient by central differences) and check --replay (lockstep bytes)
+        run("check", s, "--fd")  # exit 0: every checked element within the tolerance
+        for flags in (["--device", "host"], ["--device", "host", "--fuse"], ["--device", "host", "--dtype", "f32"]):
+            run("check", s, "--replay", "--episodes", "5", *flags)
         out = run("inspect", s).stdout
         check("embedding" in out and "per-node embedding gathers" in out, "inspect: the fusion plan names the per-node gather: " + out[-600:])
 
