@@ -47,7 +47,7 @@ TEST_CASE("embedding: forward rows and the ascending-position backward, byte for
   }
 }
 
-TEST_CASE("embedding: a const id outside [0, V) gives a NaN row and no gradient", "[tape][embedding]") {
+TEST_CASE("embedding: a const id that selects no row (negative, too large, a fraction, NaN) gives a NaN row and no gradient", "[tape][embedding]") {
   Tape t;
   const Var I = t.constant(Shape{5}, std::vector<double>{0, 3, -1, 0.5, NAN});
   const Var T = t.param(Shape{3, 2}, std::vector<double>{1, 2, 3, 4, 5, 6});
@@ -69,7 +69,7 @@ TEST_CASE("embedding: a const id outside [0, V) gives a NaN row and no gradient"
   CHECK(gr_embedding_row(static_cast<double>(INFINITY), 3) == -1);
 }
 
-TEST_CASE("embedding: ids that depend on a parameter and a table that is not [V,D] are refused", "[tape][embedding]") {
+TEST_CASE("embedding: ids that depend on a parameter and a table that is not V x D are refused", "[tape][embedding]") {
   {
     Tape t;
     const Var P = t.param(Shape{4}, std::vector<double>{0, 1, 0, 1});
