@@ -52,10 +52,10 @@ void run_generate(const GenerateFlags& f) {
   model.load_params(w.file, w.path);
   NextToken next(model, w.prep.vocab, engine.on_device() ? engine.take_backend() : nullptr, engine.spec.fuse);
   std::vector<int64_t> ids = prompt_ids(w.prep.vocab, f.prompt, "--prompt");
-  const size_t prompt_len = f.prompt.empty() ? 0 : ids.size();  // an empty prompt's line break is not printed
   const SampleOptions o{f.temperature, f.top_k, f.seed};
   for (int64_t s = 0; s < f.tokens; ++s) ids.push_back(sample_token(next.logits(ids), o, s));
   const std::vector<int64_t> made(ids.end() - f.tokens, ids.end());
+  // The prompt as given (an empty prompt's line break is not printed), then the new tokens.
   const std::string text = (f.prompt.empty() ? "" : f.prompt + (w.prep.vocab.kind == "words" && f.tokens ? " " : "")) +
                            decode_tokens(w.prep.vocab, made);
   if (!f.json.empty()) {
@@ -63,7 +63,6 @@ void run_generate(const GenerateFlags& f) {
                              {"ids", made}, {"temperature", f.temperature}, {"top_k", f.top_k}, {"seed", f.seed}};
     write_file_atomic(f.json, j.dump(1) + "\n");
   }
-  (void)prompt_len;
   if (!f.quiet) std::fwrite(text.data(), 1, text.size(), stdout), std::printf(text.empty() || text.back() != '\n' ? "\n" : "");
 }
 
