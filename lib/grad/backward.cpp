@@ -165,8 +165,9 @@ struct TapeRules {
   void matmul() {
     const Node &A = in(n.a), &B = in(n.b);
     const Slot da = slot(n.a), db = slot(n.b);  // one node: the b-side finds it touched and adds
-    matmul_grads(A.val, B.val, g, da.p, nullptr, A.shape[0], A.shape[1], B.shape[1], da.fresh);
-    matmul_grads(A.val, B.val, g, nullptr, db.p, A.shape[0], A.shape[1], B.shape[1], db.fresh);
+    const int64_t K = B.shape[0], rows = A.shape.numel() / K;  // [..., M, K] is [rows, K] (tape_ops.cpp)
+    matmul_grads(A.val, B.val, g, da.p, nullptr, rows, K, B.shape[1], da.fresh);
+    matmul_grads(A.val, B.val, g, nullptr, db.p, rows, K, B.shape[1], db.fresh);
   }
 
   void bmm() {
@@ -240,6 +241,23 @@ struct TapeRules {
     if (!wants(n.a)) return;
     double* slot = t.ensure_grad(n.a);
     const AxisLanes l = axis_lanes(n.shape, n.axis);
+    if (n.causal) {  // last-axis lanes over their visible prefixes; the masked slots are never touched
+      const int64_t tq = n.shape[n.shape.rank() - 2];
+      for (int64_t o = 0; o < l.outer; ++o) {
+        const int64_t vis = gr_causal_visible(o, tq, l.len), base = o * l.len;
+        if constexpr (std::is_same_v<R, double>) {
+          gr_softmax_causal_lane_bwd(g + base, n.val + base, slot + base, l.len, 1LL, vis);
+        } else {
+          float* w = t.scratch(static_cast<size_t>(3 * l.len));
+          narrow_lane(g + base, l.len, 1, w);
+          narrow_lane(n.val + base, l.len, 1, w + l.len);
+          narrow_lane(slot + base, l.len, 1, w + 2 * l.len);
+          gr_softmax_causal_lane_bwd(w, w + l.len, w + 2 * l.len, l.len, 1LL, vis);
+          widen_lane(w + 2 * l.len, l.len, slot + base, 1);
+        }
+      }
+      return;
+    }
     int64_t o0 = 0;
     if constexpr (std::is_same_v<R, double>) {
       // Softmax over the last axis, eight lanes at a time (their serial sums overlap).
@@ -392,7 +410,7 @@ struct TapeRules {
   void cross_entropy() {
     if (!wants(n.a)) return;  // class ids get no gradient
     const Node& X = in(n.a);
-    const int64_t rows = X.shape[0], C = X.shape[1];
+    const int64_t C = X.shape[X.shape.rank() - 1], rows = X.shape.numel() / C;  // [N,T,C]: N·T rows
     double* sx = t.ensure_grad(n.a);
     const R q = gr_rdiv(R(g[0]), static_cast<R>(rows));
     for (int64_t r = 0; r < rows; ++r) {
