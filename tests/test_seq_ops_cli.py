@@ -15,8 +15,8 @@ input, dense layers on [N,T,D], cross_entropy on [N,T,V] with ids [N,T], per-pos
   to 1 and the argmax class; a NumPy forward from the weights file (its own causal mask) agrees
   within 1e-12; the device engines' predictions are the same bytes.
 - `export --format torch` (masked_fill) reproduces predict within 1e-12; `export --format onnx`
-  (an Add of a 0/-inf mask before Softmax) is checked with onnx's reference evaluator when the
-  onnx package is there.
+  (an Add of a 0/-inf mask before Softmax): onnx.checker, the mask initializer's values, and the
+  model's output against predict with onnx's reference evaluator (onnx >= 1.13) when there.
 - Refusals, one located line each: "causal" on an op without it, a causal softmax over axis 0 or a
   rank-1 input, cross_entropy with ids of the wrong shape, a dense layer on a rank-1 input.
 Without numpy/torch: exit 77.
@@ -237,7 +237,7 @@ def main():
         run("export", ref, "--format", "onnx", "--dtype", "f64", "--out", model)
         try:
             import onnx
-            from onnx.reference import ReferenceEvaluator
+            from onnx import numpy_helper
         except ImportError:
             onnx = None
         if onnx is not None:
@@ -245,13 +245,41 @@ def main():
             onnx.checker.check_model(mo, full_check=True)
             ops = [n.op_type for n in mo.graph.node]
             check("Softmax" in ops and ops.count("MatMul") >= 2, "ONNX ops: %s" % ops)
-            ev = ReferenceEvaluator(mo)
-            name = mo.graph.input[0].name
-            shape = [d.dim_value or B for d in mo.graph.input[0].type.tensor_type.shape.dim]
-            res = ev.run(None, {name: x.reshape(shape)})[0]
-            err = float(np.max(np.abs(np.asarray(res).reshape(B * T, V) - probs)))
-            stats["onnx vs predict"] = err
-            check(err <= 1e-9, "onnx reference evaluator vs predict: max |diff| %.3g" % err)
+            masks = [numpy_helper.to_array(i) for i in mo.graph.initializer if i.name.endswith("_causal_mask")]
+            want_mask = np.where(np.triu(np.ones((T, T), dtype=bool), 1), -np.inf, 0.0)
+            check(len(masks) == 1 and np.array_equal(masks[0], want_mask), "the ONNX causal mask: %s" % masks)
+            try:
+                from onnx.reference import ReferenceEvaluator  # onnx >= 1.13
+            except ImportError:
+                ReferenceEvaluator = None
+            if ReferenceEvaluator is not None:
+                ev = ReferenceEvaluator(mo)
+                name = mo.graph.input[0].name
+                shape = [d.dim_value or B for d in mo.graph.input[0].type.tensor_type.shape.dim]
+                res = ev.run(None, {name: x.reshape(shape)})[0]
+                err = float(np.max(np.abs(np.asarray(res).reshape(B * T, V) - probs)))
+                stats["onnx vs predict"] = err
+                check(err <= 1e-9, "onnx reference evaluator vs predict: max |diff| %.3g" % err)
+
+        # ... and through onnxruntime-node (tools/onnxrt/run.js), as tests/test_export_onnx.py runs it
+        import shutil
+        import subprocess
+        if shutil.which("node") and os.path.isdir(os.path.join(ROOT, "tools", "onnxrt", "node_modules", "onnxruntime-node")):
+            model32 = os.path.join(tmp, "seq32.onnx")
+            run("export", ref, "--format", "onnx", "--out", model32)  # float32, the default
+            feeds = os.path.join(tmp, "feeds.json")
+            with open(feeds, "w") as f:
+                json.dump({"x": x.reshape(B, T * D).tolist()}, f)
+            rr = subprocess.run(["node", os.path.join(ROOT, "tools", "onnxrt", "run.js"), model32, feeds], capture_output=True,
+                                text=True)
+            check(rr.returncode == 0, "run.js: " + rr.stderr)
+            if rr.returncode == 0:
+                got = np.array(list(json.loads(rr.stdout).values())[0]["data"]).reshape(B * T, V)
+                err = float(np.max(np.abs(got - probs)))
+                stats["onnxruntime (float32) vs predict"] = err
+                check(err <= 1e-5, "onnxruntime vs predict: max |diff| %.3g" % err)
+        else:
+            print("note: the onnxruntime check needs node and onnxruntime-node in tools/onnxrt/node_modules")
 
         # refusals: exit 2, one located line
         bad_cases = []
