@@ -46,7 +46,7 @@ def base(tmp):
     return {"gradrun": 1, "name": "blocks", "seed": 11,
             "data": {"csv": IRIS, "validation": 0.2,
                      "inputs": {"x": {"columns": IRIS_X, "standardize": True}, "y": {"column": "species", "one_hot": 3}}},
-            "train": {"epochs": 4, "batch_size": 20}, "optimizer": {"kind": "adam", "lr": 0.01}}
+            "train": {"epochs": 4, "batch_size": 20}, "optimizer": {"kind": "adam", "lr": 0.01}, "loss": "loss"}
 
 
 BLOCK = {"inputs": ["h"],
@@ -63,7 +63,7 @@ BLOCK = {"inputs": ["h"],
 def blocks_spec(tmp, repeat=3):
     s = base(tmp)
     s["params"] = {"Win": {"shape": [4, 6], "init": "xavier_uniform"}}
-    s["blocks"] = {"res": BLOCK}
+    s["blocks"] = {"res": copy.deepcopy(BLOCK)}
     node = {"id": "b1", "block": "res", "inputs": ["x0"]}
     if repeat is not None:
         node["repeat"] = repeat
@@ -161,7 +161,7 @@ def predict(run_dir, tmp):
     with open(out) as f:
         rows = [l.strip().split(",") for l in f if l.strip()]
     head = rows[0]
-    cols = [i for i, h in enumerate(head) if h.startswith("p") or h.startswith("prob")]
+    cols = [i for i, h in enumerate(head) if h != "class"]
     return np.array([[float(r[i]) for i in cols] for r in rows[1:]]), head
 
 
@@ -185,7 +185,7 @@ def exports(tmp):
         torch = None
     if torch is not None:
         tdir = os.path.join(tmp, "torch")
-        run("export", run_dir, "--format", "torch", "--out", tdir, "--quiet")
+        run("export", run_dir, "--format", "torch", "--out", tdir)
         sys.path.insert(0, tdir)
         import importlib
         mod = importlib.import_module("model")
@@ -219,7 +219,7 @@ def exports(tmp):
         json.dump({"x": {"dims": list(x.shape), "data": x.reshape(-1).tolist()}}, f)
     for dtype, rel, ab in (("f32", 1e-5, 1e-6), ("f64", 1e-9, 1e-12)):
         model = os.path.join(tmp, "blocks-%s.onnx" % dtype)
-        run("export", run_dir, "--format", "onnx", "--dtype", dtype, "--out", model, "--quiet")
+        run("export", run_dir, "--format", "onnx", "--dtype", dtype, "--out", model)
         try:
             import onnx
             mo = onnx.load(model)
@@ -280,8 +280,10 @@ def bad_specs(tmp):
     # a shape error in the second instance only: its input is the first instance's [20, 7] output
     case(lambda s: (s["blocks"]["res"]["graph"].__setitem__(5, {"id": "out", "op": "concat", "inputs": ["sc", "sc"], "axis": -1})),
          "/blocks/res/graph/1 (in b1.1)", ["matmul"])
-    case(lambda s: s["graph"].insert(0, {"id": "b1.0.m", "op": "relu", "inputs": ["x"]}), "/graph/2/id",
-         ['"b1.0.m"', "already defined"])
+    case(lambda s: s["graph"].insert(0, {"id": "b1.0.m", "op": "relu", "inputs": ["x"]}), "/blocks/res/graph/1/id (in b1.0)",
+         ['name "b1.0.m" ("m" of b1.0) is already defined'])
+    case(lambda s: s["graph"].insert(3, {"id": "b1.1.f.W", "op": "relu", "inputs": ["x"]}), "/graph/3/id",
+         ['name "b1.1.f.W" is already defined'])
     case(lambda s: s["graph"].append({"id": "b1", "op": "relu", "inputs": ["x"]}), "/graph/4/id", ['name "b1" is already defined'])
 
     def recursive(s):
