@@ -59,28 +59,6 @@ std::string comment_safe(const std::string& s) {
   return out;
 }
 
-bool plain_identifier(const std::string& s) {
-  static const std::set<std::string> reserved = {
-      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
-      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal",
-      "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
-      // nn.Module attributes an attribute of ours must not shadow
-      "forward", "training", "to", "cpu", "cuda", "double", "float", "half", "eval", "train", "apply", "state_dict",
-      "load_state_dict", "parameters", "buffers", "children", "modules", "named_parameters", "named_buffers",
-      "register_buffer", "register_parameter", "add_module", "type", "zero_grad", "requires_grad_", "dump_patches",
-      "call_super_init", "input_names", "self", "torch", "nn"};
-  if (s.empty() || s[0] == '_' || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  for (unsigned char c : s)
-    if (!(std::isalnum(c) || c == '_')) return false;
-  return !reserved.contains(s);
-}
-
-std::string sanitize(const std::string& s) {
-  std::string out = "p_";
-  for (unsigned char c : s) out += (std::isalnum(c) && c < 0x80) ? static_cast<char>(c) : '_';
-  return out;
-}
-
 // The row's torch expression with its operands a, b, s (and a fold reduction's dim d and keepdim k)
 // substituted (whole identifiers not after '.').
 std::string substitute(std::string_view expr, const std::string& a, const std::string& b, const std::string& s,
@@ -121,7 +99,7 @@ struct Emitter : GraphWalk {
   TorchExport out;
   UniqueNames names;  // attribute names, unique within the module
   std::map<std::string, std::string> submodules{};  // a layer's id → its submodule's attribute (layer_param)
-  TorchModules modules{plain_identifier};           // dotted names as nested modules (torch_modules.h)
+  TorchModules modules{};           // dotted names as nested modules (torch_modules.h)
   // The module's dtype: the run's precision (out.real).
   const char* dtype() const { return out.real == DType::F32 ? "torch.float32" : "torch.float64"; }
 
@@ -143,7 +121,7 @@ struct Emitter : GraphWalk {
     const size_t dot = pp.torch_name.rfind('.');
     if (pp.torch_name.empty() || dot == std::string::npos) return false;
     const std::string mod = pp.torch_name.substr(0, dot), leaf = pp.torch_name.substr(dot + 1);
-    if (!plain_identifier(mod)) return false;
+    if (!torch_identifier(mod)) return false;
     auto it = submodules.find(mod);
     if (it == submodules.end()) {
       const std::string attr = names.take(mod);
@@ -183,7 +161,7 @@ struct Emitter : GraphWalk {
         continue;
       }
       if (layer_param(i)) continue;
-      const std::string attr = names.take(plain_identifier(pp.name) ? pp.name : sanitize(pp.name));
+      const std::string attr = names.take(torch_identifier(pp.name) ? pp.name : torch_flat_name(pp.name));
       init << "        self." << attr << " = nn.Parameter(torch.zeros(" << py_ints(pp.shape.dims())
            << ", dtype=" << dtype() << "))  # " << comment_safe(pp.name) << "\n";
       param_ref[i] = "self." + attr;
@@ -201,7 +179,7 @@ struct Emitter : GraphWalk {
         const std::string owner = rm_name.substr(0, rm_name.size() - std::string(".running_mean").size());
         const auto sub = submodules.find(owner);
         const bool nested = modules.nested(owner), shared = nested || sub != submodules.end();
-        const std::string attr = nested ? owner : shared ? sub->second : names.take(plain_identifier(owner) ? owner : sanitize(owner));
+        const std::string attr = nested ? owner : shared ? sub->second : names.take(torch_identifier(owner) ? owner : torch_flat_name(owner));
         const std::string expr = nested ? modules.ref(owner) : "self." + attr;
         const Tensor &rm = weight(pn.weight), &rv = weight(pn.bias);
         if (!shared)
@@ -215,7 +193,7 @@ struct Emitter : GraphWalk {
         continue;
       }
       const bool nested = modules.nested(n.id);  // a dense layer in a block: made with the block's modules
-      const std::string attr = nested ? n.id : names.take(plain_identifier(n.id) ? n.id : sanitize(n.id));
+      const std::string attr = nested ? n.id : names.take(torch_identifier(n.id) ? n.id : torch_flat_name(n.id));
       const Tensor& w = weight(pn.weight);  // [in, units]
       const int64_t in = w.shape()[0], units = w.shape()[1];
       const std::string linear = "nn.Linear(" + std::to_string(in) + ", " + std::to_string(units) + ", dtype=" + dtype() + ")";
@@ -232,7 +210,7 @@ struct Emitter : GraphWalk {
     for (size_t i = 0; i < p.spec->consts.size(); ++i) {
       if (!needed_const[i]) continue;
       const ConstSpec& c = p.spec->consts[i];
-      const std::string attr = names.take(sanitize(c.name).replace(0, 2, "c_"));
+      const std::string attr = names.take(torch_flat_name(c.name).replace(0, 2, "c_"));
       buffer(attr, Tensor(Shape(std::span<const int64_t>(c.shape)), c.values));
       const_ref[i] = "self." + attr;
     }
@@ -243,7 +221,7 @@ struct Emitter : GraphWalk {
       const InputPrep* ip = prep.find(name);
       if (!ip)
         throw InputError(p.spec->path, "/data/inputs/" + name, "the saved preprocessing has no input \"" + name + "\"");
-      const std::string arg = names.take(plain_identifier(name) ? name : sanitize(name));
+      const std::string arg = names.take(torch_identifier(name) ? name : torch_flat_name(name));
       out.input_names.push_back(name);
       input_var[i] = arg;
       fwd << "        " << arg << " = torch.as_tensor(" << arg << ", dtype=" << dtype() << ")\n";

@@ -26,6 +26,28 @@ bool index(const std::string& s) {  // "0", "12": no sign, no leading zero
 
 }  // namespace
 
+bool torch_identifier(const std::string& s) {
+  static const std::set<std::string> reserved = {
+      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
+      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal",
+      "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
+      // nn.Module attributes an attribute of ours must not shadow
+      "forward", "training", "to", "cpu", "cuda", "double", "float", "half", "eval", "train", "apply", "state_dict",
+      "load_state_dict", "parameters", "buffers", "children", "modules", "named_parameters", "named_buffers",
+      "register_buffer", "register_parameter", "add_module", "type", "zero_grad", "requires_grad_", "dump_patches",
+      "call_super_init", "input_names", "self", "torch", "nn"};
+  if (s.empty() || s[0] == '_' || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (unsigned char c : s)
+    if (!(std::isalnum(c) || c == '_')) return false;
+  return !reserved.contains(s);
+}
+
+std::string torch_flat_name(const std::string& s) {
+  std::string out = "p_";
+  for (unsigned char c : s) out += (std::isalnum(c) && c < 0x80) ? static_cast<char>(c) : '_';
+  return out;
+}
+
 std::string TorchModules::param_module(const Program& p, size_t i, std::string& leaf) const {
   const ProgramParam& pp = p.params[i];
   const std::string& name = pp.torch_name.empty() ? pp.name : pp.torch_name;  // a layer's: "b1.0.c.weight"

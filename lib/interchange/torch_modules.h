@@ -17,11 +17,14 @@
 
 namespace gr {
 
+// Whether a name can be a plain attribute of the exported nn.Module: a Python identifier that is no
+// keyword and shadows no nn.Module attribute (forward, training, state_dict, ...).
+bool torch_identifier(const std::string& s);
+// Any name as a flat attribute: "p_" and the name with every other character as '_'.
+std::string torch_flat_name(const std::string& s);
+
 class TorchModules {
  public:
-  // `ident`: whether a name can be a plain Python attribute (export_torch.cpp plain_identifier).
-  explicit TorchModules(bool (*ident)(const std::string&)) : ident_(ident) {}
-
   // Every dotted name the export of `p` writes (needed params and nodes): a parameter's module (its
   // name without the last segment, which must be an identifier), a dense layer's nn.Linear (its id),
   // a conv2d / batch_norm layer's module (its torch_name without the leaf), running statistics' owner.
@@ -52,7 +55,7 @@ class TorchModules {
   std::string make(const std::string& path) const;
   void lines(const std::string& path, std::string& out) const;
 
-  bool (*ident_)(const std::string&);
+  static bool ident_(const std::string& s) { return torch_identifier(s); }
   std::map<std::string, Node> nodes_;
   std::vector<std::string> roots_;
 };
