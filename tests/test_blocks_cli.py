@@ -189,6 +189,7 @@ def exports(tmp):
         run("export", run_dir, "--format", "torch", "--out", tdir)
         sys.path.insert(0, tdir)
         import importlib
+        import importlib.util
         mod = importlib.import_module("model")
         m = mod.Model.from_dir(tdir)
         keys = set(m.state_dict())
@@ -209,6 +210,28 @@ def exports(tmp):
         w, i = tensors(os.path.join(run_dir, "weights.safetensors")), tensors(init)
         check(w == i, "import-torch of the export is not the trained weights: %s" %
               [k for k in w if w.get(k) != i.get(k)][:5])
+        # a batch_norm layer inside a block: nn.BatchNorm-style keys under the instance (nb.0.norm.running_mean)
+        bs = blocks_spec(tmp, 3)
+        bs["blocks"]["bn"] = {"inputs": ["h"], "graph": [{"id": "norm", "layer": "batch_norm", "inputs": ["h"]},
+                                                        {"id": "a", "op": "relu", "inputs": ["norm"]}], "output": "a"}
+        bs["graph"].insert(2, {"id": "nb", "block": "bn", "inputs": ["b1"], "repeat": 2})
+        bs["graph"][3]["inputs"] = ["nb"]
+        bn_spec, bn_run, bn_t = write(tmp, "bn", bs), os.path.join(tmp, "bn-run"), os.path.join(tmp, "bn-torch")
+        run("train", bn_spec, "--out", bn_run, "--quiet")
+        run("export", bn_run, "--format", "torch", "--out", bn_t)
+        bn_pred, _ = predict(bn_run, tmp)
+        spec_mod = importlib.util.spec_from_file_location("bn_model", os.path.join(bn_t, "model.py"))
+        bn_mod = importlib.util.module_from_spec(spec_mod)
+        spec_mod.loader.exec_module(bn_mod)
+        mb = bn_mod.Model.from_dir(bn_t)
+        check({"nb.0.norm.weight", "nb.1.norm.bias", "nb.1.norm.running_mean", "nb.0.norm.running_var"} <= set(mb.state_dict()),
+              "batch_norm in a block: state_dict %s" % sorted(mb.state_dict()))
+        with torch.no_grad():
+            err = np.max(np.abs(mb(torch.tensor(iris_x())).numpy() - bn_pred))
+        check(err < 1e-12, "batch_norm block: torch vs predict %.3g" % err)
+        init = os.path.join(tmp, "bn-imported.safetensors")
+        run("import-torch", os.path.join(bn_t, "state_dict.safetensors"), "--spec", bn_spec, "--out", init)
+        check(tensors(os.path.join(bn_run, "weights.safetensors")) == tensors(init), "batch_norm block: import-torch is not the trained weights")
     # onnx
     ort = os.path.join(ROOT, "tools", "onnxrt", "node_modules", "onnxruntime-node")
     if not shutil.which("node") or not os.path.isdir(ort):
