@@ -12,6 +12,7 @@
   b1 = b1.2.out); the block node's id stands for the last instance's output (loss, predict).
 - Checkpoints: a run resumed after 2 of 4 epochs ends with the bytes of an uninterrupted run; the
   host engine (per-node and --fuse) trains the blocks spec to the CPU tape's bytes.
+- `emit-cuda --verify` of a scalar model built from a repeated block (parameters m.0.w ...).
 - Exports with dotted names: the torch export nests modules (self.b1[0].h, state_dict keys b1.0.W,
   b1.0.h.weight), the module reproduces `predict`, and import-torch reads every parameter back by
   name (bit for bit); ONNX (layer_norm, dense gelu, gelu op inside the block) in onnxruntime-node
@@ -153,6 +154,21 @@ def checkpoints_and_engines(tmp):
     run("train", spec, "--out", f32[0], "--quiet", "--dtype", "f32")
     run("train", spec, "--out", f32[1], "--quiet", "--dtype", "f32", "--device", "host", "--fuse")
     same_run(f32[0], f32[1], "f32 cpu vs host --fuse")
+
+
+def emit(tmp):
+    """emit-cuda --verify over a scalar model whose parameters come from a repeated block (m.0.w ...)."""
+    with open(os.path.join(ROOT, "specs", "linreg.json")) as f:
+        s = json.load(f)
+    s["data"]["csv"] = os.path.join(ROOT, "datasets", "linreg.csv")
+    s["params"] = {}
+    s["blocks"] = {"lin": {"inputs": ["x"], "output": "pred",
+                           "params": {"w": {"shape": [1], "init": {"kind": "uniform", "low": -1.0, "high": 1.0}},
+                                      "b": {"shape": [1], "init": "zeros"}},
+                           "graph": [{"id": "wx", "op": "mul", "inputs": ["x", "w"]}, {"id": "pred", "op": "add", "inputs": ["wx", "b"]}]}}
+    s["graph"] = [{"id": "m", "block": "lin", "inputs": ["x"], "repeat": 2}, {"id": "loss", "op": "mse", "inputs": ["m", "y"]}]
+    p = run("emit-cuda", write(tmp, "lin", s), "--verify")
+    check("p[3] = m.1.b" in p.stdout + p.stderr and "bit-identical" in p.stdout + p.stderr, "emit-cuda --verify:\n" + p.stderr[-600:])
 
 
 def predict(run_dir, tmp):
@@ -340,6 +356,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         expansion(tmp)
         checkpoints_and_engines(tmp)
+        emit(tmp)
         exports(tmp)
         bad_specs(tmp)
         transformer(tmp)
