@@ -128,6 +128,13 @@ def expansion(tmp):
     for want in ("blocks: 3 instances", "b1.0             block res", "(x0) -> b1.0.out", "(b1.0.out) -> b1.1.out",
                  "b1 = b1.2.out", "b1.1.f"):
         check(want in out, "inspect does not show %r:\n%s" % (want, out[-2500:]))
+    # two inputs: instance k > 0 takes the previous output as its first input, the second stays
+    s = blocks_spec(tmp, 3)
+    s["blocks"]["res"]["inputs"] = ["h", "skip"]
+    s["blocks"]["res"]["graph"][5]["inputs"] = ["skip", "sc"]
+    s["graph"][1]["inputs"] = ["x0", "x0"]
+    p = run("inspect", write(tmp, "two", s))
+    check("(b1.1.out, x0) -> b1.2.out" in p.stdout, "two inputs: inspect shows\n" + p.stdout[-800:])
     # a block inside a block
     s = blocks_spec(tmp, 2)
     s["blocks"]["outer"] = {"inputs": ["z"], "graph": [{"id": "r", "block": "res", "inputs": ["z"]},
