@@ -123,7 +123,10 @@ Shape layer_param_shape(const Spec& spec, const NodeSpec& n, const LayerParamSpe
 
 }  // namespace
 
-Program resolve_program(const Spec& spec, const DataTable& train) {
+namespace {
+
+// resolve_program's work; `current` is the graph node being resolved (null outside the node loop).
+Program resolve_nodes(const Spec& spec, const DataTable& train, const NodeSpec*& current) {
   Program p;
   p.spec = &spec;
   if (!spec.data && spec.train.shards > 1)
@@ -162,125 +165,120 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
   for (const ProgramParam& pp : p.params) params.push_back(t.constant_lazy(pp.shape));
   for (const ConstSpec& c : spec.consts) consts.push_back(t.constant_lazy(Shape(std::span<const int64_t>(c.shape))));
   for (const NodeSpec& n : spec.graph) {
-    try {
-      ProgramNode pn{&n, {}, -1, -1, Shape{1}, false, n.kind == NodeSpec::Kind::Dense && n.trainable};
-      for (const std::string& name : n.inputs) {
-        if (!n.layer_params.empty() && !p.names.count(name)) continue;  // the layer's own parameters: created below
-        const Ref r = p.names.at(name);
-        pn.inputs.push_back(r);
-        pn.requires_grad = pn.requires_grad || (r.kind == Ref::Kind::Param && p.params[r.index].trainable) ||
-                           (r.kind == Ref::Kind::Node && p.nodes[r.index].requires_grad);
-      }
-      if (!n.layer_params.empty() || (!n.layer.empty() && n.op == Op::Reshape)) {  // a lowered layer (spec_layers.cpp)
-        const Ref r = p.names.at(n.inputs[0]);
-        const Var x = r.kind == Ref::Kind::Node ? nodes[r.index]
-                      : r.kind == Ref::Kind::Input ? inputs[r.index]
-                      : r.kind == Ref::Kind::Param ? params[r.index]
-                                                   : consts[r.index];
-        const Shape xs = t.node(x).shape;
-        if (n.op == Op::Reshape) {  // flatten: [N, -1] as [-1, C·H·W], so any batch size runs
-          if (xs.rank() < 2) throw InputError(spec.path, n.pointer, "a flatten layer needs an [N, ...] input, got " + xs.str());
-          auto flat = std::make_shared<NodeSpec>(n);
-          flat->shape = {-1, xs.numel() / xs[0]};
-          pn.spec = flat.get();
-          p.resolved_specs.push_back(std::move(flat));
-        }
-        for (const LayerParamSpec& lp : n.layer_params) {
-          const Shape shape = layer_param_shape(spec, n, lp, xs);
-          InitSpec init = lp.init;
-          if (lp.role == LayerParamSpec::Role::ConvWeight) init.fan_in = shape.numel() / shape[0], init.fan_out = lp.filters * lp.kh * lp.kw;
-          check_file_init(spec, init, shape, lp.name);
-          const int index = static_cast<int>(p.params.size());
-          p.params.push_back({lp.name, n.pointer, shape, init, 0.0, lp.role != LayerParamSpec::Role::ConvWeight, lp.trainable, false,
-                              lp.torch_name});
-          params.push_back(t.constant_lazy(shape));
-          p.names[lp.name] = {Ref::Kind::Param, index};
-          pn.layer_params.push_back(index);
-        }
-        pn.inputs.clear();
-        pn.requires_grad = false;
-        for (const std::string& name : n.inputs) {
-          const Ref ri = p.names.at(name);
-          pn.inputs.push_back(ri);
-          pn.requires_grad = pn.requires_grad || (ri.kind == Ref::Kind::Param && p.params[ri.index].trainable) ||
-                             (ri.kind == Ref::Kind::Node && p.nodes[ri.index].requires_grad);
-        }
-      }
-      if (n.kind == NodeSpec::Kind::Dense) {
-        const Ref r = pn.inputs[0];
-        const Var x = r.kind == Ref::Kind::Node ? nodes[r.index]
-                      : r.kind == Ref::Kind::Input ? inputs[r.index]
-                      : r.kind == Ref::Kind::Param ? params[r.index]
-                                                   : consts[r.index];
-        const Shape& xs = t.node(x).shape;
-        if (xs.rank() != 2)
-          throw InputError(spec.path, n.pointer, "a dense layer needs a [B, in] input, got " + xs.str());
-        pn.weight = static_cast<int>(p.params.size());
-        p.params.push_back({n.id + ".W", n.pointer, Shape{xs[1], n.units}, n.w_init, 0.0, false, n.trainable});
-        pn.bias = static_cast<int>(p.params.size());
-        p.params.push_back({n.id + ".b", n.pointer, Shape{n.units}, n.b_init, 0.0, true, n.trainable});
-        check_file_init(spec, n.w_init, p.params[pn.weight].shape, n.id + ".W");
-        check_file_init(spec, n.b_init, p.params[pn.bias].shape, n.id + ".b");
-        params.push_back(t.constant_lazy(p.params[pn.weight].shape));
-        params.push_back(t.constant_lazy(p.params[pn.bias].shape));
-        p.names[n.id + ".W"] = {Ref::Kind::Param, pn.weight};
-        p.names[n.id + ".b"] = {Ref::Kind::Param, pn.bias};
-      }
-      if (n.kind == NodeSpec::Kind::Op && op_info(n.op).batch()) {
-        // The running statistics: two non-trainable state leaves [C], as PyTorch's buffers (init 0 and 1).
-        if (p.shards > 1)
-          throw InputError(spec.path, n.pointer,
-                           std::string(op_name(n.op)) + "'s batch statistics are over the whole batch; train.shards " +
-                               std::to_string(p.shards) + " would split it (set train.shards to 1)");
-        const Ref r = pn.inputs[0];
-        const Var x = leaf_var(r, inputs, params, consts, nodes);
-        const Shape& xs = t.node(x).shape;
-        if (xs.rank() != 2 && xs.rank() != 4)
-          throw InputError(spec.path, n.pointer, std::string(op_name(n.op)) + " needs x [N,C] or [N,C,H,W], got " + xs.str());
-        if (xs.numel() / xs[1] < 2)
-          throw InputError(spec.path, n.pointer,
-                           std::string(op_name(n.op)) + " needs more than one value per channel in a training batch, got x " + xs.str());
-        const Shape cs{xs[1]};
-        const char* names[2] = {".running_mean", ".running_var"};
-        // A batch_norm layer's statistics carry the layer's id (its node is ID.norm), as nn.BatchNorm2d
-        // names its buffers beside its weight and bias: ID.running_mean, the state_dict key too.
-        const std::string owner = n.layer == "batch_norm" && !n.layer_id.empty() ? n.layer_id : n.id;
-        for (int k = 0; k < 2; ++k) {
-          const int idx = static_cast<int>(p.params.size());
-          InitSpec init;
-          init.kind = k == 0 ? InitSpec::Kind::Zeros : InitSpec::Kind::Ones;
-          ProgramParam sp{owner + names[k], n.pointer, cs, init, 0.0, false, false};
-          sp.state = true;
-          sp.torch_name = sp.name;
-          p.params.push_back(sp);
-          params.push_back(t.constant_lazy(cs));
-          p.names[owner + names[k]] = {Ref::Kind::Param, idx};
-          (k == 0 ? pn.weight : pn.bias) = idx;
-        }
-      }
-      std::vector<Var> in;
-      for (const Ref& r : pn.inputs) in.push_back(leaf_var(r, inputs, params, consts, nodes));
-      if (in.size() == 2) check_loss_shapes(spec, n, t.node(in[0]).shape, t.node(in[1]).shape);
-      if (n.conv_bias) {  // a conv2d's bias (spec_graph.cpp lower_conv_bias): one value per filter
-        const Shape& bs = t.node(in[0]).shape;
-        const Shape& cs = t.node(nodes.back()).shape;  // the conv2d, recorded just before
-        if (bs.rank() != 1 || bs[0] != cs[1])
-          throw InputError(spec.path, n.pointer, "a conv2d bias needs one value per filter, [" + std::to_string(cs[1]) + "], got " + bs.str());
-      }
-      const Var v = record_node(t, pn, in, params);
-      if (!t.ok())
-        throw InputError(spec.path, n.pointer, (n.layer.empty() ? "" : n.layer + " layer \"" + n.layer_id + "\": ") + t.error());
-      pn.shape = t.node(v).shape;
-      p.names[n.id] = {Ref::Kind::Node, static_cast<int>(p.nodes.size())};
-      nodes.push_back(v);
-      p.nodes.push_back(pn);
-    } catch (const InputError& e) {
-      if (n.instance.empty()) throw;
-      // A node of a block instance: its pointer is inside the block's JSON, shared by every instance.
-      throw InputError(e.file(), e.place() + " (in " + n.instance + ")",
-                       std::string(e.what()).substr(located(e.file(), e.place(), "").size()));
+    current = &n;
+    ProgramNode pn{&n, {}, -1, -1, Shape{1}, false, n.kind == NodeSpec::Kind::Dense && n.trainable};
+    for (const std::string& name : n.inputs) {
+      if (!n.layer_params.empty() && !p.names.count(name)) continue;  // the layer's own parameters: created below
+      const Ref r = p.names.at(name);
+      pn.inputs.push_back(r);
+      pn.requires_grad = pn.requires_grad || (r.kind == Ref::Kind::Param && p.params[r.index].trainable) ||
+                         (r.kind == Ref::Kind::Node && p.nodes[r.index].requires_grad);
     }
+    if (!n.layer_params.empty() || (!n.layer.empty() && n.op == Op::Reshape)) {  // a lowered layer (spec_layers.cpp)
+      const Ref r = p.names.at(n.inputs[0]);
+      const Var x = r.kind == Ref::Kind::Node ? nodes[r.index]
+                    : r.kind == Ref::Kind::Input ? inputs[r.index]
+                    : r.kind == Ref::Kind::Param ? params[r.index]
+                                                 : consts[r.index];
+      const Shape xs = t.node(x).shape;
+      if (n.op == Op::Reshape) {  // flatten: [N, -1] as [-1, C·H·W], so any batch size runs
+        if (xs.rank() < 2) throw InputError(spec.path, n.pointer, "a flatten layer needs an [N, ...] input, got " + xs.str());
+        auto flat = std::make_shared<NodeSpec>(n);
+        flat->shape = {-1, xs.numel() / xs[0]};
+        pn.spec = flat.get();
+        p.resolved_specs.push_back(std::move(flat));
+      }
+      for (const LayerParamSpec& lp : n.layer_params) {
+        const Shape shape = layer_param_shape(spec, n, lp, xs);
+        InitSpec init = lp.init;
+        if (lp.role == LayerParamSpec::Role::ConvWeight) init.fan_in = shape.numel() / shape[0], init.fan_out = lp.filters * lp.kh * lp.kw;
+        check_file_init(spec, init, shape, lp.name);
+        const int index = static_cast<int>(p.params.size());
+        p.params.push_back({lp.name, n.pointer, shape, init, 0.0, lp.role != LayerParamSpec::Role::ConvWeight, lp.trainable, false,
+                            lp.torch_name});
+        params.push_back(t.constant_lazy(shape));
+        p.names[lp.name] = {Ref::Kind::Param, index};
+        pn.layer_params.push_back(index);
+      }
+      pn.inputs.clear();
+      pn.requires_grad = false;
+      for (const std::string& name : n.inputs) {
+        const Ref ri = p.names.at(name);
+        pn.inputs.push_back(ri);
+        pn.requires_grad = pn.requires_grad || (ri.kind == Ref::Kind::Param && p.params[ri.index].trainable) ||
+                           (ri.kind == Ref::Kind::Node && p.nodes[ri.index].requires_grad);
+      }
+    }
+    if (n.kind == NodeSpec::Kind::Dense) {
+      const Ref r = pn.inputs[0];
+      const Var x = r.kind == Ref::Kind::Node ? nodes[r.index]
+                    : r.kind == Ref::Kind::Input ? inputs[r.index]
+                    : r.kind == Ref::Kind::Param ? params[r.index]
+                                                 : consts[r.index];
+      const Shape& xs = t.node(x).shape;
+      if (xs.rank() != 2)
+        throw InputError(spec.path, n.pointer, "a dense layer needs a [B, in] input, got " + xs.str());
+      pn.weight = static_cast<int>(p.params.size());
+      p.params.push_back({n.id + ".W", n.pointer, Shape{xs[1], n.units}, n.w_init, 0.0, false, n.trainable});
+      pn.bias = static_cast<int>(p.params.size());
+      p.params.push_back({n.id + ".b", n.pointer, Shape{n.units}, n.b_init, 0.0, true, n.trainable});
+      check_file_init(spec, n.w_init, p.params[pn.weight].shape, n.id + ".W");
+      check_file_init(spec, n.b_init, p.params[pn.bias].shape, n.id + ".b");
+      params.push_back(t.constant_lazy(p.params[pn.weight].shape));
+      params.push_back(t.constant_lazy(p.params[pn.bias].shape));
+      p.names[n.id + ".W"] = {Ref::Kind::Param, pn.weight};
+      p.names[n.id + ".b"] = {Ref::Kind::Param, pn.bias};
+    }
+    if (n.kind == NodeSpec::Kind::Op && op_info(n.op).batch()) {
+      // The running statistics: two non-trainable state leaves [C], as PyTorch's buffers (init 0 and 1).
+      if (p.shards > 1)
+        throw InputError(spec.path, n.pointer,
+                         std::string(op_name(n.op)) + "'s batch statistics are over the whole batch; train.shards " +
+                             std::to_string(p.shards) + " would split it (set train.shards to 1)");
+      const Ref r = pn.inputs[0];
+      const Var x = leaf_var(r, inputs, params, consts, nodes);
+      const Shape& xs = t.node(x).shape;
+      if (xs.rank() != 2 && xs.rank() != 4)
+        throw InputError(spec.path, n.pointer, std::string(op_name(n.op)) + " needs x [N,C] or [N,C,H,W], got " + xs.str());
+      if (xs.numel() / xs[1] < 2)
+        throw InputError(spec.path, n.pointer,
+                         std::string(op_name(n.op)) + " needs more than one value per channel in a training batch, got x " + xs.str());
+      const Shape cs{xs[1]};
+      const char* names[2] = {".running_mean", ".running_var"};
+      // A batch_norm layer's statistics carry the layer's id (its node is ID.norm), as nn.BatchNorm2d
+      // names its buffers beside its weight and bias: ID.running_mean, the state_dict key too.
+      const std::string owner = n.layer == "batch_norm" && !n.layer_id.empty() ? n.layer_id : n.id;
+      for (int k = 0; k < 2; ++k) {
+        const int idx = static_cast<int>(p.params.size());
+        InitSpec init;
+        init.kind = k == 0 ? InitSpec::Kind::Zeros : InitSpec::Kind::Ones;
+        ProgramParam sp{owner + names[k], n.pointer, cs, init, 0.0, false, false};
+        sp.state = true;
+        sp.torch_name = sp.name;
+        p.params.push_back(sp);
+        params.push_back(t.constant_lazy(cs));
+        p.names[owner + names[k]] = {Ref::Kind::Param, idx};
+        (k == 0 ? pn.weight : pn.bias) = idx;
+      }
+    }
+    std::vector<Var> in;
+    for (const Ref& r : pn.inputs) in.push_back(leaf_var(r, inputs, params, consts, nodes));
+    if (in.size() == 2) check_loss_shapes(spec, n, t.node(in[0]).shape, t.node(in[1]).shape);
+    if (n.conv_bias) {  // a conv2d's bias (spec_graph.cpp lower_conv_bias): one value per filter
+      const Shape& bs = t.node(in[0]).shape;
+      const Shape& cs = t.node(nodes.back()).shape;  // the conv2d, recorded just before
+      if (bs.rank() != 1 || bs[0] != cs[1])
+        throw InputError(spec.path, n.pointer, "a conv2d bias needs one value per filter, [" + std::to_string(cs[1]) + "], got " + bs.str());
+    }
+    const Var v = record_node(t, pn, in, params);
+    if (!t.ok())
+      throw InputError(spec.path, n.pointer, (n.layer.empty() ? "" : n.layer + " layer \"" + n.layer_id + "\": ") + t.error());
+    pn.shape = t.node(v).shape;
+    p.names[n.id] = {Ref::Kind::Node, static_cast<int>(p.nodes.size())};
+    nodes.push_back(v);
+    p.nodes.push_back(pn);
   }
+  current = nullptr;
   // A block node's id names its last instance's output (spec_blocks.cpp).
   for (const auto& [alias, target] : spec.aliases) p.names[alias] = p.names.at(resolve_alias(spec, target));
 
@@ -346,6 +344,20 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
     p.metric_labels = la.index;
   }
   return p;
+}
+
+}  // namespace
+
+Program resolve_program(const Spec& spec, const DataTable& train) {
+  const NodeSpec* current = nullptr;
+  try {
+    return resolve_nodes(spec, train, current);
+  } catch (const InputError& e) {
+    if (!current || current->instance.empty()) throw;
+    // A node of a block instance: its pointer is inside the block's JSON, shared by every instance.
+    throw InputError(e.file(), e.place() + " (in " + current->instance + ")",
+                     std::string(e.what()).substr(located(e.file(), e.place(), "").size()));
+  }
 }
 
 namespace {
