@@ -134,20 +134,23 @@ void print_layers(const Program& p) {
 void print_blocks(const Spec& spec, const Program& p) {
   if (spec.instances.empty()) return;
   std::printf("blocks: %zu instance%s\n", spec.instances.size(), spec.instances.size() == 1 ? "" : "s");
+  const auto inside = [](const std::string& name, const std::string& instance) {  // instance's own or a nested one's
+    return name == instance || name.starts_with(instance + ".");
+  };
   for (const BlockInstance& b : spec.instances) {
-    std::string ins, params;
+    std::string ins;
     for (const std::string& s : b.inputs) ins += (ins.empty() ? "" : ", ") + s;
     int64_t count = 0;
-    for (const std::string& name : b.params) {
-      const auto it = p.names.find(name);
-      if (it != p.names.end()) count += p.params[static_cast<size_t>(it->second.index)].shape.numel();
-    }
-    size_t nodes = 0;
-    for (const ProgramNode& n : p.nodes) nodes += n.spec->instance == b.name;
+    size_t params = 0, nodes = 0;
+    for (const ProgramParam& pp : p.params)  // its params, its layers' and its nested instances'
+      if (pp.name.starts_with(b.name + ".") && !pp.state) count += pp.shape.numel(), ++params;
+    for (const ProgramNode& n : p.nodes) nodes += inside(n.spec->instance, b.name);
     std::printf("  %-16s block %-12s %s  (%s) -> %s  %zu nodes, %zu params (%lld values)\n", b.name.c_str(), b.block.c_str(),
-                b.pointer.c_str(), ins.c_str(), b.output.c_str(), nodes, b.params.size(), static_cast<long long>(count));
+                b.pointer.c_str(), ins.c_str(), b.output.c_str(), nodes, params, static_cast<long long>(count));
   }
-  for (const auto& [alias, target] : spec.aliases) std::printf("  %s = %s\n", alias.c_str(), target.c_str());
+  for (const auto& [alias, target] : spec.aliases)  // the spec's own block nodes (not those inside instances)
+    if (std::none_of(spec.instances.begin(), spec.instances.end(), [&](const BlockInstance& b) { return alias.starts_with(b.name + "."); }))
+      std::printf("  %s = %s\n", alias.c_str(), target.c_str());
 }
 
 void run_inspect(const std::string& path) {
@@ -239,7 +242,7 @@ void run_inspect(const std::string& path) {
                 pl.fusion.c_str());
   }
   print_layers(p);
-  print_blocks(spec, p);
+  print_blocks(spec, p);  // after the tables of expanded nodes: how they came to be
   std::printf("loss: %s\n", spec.loss.c_str());
   std::printf("backward reaches %lld of %zu nodes; %lld are row-fusible (in a row segment of the plan)", static_cast<long long>(reached),
               p.nodes.size(), static_cast<long long>(fusible));

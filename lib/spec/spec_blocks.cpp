@@ -243,12 +243,14 @@ class GraphReader {
         inst.local.insert(formal[i].str());
         record.inputs.push_back(actual);
       }
+      const size_t slot = s_.instances.size();  // outer instances before the ones inside them
+      s_.instances.push_back(record);
       try {
         prev = expand(b, inst, record);
       } catch (const InputError& e) {
         rethrow_in(e, inst.instance);
       }
-      s_.instances.push_back(std::move(record));
+      s_.instances[slot] = std::move(record);
     }
     stack_.pop_back();
     s_.aliases[base] = prev;
