@@ -45,7 +45,9 @@
 //             g = dL/dy   a = the first input (x of a unary op)   b = the second input
 //             y = the op's output   s = the op's scalar attribute   none = no such function
 //           (a Reduction row's Fwd is `fold` for a fold reduction, its rule pair gr_<stem>_fold_fwd/_bwd)
-//   Shape   Leaf | Same | Broadcast | Reduce | Matmul | Bmm | Transpose | Reshape | Slice | Concat | Loss
+//   Shape   Leaf | Same | Broadcast | Reduce | Matmul | Bmm | Transpose | Reshape | Slice | Concat | Loss | Window |
+//           Gather (embedding: integer ids S (a const or data: never a gradient) and a table [V,D] → S + [D];
+//           its rules gr_embedding_* in gr_ops_gather.h)
 //   Fusion  how the megakernel planner may fuse it (docs/fusion.md):
 //             Elementwise  row-local over [B, C] (b-side: same shape, a [C] column or one element);
 //                          a serial stage when every operand holds one element
@@ -107,7 +109,8 @@
   X(BatchNorm,           "batch_norm",            1, Batch,       kAttrEps | kAttrMomentum,  batch_norm,  none, none,  none,  Same,      Opaque,      No,  Any,          None,   "", "") \
   X(Conv2d,              "conv2d",                2, Window,      kAttrConv,                 conv2d,      win,  win,   win,   Window,    Opaque,      No,  Any,          Any,    "torch.nn.functional.conv2d(a, b, stride=st, dilation=dl, groups=gp)", "") \
   X(MaxPool2d,           "max_pool2d",            1, Window,      kAttrPool,                 max_pool2d,  win,  win,   none,  Window,    Opaque,      No,  Any,          None,   "torch.nn.functional.max_pool2d(a, k, stride=st, dilation=dl)", "") \
-  X(AvgPool2d,           "avg_pool2d",            1, Window,      kAttrPool,                 avg_pool2d,  win,  win,   none,  Window,    Opaque,      No,  Any,          None,   "torch.nn.functional.avg_pool2d(a, k, stride=st)", "")
+  X(AvgPool2d,           "avg_pool2d",            1, Window,      kAttrPool,                 avg_pool2d,  win,  win,   none,  Window,    Opaque,      No,  Any,          None,   "torch.nn.functional.avg_pool2d(a, k, stride=st)", "") \
+  X(Embedding,           "embedding",             2, Movement,    kAttrNone,                 embedding,   none, none,  none,  Gather,    Opaque,      No,  ClassId,      Any,    "torch.nn.functional.embedding(a.long(), b)", "Gather")
 // clang-format on
 
 // ---- selecting rows by class: GR_OP_IF_<CLASS>_<Class>(...) keeps its arguments for that class only --

@@ -246,6 +246,9 @@ int run_seeds(const Options& o) {
   // A batch case (batch_norm, ...) beside every tenth seed, from its own stream (the seeds keep their graphs).
   for (uint64_t s = o.start; s < o.start + o.seeds; ++s)
     if (s % 10 == 4) cases.push_back(generate_batch(s));
+  // A token case (embedding, ...) beside every tenth seed too, its own stream likewise.
+  for (uint64_t s = o.start; s < o.start + o.seeds; ++s)
+    if (s % 10 == 7) cases.push_back(generate_tokens(s));
   struct Bundle {
     std::vector<const Case*> members;
     bool scalar;

@@ -11,7 +11,8 @@
 // sum, mse, softmax cross-entropy, a serial scalar tail, or the sum of two of them.
 // A scalar case holds one element everywhere (the emitter's ops only) so `emit-cuda` can take it.
 // A batch case (generate_batch: its own stream and names, so no seed's graph above changes) puts a
-// batch-statistics op (batch_norm) over [B, C] or [B, C, H, W] before random moves.
+// batch-statistics op (batch_norm) over [B, C] or [B, C, H, W] before random moves. A token case
+// (generate_tokens, its own stream too) gathers const ids [B, T] from a param table (embedding) first.
 // Unary and binary moves draw from the op table's elementwise rows, so a new one is generated too.
 // Values stay in the ops' domains (support/op_cases.h, from the op table's rows) and bounded: no NaN or infinity by construction.
 #include <algorithm>
@@ -453,6 +454,38 @@ class Gen {
     c_.graph.losses.push_back(loss(cur).name);
   }
 
+  // A token case: integer ids [B, T] (a const, ids drawn in [0, V)) through embedding into a param table
+  // [V, D], sometimes a second gather of other ids from the same table (a slot that already holds a
+  // contribution when the first gather's rows land), reshaped to [B, T·D], then random moves and a loss.
+  void token_case() {
+    const int64_t B = 1 + pick(4), T = 1 + pick(4), V = 2 + pick(5), D = 1 + pick(4);
+    const auto ids = [&] {
+      Leaf& l = c_.graph.leaves.emplace_back(Leaf{pre_ + "k" + std::to_string(leaves_++), false, {B, T}, {}});
+      l.values.assign(static_cast<size_t>(B * T), 0.0);
+      for (double& v : l.values) v = static_cast<double>(pick(V));
+      c_.ops.insert("const");
+      return Val{l.name, {B, T}, static_cast<double>(V)};
+    };
+    const Val i0 = ids();
+    const Val table = leaf(true, {V, D}, -1, 1);
+    Val e = op("embedding", {i0, table}, json::object(), {B, T, D}, table.bound);
+    if (coin()) {
+      const Val i1 = ids();
+      e = op("add", {e, op("embedding", {i1, table}, json::object(), {B, T, D}, table.bound)}, json::object(), {B, T, D},
+             2 * table.bound);
+    }
+    Val cur = reshape(e, {B, T * D}, coin());
+    pool_.push_back(cur);
+    const int steps = static_cast<int>(pick(4));
+    for (int s = 0; s < steps; ++s) {
+      cur = move(cur);
+      if (numel(cur.shape) > 96) cur = op("slice", {cur}, {{"starts", {0, 0}}, {"stops", {std::min<int64_t>(cur.shape[0], 8), std::min<int64_t>(cur.shape[1], 8)}}},
+                                          {std::min<int64_t>(cur.shape[0], 8), std::min<int64_t>(cur.shape[1], 8)}, cur.bound);
+      pool_.push_back(cur);
+    }
+    c_.graph.losses.push_back(loss(cur).name);
+  }
+
   // Special values (docs/numerics.md "NaN and infinities"): on every third tensor seed a dead branch
   // (no path to the loss, so the gradients and the finite-difference oracle keep their meaning)
   // makes NaN (log of a negative, 0/0), ±inf (exp overflow, x/0) and both mixed with finite values,
@@ -633,6 +666,14 @@ Case generate_batch(uint64_t seed) {
   c.seed = seed;
   Gen g(seed, c, "b", 0xBA7C4);
   g.batch_case();
+  return c;
+}
+
+Case generate_tokens(uint64_t seed) {
+  Case c;
+  c.seed = seed;
+  Gen g(seed, c, "t", 0x70CE5);
+  g.token_case();
   return c;
 }
 

@@ -201,3 +201,23 @@ TEST_CASE("emit: every batch-statistics op of the op table is refused, naming it
   REQUIRE(!refused.empty());
   std::printf("emit refusals: %zu batch-statistics ops refused, named: %s\n", refused.size(), gr::test::op_list(refused).c_str());
 }
+
+TEST_CASE("emit: embedding (Emit No) is refused, naming its node", "[emit][sweep]") {
+  // ids [1] (a const) and a table [1, 1]: every node holds one element, so only the op's own Emit-No
+  // refusal can stop it.
+  REQUIRE(!op_info(Op::Embedding).emit_scalar);
+  gr::test::TempDir dir("gr_test_emit_refuse_embedding");
+  const std::string path = dir.file("refuse.json");
+  std::ofstream(path) << R"({"gradrun": 1, "params": {"E": {"shape": [1, 1], "init": {"values": [1.5]}}},)"
+                      << R"( "consts": {"ids": {"shape": [1], "values": [0]}},)"
+                      << R"( "graph": [{"id": "y", "op": "embedding", "inputs": ["ids", "E"]},)"
+                      << R"( {"id": "loss", "op": "sum", "inputs": ["y"]}], "loss": "loss", "emit": {"signature": "params"}})";
+  std::string what;
+  try {
+    SpecEmitter e(load_spec(path));
+  } catch (const std::exception& ex) {
+    what = ex.what();
+  }
+  INFO(what);
+  CHECK(what.find("embedding") != std::string::npos);
+}

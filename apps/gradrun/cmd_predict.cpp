@@ -30,6 +30,7 @@ void run_predict(const PredictFlags& f) {
   model.load_params(w.file, w.path);
   const PredictTarget target = predict_target(model.program(), w.prep);
   const DataTable table = read_data_file(spec, w.prep, f.data, inputs_needed(model.program(), target.node));
+  check_token_ids(model.program(), table, f.data);  // an embedding's ids: refused, located (file, row, column)
   Predictions p;
   if (!engine.on_device()) {
     p = predict_rows(model, target, table, f.batch > 0 ? f.batch : model.program().batch);

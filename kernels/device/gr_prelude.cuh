@@ -11,6 +11,7 @@
 #include "gr_ops_lane.h"
 #include "gr_ops_batch.h"
 #include "gr_ops_window.h"
+#include "gr_ops_gather.h"
 #include "gr_reduce.h"
 #include "gr_ops_elementwise.h"
 #include "gr_optim.h"

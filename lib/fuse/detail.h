@@ -46,7 +46,8 @@ inline Stage row_stage(Op op) {
     case Op::Concat:
     case Op::SoftmaxCrossEntropy:
     case Op::CrossEntropy:
-    case Op::Dropout: return Stage::None;
+    case Op::Dropout:
+    case Op::Embedding: return Stage::None;  // opaque: its per-node kernels run inside a fused episode
   }
   return Stage::None;
 }
@@ -74,7 +75,8 @@ inline Stage serial_stage(Op op) {
     case Op::Softmax:
     case Op::LogSoftmax:
     case Op::CrossEntropy:
-    case Op::Dropout: return Stage::None;
+    case Op::Dropout:
+    case Op::Embedding: return Stage::None;  // opaque: its per-node kernels run inside a fused episode
   }
   return Stage::None;
 }

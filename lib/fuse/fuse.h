@@ -66,6 +66,8 @@ struct Plan {
   // The window ops (conv2d, the pools: Fusion Opaque) of the program: they stay per-node inside a fused
   // episode (their per-node kernels launch between the segments), listed so the plan says so.
   std::vector<std::pair<int32_t, Op>> per_node_windows;
+  // The embedding nodes (Fusion Opaque): per-node inside a fused episode as well, listed likewise.
+  std::vector<int32_t> per_node_gathers;
   // Launches per forward / backward: the per-node replay vs this plan.
   size_t fwd_per_node = 0, bwd_per_node = 0, fwd_fused = 0, bwd_fused = 0;
 

@@ -257,6 +257,8 @@ Plan plan(const replay::Program& prog, PlanOptions options) {
 
   for (int32_t id = 0; id < n; ++id)
     if (op_info(an.n(id).op).window()) pl.per_node_windows.emplace_back(id, an.n(id).op);
+  for (int32_t id = 0; id < n; ++id)
+    if (an.n(id).op == Op::Embedding) pl.per_node_gathers.push_back(id);
 
   // Launch counts.
   pl.fwd_per_node = prog.forward_launches();
@@ -304,6 +306,11 @@ std::string Plan::describe() const {
   if (!per_node_windows.empty()) {
     s += "  per-node window ops (Fusion Opaque, never fused; their kernels launch between the segments):";
     for (const auto& [node, op] : per_node_windows) s += " " + std::to_string(node) + " " + std::string(op_name(op));
+    s += "\n";
+  }
+  if (!per_node_gathers.empty()) {
+    s += "  per-node embedding gathers (Fusion Opaque, never fused; grk_embedding_fwd / _bwd_b launch between the segments):";
+    for (const int32_t node : per_node_gathers) s += " " + std::to_string(node);
     s += "\n";
   }
   std::snprintf(buf, sizeof buf,

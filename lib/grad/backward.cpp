@@ -464,6 +464,7 @@ struct TapeRules {
       case Op::SoftmaxCrossEntropy: return softmax_cross_entropy();
       case Op::CrossEntropy: return cross_entropy();
       case Op::Dropout: return dropout(static_cast<int32_t>(&n - &t.nodes_[0]));
+      case Op::Embedding: return t.embedding_backward<R>(n, g);
     }
   }
 };

@@ -16,7 +16,7 @@ enum class Op : uint8_t {
 };
 
 enum class OpClass : uint8_t { Leaf, Unary, Binary, Reduction, Contraction, Lane, Movement, Random, Row, Batch, Window };
-enum class ShapeRule : uint8_t { Leaf, Same, Broadcast, Reduce, Matmul, Bmm, Transpose, Reshape, Slice, Concat, Loss, Window };
+enum class ShapeRule : uint8_t { Leaf, Same, Broadcast, Reduce, Matmul, Bmm, Transpose, Reshape, Slice, Concat, Loss, Window, Gather };
 enum class FusionClass : uint8_t { Opaque, Elementwise, Matmul, Lane, Reduce, LaneLoss, Copy };
 enum class Domain : uint8_t { None, Any, Positive, AwayFromZero, OneHot, ClassId };
 

@@ -166,6 +166,10 @@ class Tape {
   Var conv2d(Var x, Var w, const WindowAttrs& attrs = {}) { return window_op(Op::Conv2d, x, w, attrs); }
   Var max_pool2d(Var x, const WindowAttrs& attrs) { return window_op(Op::MaxPool2d, x, Var{}, attrs); }
   Var avg_pool2d(Var x, const WindowAttrs& attrs) { return window_op(Op::AvgPool2d, x, Var{}, attrs); }
+  // embedding: integer ids S (a const or data; refused when they depend on a parameter) and a table
+  // [V,D] → S + [D], row ids[p] of the table per position; an id that is not an integer in [0, V)
+  // gives a NaN row and no gradient (kernels/gr_ops_gather.h, tape_gather.cpp).
+  Var embedding(Var ids, Var table);
 
   // ---- episodes ---------------------------------------------------------------------------
   bool ok() const { return ok_; }
@@ -251,6 +255,8 @@ class Tape {
   void window_values(Node& n);
   template <class R>
   void window_backward(const Node& n, const double* g);  // called by backward.cpp's rules
+  template <class R>
+  void embedding_backward(const Node& n, const double* g);  // called by backward.cpp's rules
   template <class R>
   void lane_values(Node& n, const double* px, int ax);
   Var reduce(Op op, Var x, int64_t axis, bool keepdims);

@@ -23,7 +23,7 @@ namespace {
 bool onnx_has_double(std::string_view op) {
   static constexpr std::string_view kOps[] = {
       "Abs",      "Add",       "ArgMax",     "AveragePool", "Cast",    "Concat",    "Conv",  "Cos",  "Div",     "Equal",
-      "Exp",      "Greater",   "Identity",   "IsNaN",     "Log",       "LogSoftmax", "MatMul", "Mul",
+      "Exp",      "Gather",    "Greater",   "Identity",   "IsNaN",     "Log",       "LogSoftmax", "MatMul", "Mul",
       "MaxPool",  "Neg",      "Pow",       "ReduceMax",  "ReduceMean", "ReduceSum", "Relu", "Reshape", "Sigmoid",
       "Sin",      "Slice",     "Softmax",    "Sqrt",      "Sub",       "Tanh", "Transpose", "Where"};
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
@@ -149,6 +149,7 @@ struct Builder : GraphWalk {
       case Op::Sum:
       case Op::Mean: return n.axis.has_value() && !axis0(in);
       case Op::Dropout:
+      case Op::Embedding:  // a row of ids in, the same row of vectors out
       case Op::BatchNorm: return true;  // inference: the running statistics, per element
 #define GR_ONNX_ROWWISE_WIN(E, name, arity, cls, ...) GR_OP_IF_WINDOW_##cls(case Op::E:)
         GR_OP_TABLE(GR_ONNX_ROWWISE_WIN)  // window ops: each sample of the batch on its own
@@ -368,6 +369,9 @@ struct Builder : GraphWalk {
         refuse(n, "(" + std::string(op_name(n.op)) + ") is a row op with no opset-13 ONNX operator (LayerNormalization and "
                   "RMSNormalization are opset 17 and 23)");
       case Op::Dropout: return emit("Identity", {a}, out);  // a prediction is inference: dropout is the identity
+      case Op::Embedding:  // Gather(table, ids as int64) along axis 0: ids S → S + [D] (the ids arrive as reals)
+        return emit("Gather", {b, emit("Cast", {a}, out + "_ids", {attr_int("to", static_cast<int64_t>(onnx::DataType::Int64))})}, out,
+                    {attr_int("axis", 0)});
       case Op::BatchNorm: {  // inference mode: the running statistics as initializers, scale 1 and bias 0 (no affine)
         const int64_t C = p.params[static_cast<size_t>(pn.weight)].shape[0];
         const std::vector<double> ones(static_cast<size_t>(C), 1.0), zeros(static_cast<size_t>(C), 0.0);

@@ -368,6 +368,7 @@ struct Emitter : GraphWalk {
           return "(" + substitute(t, a + ".reshape(-1)", "", "", "0", "False") + ").reshape(1)";
         }
       case Op::Dropout: return a;  // the exported module predicts: dropout is the identity
+      case Op::Embedding: return substitute(op_info(n.op).torch, a, b, "");  // F.embedding(ids.long(), table)
       case Op::BatchNorm:  // the exported module predicts: the running statistics (eval mode)
         return "torch.nn.functional.batch_norm(" + a + ", " + param_ref[static_cast<size_t>(pn.weight)] + ".running_mean, " +
                param_ref[static_cast<size_t>(pn.weight)] + ".running_var, training=False, eps=" + py_num(n.scalar) + ")";

@@ -107,6 +107,7 @@ const std::vector<std::string>& kernel_names() {
           n.push_back(detail::kernel_of(op, part));
     for (const Op op : {Op::Matmul, Op::Bmm, Op::Concat})
       for (const char* part : {"bwd_a", "bwd_b"}) n.push_back(detail::kernel_of(op, part));
+    for (const char* part : {"fwd", "bwd_b"}) n.push_back(detail::kernel_of(Op::Embedding, part));  // ids: no gradient
     for (const char* part : {"all_fwd", "all_bwd", "axis_fwd", "axis_bwd"}) n.push_back(detail::kernel_of(Op::Sum, part));
     for (const char* k : {"fill", "clip_scale", "sgd", "sgd_momentum", "adam"}) n.push_back(detail::kernel_named(k));
     return n;

@@ -99,6 +99,10 @@ void Program::plan_forward(int32_t id) {
     }
     case Op::Dropout:
       return add(fwd_, kernel_of(Op::Dropout, "fwd"), n.numel, {vptr(n.a), y, mptr(key_off_), D(n.scalar), I(id), I(n.numel)});
+    case Op::Embedding: {  // one thread per output element (gr_embedding_fwd)
+      const Shape& st = nodes_[static_cast<size_t>(n.b)].shape;
+      return add(fwd_, kernel_of(Op::Embedding, "fwd"), n.numel, {vptr(n.a), vptr(n.b), y, I(st[0]), I(st[1]), I(n.numel)});
+    }
   }
 }
 
@@ -220,6 +224,12 @@ void Program::plan_backward(int32_t id) {
     case Op::Dropout:
       if (active(n.a)) add(bwd_, kernel_of(Op::Dropout, "bwd"), n.numel, {g, gptr(n.a), mptr(key_off_), D(n.scalar), I(id), I(n.numel)});
       return;
+    case Op::Embedding: {  // one thread per table element, positions ascending (gr_embedding_bwd_b); ids: none
+      if (!active(n.b)) return;
+      const Shape& st = nodes_[static_cast<size_t>(n.b)].shape;
+      return add(bwd_, kernel_of(Op::Embedding, "bwd_b"), st.numel(),
+                 {g, vptr(n.a), gptr(n.b), I(nodes_[static_cast<size_t>(n.a)].numel), I(st[0]), I(st[1])});
+    }
   }
 }
 

@@ -478,6 +478,8 @@ Datasets load_datasets(const Spec& spec) {
   out.validation.names = raw.names;
   out.train.rows = static_cast<int64_t>(train.size());
   out.validation.rows = n_val;
+  out.train.source_rows = train;
+  out.validation.source_rows = val;
   const size_t n = spec.data->inputs.size();
   out.mean.resize(n);
   out.std.resize(n);

@@ -40,6 +40,9 @@ struct DataTable {
   std::vector<std::string> names;  // the spec's input names, in spec order
   std::vector<Tensor> tensors;     // one per name, shape [rows, ...]
   int64_t rows = 0;
+  // The data file's row (0-based, after a CSV's header) of each row, when split from a file (the
+  // validation split picks rows by a permutation); empty: row r is the file's row r. Errors name it.
+  std::vector<int64_t> source_rows;
 };
 
 // What turns one input's raw values into the model's rows (steps 1–4 above), fitted on the training

@@ -63,6 +63,7 @@ Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const s
     case Op::SoftmaxCrossEntropy: return t.softmax_cross_entropy(a, b);
     case Op::CrossEntropy: return t.cross_entropy(a, b);
     case Op::Dropout: return t.dropout(a, n.scalar);
+    case Op::Embedding: return t.embedding(a, b);
   }
   return Var{};
 }
@@ -270,6 +271,15 @@ Program resolve_nodes(const Spec& spec, const DataTable& train, const NodeSpec*&
       if (bs.rank() != 1 || bs[0] != cs[1])
         throw InputError(spec.path, n.pointer, "a conv2d bias needs one value per filter, [" + std::to_string(cs[1]) + "], got " + bs.str());
     }
+    if (n.kind == NodeSpec::Kind::Op && n.op == Op::Embedding && !pn.inputs.empty() &&
+        pn.inputs[0].kind != Ref::Kind::Input && pn.inputs[0].kind != Ref::Kind::Const) {
+      // Integer ids come from the data (checked when loaded: check_class_ids) or a const; a computed
+      // or trained value is not an id and would get no gradient.
+      const bool param = pn.inputs[0].kind == Ref::Kind::Param;
+      throw InputError(spec.path, n.pointer + "/inputs/0",
+                       "embedding's ids \"" + n.inputs[0] + "\" are " + (param ? "a parameter" : "a computed node") +
+                           "; they must be integer ids from a data input or a const (the table, the second input, is what trains)");
+    }
     const Var v = record_node(t, pn, in, params);
     if (!t.ok())
       throw InputError(spec.path, n.pointer, (n.layer.empty() ? "" : n.layer + " layer \"" + n.layer_id + "\": ") + t.error());
@@ -368,6 +378,46 @@ std::string number_text(double v) {
 }
 }  // namespace
 
+namespace {
+// An embedding's data ids: integers in [0, V), V the table's rows; the error names the data file,
+// the row and the column within it (ids [B, T]: row b, column t).
+void check_node_token_ids(const Program& p, const ProgramNode& pn, const DataTable& table, const std::string& whose) {
+  const Ref ids = pn.inputs[0], tab = pn.inputs[1];
+  if (ids.kind != Ref::Kind::Input || static_cast<size_t>(ids.index) >= table.tensors.size()) return;
+  Shape st;
+  if (tab.kind == Ref::Kind::Node) st = p.nodes[static_cast<size_t>(tab.index)].shape;
+  else if (tab.kind == Ref::Kind::Input) st = p.input_shapes[static_cast<size_t>(tab.index)];
+  else if (tab.kind == Ref::Kind::Param) st = p.params[static_cast<size_t>(tab.index)].shape;
+  if (st.rank() != 2) return;  // a const's table: the recording checked the shapes already
+  const int64_t V = st[0];
+  const Tensor& t = table.tensors[static_cast<size_t>(ids.index)];
+  const std::string& name = p.input_names[static_cast<size_t>(ids.index)];
+  std::string file;  // the spec's data file, when the rows are its split (predict/evaluate name their own file)
+  if (p.spec->data && !table.source_rows.empty())
+    for (const auto& [key, path] : p.spec->data->files)
+      if (key.empty() || key == name) file = path;
+  // The file's row of table row r (the training and validation rows are a split of the file's).
+  const auto source_row = [&](int64_t r) {
+    return static_cast<size_t>(r) < table.source_rows.size() ? table.source_rows[static_cast<size_t>(r)] : r;
+  };
+  const int64_t cols = t.shape().rank() >= 1 && t.shape()[0] > 0 ? t.numel() / t.shape()[0] : 1;
+  for (int64_t e = 0; e < t.numel(); ++e) {
+    const double v = t.data()[e];
+    if (v >= 0.0 && v < static_cast<double>(V) && v == static_cast<double>(static_cast<int64_t>(v))) continue;
+    throw InputError(p.spec->path, pn.spec->pointer + "/inputs/0",
+                     "row " + std::to_string(source_row(e / cols)) + ", column " + std::to_string(e % cols) + " of " +
+                         (file.empty() ? whose : file + " (" + whose + ")") + " has id " + number_text(v) + " in \"" + name +
+                         "\", not an integer in [0, " + std::to_string(V) + ") (embedding's table has " + std::to_string(V) +
+                         " rows)");
+  }
+}
+}  // namespace
+
+void check_token_ids(const Program& p, const DataTable& table, const std::string& whose) {
+  for (const ProgramNode& pn : p.nodes)
+    if (pn.spec->kind == NodeSpec::Kind::Op && pn.spec->op == Op::Embedding) check_node_token_ids(p, pn, table, whose);
+}
+
 void check_class_ids(const Program& p, const DataTable& table, const std::string& whose) {
   // A binary accuracy's labels: 0 or 1 (any other value would count as neither class).
   if (p.metric_binary && static_cast<size_t>(p.metric_labels) < table.tensors.size()) {
@@ -383,6 +433,7 @@ void check_class_ids(const Program& p, const DataTable& table, const std::string
     }
   }
   for (const ProgramNode& pn : p.nodes) {
+    if (pn.spec->kind == NodeSpec::Kind::Op && pn.spec->op == Op::Embedding) check_node_token_ids(p, pn, table, whose);
     if (pn.spec->kind != NodeSpec::Kind::Op || pn.spec->op != Op::CrossEntropy) continue;
     const Ref ids = pn.inputs[1], logits = pn.inputs[0];
     if (ids.kind != Ref::Kind::Input || static_cast<size_t>(ids.index) >= table.tensors.size()) continue;

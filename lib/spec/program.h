@@ -72,6 +72,10 @@ Program resolve_program(const Spec& spec, const DataTable& train);
 // binary accuracy's labels that are not 0 or 1 (InputError at /metrics/accuracy/labels).
 // `whose` names the rows ("the training rows", a file).
 void check_class_ids(const Program& p, const DataTable& table, const std::string& whose);
+// Refuses (InputError at the node's first input, naming the file, row and column) data ids fed to an
+// embedding that are not integers in [0, V), V the table's rows (check_class_ids does this too;
+// predict, which reads no labels, calls this alone).
+void check_token_ids(const Program& p, const DataTable& table, const std::string& whose);
 
 // Records the graph on `tape` given a Var for every input, param and const; fills `nodes` with one
 // Var per program node (its capacity is reused: no allocation in steady state). The tape must be healthy afterwards for a resolved program (shapes were checked),

@@ -244,6 +244,8 @@ def run(nodes, vals, loss_id, mutate=None, mode=None):
             rm, rv = b.detach().clone(), t[c].detach().clone()  # torch updates these in place in training
             y = torch.nn.functional.batch_norm(a, rm, rv, training=bool(training), momentum=momentum, eps=n["scalar"])
             STATES[n["id"]] = torch.cat([rm, rv])
+        elif op == "embedding":  # ids (a const) select rows of the table: F.embedding, its own backward
+            y = torch.nn.functional.embedding(a.detach().long(), b)
         elif op == "cross_entropy":
             if a.dim() != 2:
                 die("cross_entropy node %d: logits are not 2-D" % n["id"])

@@ -76,6 +76,8 @@ Case generate_image(uint64_t seed);
 inline bool has_image_case(uint64_t seed) { return seed % 5 == 2; }
 // A batch case (batch_norm, ...) from its own stream: generate(seed, ...)'s graph is unchanged by it.
 Case generate_batch(uint64_t seed);
+// A token case (embedding of const ids [B, T] from a param table, ...) from its own stream, likewise.
+Case generate_tokens(uint64_t seed);
 Graph bundle(const std::vector<const Case*>& cases);  // parts concatenated (names are seed-prefixed)
 json spec_json(const Graph& g, const std::string& name, const OptimizerChoice& opt, bool emit_params_signature);
 double fd_rtol(const Graph& g);  // the largest fd_rtol of the graph's ops

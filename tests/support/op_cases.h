@@ -339,6 +339,17 @@ inline std::vector<OpCase> hand_cases() {
        [](Tape& t, V v) { return t.cross_entropy(v[0], v[1]); }},
       {"cross_entropy large logits", Op::CrossEntropy, {{{3, 4}, Dom::Big}, {{3}, Dom::ClassId}},
        [](Tape& t, V v) { return t.cross_entropy(v[0], v[1]); }, false, kUseReplay},
+      // embedding: ids in {0, 1, 2} (a const), so a table of 4 rows has one row no id selects (its
+      // gradient stays 0); repeated ids pin the ascending-position sum; fan-out pins a table slot that
+      // already holds a contribution when the gather's rows land (the mean of T·T has a higher id)
+      {"embedding ids [2,3], table [4,5]", Op::Embedding, {{{2, 3}, Dom::ClassId}, {{4, 5}}},
+       [](Tape& t, V v) { return t.embedding(v[0], v[1]); }},
+      {"embedding ids [6], table [3,2]", Op::Embedding, {{{6}, Dom::ClassId}, {{3, 2}}},
+       [](Tape& t, V v) { return t.embedding(v[0], v[1]); }},
+      {"embedding ids [2,2,2], table fan-out", Op::Embedding, {{{2, 2, 2}, Dom::ClassId}, {{3, 4}}},
+       [](Tape& t, V v) { return t.add(t.embedding(v[0], v[1]), t.muls(t.mean(t.mul(v[1], v[1])), 0.1)); }},
+      {"embedding of a computed table", Op::Embedding, {{{3, 2}, Dom::ClassId}, {{3, 3}}},
+       [](Tape& t, V v) { return t.mul(t.embedding(v[0], t.tanh(v[1])), t.embedding(v[0], v[1])); }},
       // the fold reductions (max, ...): derived from their rows (derived_cases)
       // dropout: the counter mask in training (cases set the tape's key; the oracle draws the same mask
       // from the documented formula), the identity outside it
