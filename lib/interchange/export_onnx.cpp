@@ -10,6 +10,7 @@
 #include "io/atomic_file.h"
 #include "io/errors.h"
 #include "interchange/graph_walk.h"
+#include "interchange/onnx_decompose.h"
 #include "interchange/onnx_writer.h"
 
 namespace gr {
@@ -263,24 +264,6 @@ struct Builder : GraphWalk {
     return initializer_i(wanted, {static_cast<int64_t>(v.size())}, v);
   }
 
-  // GELU's tanh form as the tape computes it (kernels/gr_ops_scalar.h gr_gelu_fwd), in opset-13 operators:
-  // y = (0.5·x)·(1 + tanh(√(2/π)·(x + (0.044715·x²)·x))).
-  std::string gelu(const std::string& x, const std::string& out) {
-    const std::string x2 = emit("Mul", {x, x}, out + "_x2");
-    const std::string cube = emit("Mul", {emit("Mul", {scalar(0.044715), x2}, out + "_ax2"), x}, out + "_ax3");
-    const std::string u = emit("Mul", {scalar(0.7978845608028654), emit("Add", {x, cube}, out + "_inner")}, out + "_u");
-    const std::string one_plus = emit("Add", {scalar(1.0), emit("Tanh", {u}, out + "_tanh")}, out + "_1pt");
-    return emit("Mul", {emit("Mul", {scalar(0.5), x}, out + "_half"), one_plus}, out);
-  }
-  // layer_norm over the last axis, no affine (kernels/gr_ops_lane.h): (x − mean) / sqrt(var + eps),
-  // var the mean of the squared deviations (opset 13: LayerNormalization is opset 17).
-  std::string layer_norm(const std::string& x, double eps, const std::string& out) {
-    const std::vector<onnx::AttributeProto> last{attr_ints("axes", {-1}), attr_int("keepdims", 1)};
-    const std::string d = emit("Sub", {x, emit("ReduceMean", {x}, out + "_mean", last)}, out + "_centered");
-    const std::string var = emit("ReduceMean", {emit("Mul", {d, d}, out + "_sq")}, out + "_var", last);
-    return emit("Div", {d, emit("Sqrt", {emit("Add", {var, scalar(eps)}, out + "_var_eps")}, out + "_std")}, out);
-  }
-
   // The node's value; `out` is the wanted name of its result.
   std::string node(const ProgramNode& pn, const std::string& out) {
     const NodeSpec& n = *pn.spec;
@@ -300,7 +283,7 @@ struct Builder : GraphWalk {
         if (act == "relu") return emit("Relu", {z}, out);
         if (act == "tanh") return emit("Tanh", {z}, out);
         if (act == "sigmoid") return emit("Sigmoid", {z}, out);
-        if (act == "gelu") return gelu(z, out);
+        if (act == "gelu") return onnx_gelu(*this, z, out);
         return z;
       }
       case NodeSpec::Kind::Op: break;
@@ -314,7 +297,7 @@ struct Builder : GraphWalk {
 #undef GR_ONNX_EW
         {  // elementwise rows: the ONNX operator of the same meaning; a scalar attribute becomes an initializer
           const std::string onnx(op_info(n.op).onnx);  // the row's ONNX column
-          if (n.op == Op::Gelu) return gelu(a, out);      // no GELU operator before opset 20
+          if (n.op == Op::Gelu) return onnx_gelu(*this, a, out);      // no GELU operator before opset 20
           if (onnx.empty()) refuse(n, "(" + std::string(op_name(n.op)) + ") has no opset-13 ONNX operator in the op table");
           if (op_info(n.op).attrs & kAttrScalar) return emit(onnx, {a, scalar(n.scalar)}, out);
           if (op_info(n.op).cls == OpClass::Binary) return emit(onnx, {a, b}, out);
@@ -365,7 +348,7 @@ struct Builder : GraphWalk {
 #define GR_ONNX_ROW(E, name, arity, cls, ...) GR_OP_IF_ROW_##cls(case Op::E:)
         GR_OP_TABLE(GR_ONNX_ROW)
 #undef GR_ONNX_ROW
-        if (n.op == Op::LayerNorm) return layer_norm(a, n.scalar, out);
+        if (n.op == Op::LayerNorm) return onnx_layer_norm(*this, a, n.scalar, out);
         refuse(n, "(" + std::string(op_name(n.op)) + ") is a row op with no opset-13 ONNX operator (LayerNormalization and "
                   "RMSNormalization are opset 17 and 23)");
       case Op::Dropout: return emit("Identity", {a}, out);  // a prediction is inference: dropout is the identity
