@@ -36,7 +36,8 @@
 //           tape's key picks batch (training) or running statistics (eval); eps and momentum attributes;
 //           its rule is gr_<stem>_chan_fwd / _chan_bwd / _chan_update in gr_ops_batch.h, the per-node
 //           kernels grk_<stem>_fwd / _bwd / _update are generated from the row)
-//   attrs   kAttr* bits (lib/grad/op_table.h): Scalar (adds, muls), Axis, Keepdims, Shape, Window, Eps, Rate, Momentum
+//   attrs   kAttr* bits (lib/grad/op_table.h): Scalar (adds, muls), Axis, Keepdims, Shape, Window, Eps, Rate, Momentum,
+//           Causal (softmax: "causal": true masks the last two axes, query row i sees keys <= i)
 //   stem    names the scalar functions gr_<stem>_fwd, gr_<stem>_bwd (unary) / _bwd_a, _bwd_b
 //           (binary) in gr_ops_scalar.h and EVERY per-node kernel of the op: grk_<stem>_<part>
 //           (lib/replay builds each name from the stem; no kernel name is written out anywhere else)
@@ -100,7 +101,7 @@
   X(Reshape,             "reshape",               1, Movement,    kAttrShape,                reshape,     none, none,  none,  Reshape,   Copy,        Yes, Any,          None,   "", "") \
   X(Slice,               "slice",                 1, Movement,    kAttrWindow,               slice,       none, none,  none,  Slice,     Opaque,      No,  Any,          None,   "", "") \
   X(Concat,              "concat",                2, Movement,    kAttrAxis,                 concat,      none, none,  none,  Concat,    Opaque,      No,  Any,          Any,    "", "") \
-  X(Softmax,             "softmax",               1, Lane,        kAttrAxis,                 softmax,     none, none,  none,  Same,      Lane,        No,  Any,          None,   "", "") \
+  X(Softmax,             "softmax",               1, Lane,        kAttrAxis | kAttrCausal,   softmax,     none, none,  none,  Same,      Lane,        No,  Any,          None,   "", "") \
   X(LogSoftmax,          "log_softmax",           1, Lane,        kAttrAxis,                 log_softmax, none, none,  none,  Same,      Lane,        No,  Any,          None,   "", "") \
   X(SoftmaxCrossEntropy, "softmax_cross_entropy", 2, Lane,        kAttrNone,                 sce,         none, none,  none,  Loss,      LaneLoss,    No,  Any,          OneHot, "", "") \
   X(LayerNorm,           "layer_norm",            1, Row,         kAttrEps,                  layer_norm,  none, none,  none,  Same,      Lane,        No,  Any,          None,   "(a - a.mean(-1, keepdim=True)) / torch.sqrt(((a - a.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + s)", "") \

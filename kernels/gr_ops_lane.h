@@ -5,7 +5,7 @@
 // A lane is `len` elements `stride` apart (an axis of a tensor). Orders (the numerics contract):
 //   m = running max (x[k] > m replaces; NaN propagates through the later exp/sum)
 //   s = Σ_{k ascending} exp(x[k] − m), from 0.0
-// softmax      y[k] = exp(x[k] − m) / s
+// softmax      y[k] = exp(x[k] − m) / s   (causal: over the visible prefix k < min(q+1, len), the rest +0)
 //   backward   d = Σ_{asc} g[k]·y[k];              slot[k] += y[k]·(g[k] − d)
 // log_softmax  y[k] = (x[k] − m) − log(s)
 //   backward   sg = Σ_{asc} g[k];                  slot[k] += g[k] − exp(y[k])·sg
@@ -86,6 +86,29 @@ GR_HD static inline void gr_softmax_rows_bwd(const T* g, const T* y, T* slot, lo
       const long long i = r * len + k;
       slot[i] = gr_radd(slot[i], gr_rmul(y[i], gr_rsub(g[i], d[r])));
     }
+}
+
+// Causal softmax (softmax with "causal": true, over the last axis of [..., Tq, Tk]): the lane of
+// query row q sees keys k < vis = min(q + 1, Tk). Its visible prefix is exactly gr_softmax_lane_fwd
+// over vis elements (the same operations in the same order); the masked tail is exactly +0, and the
+// backward sends nothing to it (it never reads or writes those slots, so their gradient stays the
+// zero the slot starts from, whatever g holds there).
+GR_HD static inline long long gr_causal_visible(long long lane, long long tq, long long len) {
+  const long long q = lane % tq;  // the lane's query row: lanes run over [..., Tq] row-major
+  return q + 1 < len ? q + 1 : len;
+}
+
+template <class T>
+GR_HD static inline void gr_softmax_causal_lane_fwd(const T* x, T* y, long long len, long long stride, long long vis) {
+  gr_softmax_lane_fwd(x, y, vis, stride);
+  for (long long k = vis; k < len; ++k) y[k * stride] = T(0);
+}
+
+template <class T>
+GR_HD static inline void gr_softmax_causal_lane_bwd(const T* g, const T* y, T* slot, long long len, long long stride,
+                                                    long long vis) {
+  (void)len;
+  gr_softmax_lane_bwd(g, y, slot, vis, stride);
 }
 
 template <class T>

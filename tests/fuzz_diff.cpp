@@ -357,7 +357,9 @@ int run_seeds(const Options& o) {
   }
   std::string missing;
   std::string covered;
-  for (const std::string& name : test::spec_op_names())
+  std::vector<std::string> required = test::spec_op_names();
+  for (const char* variant : {"softmax(causal)", "matmul(batched)"}) required.emplace_back(variant);  // attribute / shape variants
+  for (const std::string& name : required)
     (ops.count(name) ? covered : missing) += " " + name;
   const double dt = now() - t0;
   std::printf("fuzz_diff: seeds %llu..%llu (%zu tensor, %zu scalar; batch sizes %zu of 8) in %zu bundles: %d path runs, %d finite-"

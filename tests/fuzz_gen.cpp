@@ -6,7 +6,8 @@
 // sometimes swapped onto the a-side; matmul with a new, const, shared (a parameter used in several
 // places) or computed weight, and with the activation as the right operand; bmm with a batch-1 or a
 // per-batch weight or the activation's own transpose; transposes, reshapes, row and column slices
-// (negative indices), concat on either axis, softmax/log_softmax on either axis, axis reductions.
+// (negative indices), concat on either axis, softmax/log_softmax on either axis, axis reductions;
+// on [R, c1, c2] reshapes a causal softmax over a·aᵀ's scores and matmul with a batched left input.
 // Branches restart from an earlier node; a dead branch sometimes dangles. The loss is one of mean,
 // sum, mse, softmax cross-entropy, a serial scalar tail, or the sum of two of them.
 // A scalar case holds one element everywhere (the emitter's ops only) so `emit-cuda` can take it.
@@ -266,9 +267,17 @@ class Gen {
         const int64_t c1 = divs[static_cast<size_t>(pick(static_cast<int64_t>(divs.size())))], c2 = C / c1;
         const Val a3 = reshape(a, {R, c1, c2}, coin());
         Val out;
-        if (coin(3)) {  // a · aᵀ per batch
+        if (coin(3)) {  // a · aᵀ per batch, sometimes through a causal softmax (scores [R, c1, c1], row i sees keys <= i)
           const Val t = op("transpose", {a3}, json::object(), {R, c2, c1}, a.bound);
           out = op("bmm", {a3, t}, json::object(), {R, c1, c1}, static_cast<double>(c2) * a.bound * a.bound);
+          if (coin()) {
+            out = op("softmax", {squash(out, 6.0)}, {{"causal", true}}, out.shape, 1.0);
+            c_.ops.insert("softmax(causal)");  // an attribute variant the coverage check requires too
+          }
+        } else if (coin(3)) {  // a batched left input: [R, c1, c2]·[c2, n] (nn.Linear on a sequence)
+          const Val w = weight(c2, 1 + pick(4));
+          out = op("matmul", {a3, w}, json::object(), {R, c1, w.shape[1]}, static_cast<double>(c2) * a.bound * w.bound);
+          c_.ops.insert("matmul(batched)");
         } else {
           const int64_t n = 1 + pick(4);
           const Val w = leaf(true, {coin() ? 1 : R, c2, n}, -0.6, 0.6);

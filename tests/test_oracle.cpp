@@ -217,6 +217,7 @@ std::string program_text(const Graph& g) {
     const gr::OpInfo& info = gr::op_info(n.op);
     if (info.elementwise() || info.row() || info.fold() || info.window()) o << "expr " << id << ' ' << info.torch << '\n';
     if (info.fold()) o << "fold " << id << '\n';
+    if (n.causal) o << "causal " << id << '\n';  // a causal softmax: torch masks the keys after each query
     // A window op's (conv2d, pools) resolved geometry: its expression is over the padded input.
     if (info.window()) {
       const gr_window& w = n.win;

@@ -226,6 +226,7 @@ void run_inspect(const std::string& path) {
                      : n.spec->kind == NodeSpec::Kind::Dense ? "dense(" + n.spec->activation + ")" +
                                                                    (n.spec->scalar > 0.0 ? "+dropout" : "")
                                                              : std::string(op_name(n.spec->op));
+    if (n.spec->kind == NodeSpec::Kind::Op && n.spec->causal) op += "(causal)";  // keys after each query masked
     std::string inputs;
     for (const std::string& s : n.spec->inputs) inputs += (inputs.empty() ? "" : ",") + s;
     const bool backward = n.reaches_loss && n.requires_grad;

@@ -345,6 +345,21 @@ GR_EXPORT_KERNEL(grk_concat_bwd_b)
 GRK_LANE_KERNELS(softmax)
 GRK_LANE_KERNELS(log_softmax)
 
+// causal softmax: one thread per last-axis lane l of [outer = ...·Tq, len = Tk]; lane l is query row
+// l mod tq and sees its first min(l mod tq + 1, len) keys (gr_softmax_causal_lane_*; the masked tail
+// is +0 forward and never touched backward).
+extern "C" __global__ void grk_softmax_causal_fwd(const gr_real* x, gr_real* y, long long outer, long long len,
+                                                  long long tq) {
+  GRK_LOOP(l, outer) gr_softmax_causal_lane_fwd(x + l * len, y + l * len, len, 1LL, gr_causal_visible(l, tq, len));
+}
+GR_EXPORT_KERNEL(grk_softmax_causal_fwd)
+extern "C" __global__ void grk_softmax_causal_bwd(const gr_real* g, const gr_real* y, gr_real* slot, long long outer,
+                                                  long long len, long long tq) {
+  GRK_LOOP(l, outer)
+  gr_softmax_causal_lane_bwd(g + l * len, y + l * len, slot + l * len, len, 1LL, gr_causal_visible(l, tq, len));
+}
+GR_EXPORT_KERNEL(grk_softmax_causal_bwd)
+
 // softmax cross-entropy forward: ONE thread sums the row values in ascending row order.
 extern "C" __global__ void grk_sce_fwd(const gr_real* x, const gr_real* t, gr_real* y, long long rows, long long C) {
   if (!GRK_FIRST_THREAD) return;

@@ -125,7 +125,7 @@ struct Analyzer {
         if (y.a == y.b) return 0;
         return B;
       }
-      case FusionClass::Lane: return opt.lanes && y.axis == 1 ? B : 0;
+      case FusionClass::Lane: return opt.lanes && y.axis == 1 && !y.causal ? B : 0;  // causal: per-node (docs/fusion.md)
       case FusionClass::Opaque:
       case FusionClass::Reduce:
       case FusionClass::LaneLoss:

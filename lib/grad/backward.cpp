@@ -165,8 +165,9 @@ struct TapeRules {
   void matmul() {
     const Node &A = in(n.a), &B = in(n.b);
     const Slot da = slot(n.a), db = slot(n.b);  // one node: the b-side finds it touched and adds
-    matmul_grads(A.val, B.val, g, da.p, nullptr, A.shape[0], A.shape[1], B.shape[1], da.fresh);
-    matmul_grads(A.val, B.val, g, nullptr, db.p, A.shape[0], A.shape[1], B.shape[1], db.fresh);
+    const int64_t K = B.shape[0], rows = A.shape.numel() / K;  // [..., M, K] is [rows, K] (tape_ops.cpp)
+    matmul_grads(A.val, B.val, g, da.p, nullptr, rows, K, B.shape[1], da.fresh);
+    matmul_grads(A.val, B.val, g, nullptr, db.p, rows, K, B.shape[1], db.fresh);
   }
 
   void bmm() {
@@ -230,8 +231,10 @@ struct TapeRules {
     }
   }
 
-  void lane_bwd(const R* g_lane, const R* y, R* slot, int64_t len, int64_t stride) const {
-    if (n.op == Op::Softmax) gr_softmax_lane_bwd(g_lane, y, slot, len, stride);
+  // vis: a causal softmax lane's visible keys (gr_softmax_causal_lane_bwd: the masked slots untouched).
+  void lane_bwd(const R* g_lane, const R* y, R* slot, int64_t len, int64_t stride, int64_t vis) const {
+    if (n.op == Op::Softmax && n.causal) gr_softmax_causal_lane_bwd(g_lane, y, slot, len, stride, vis);
+    else if (n.op == Op::Softmax) gr_softmax_lane_bwd(g_lane, y, slot, len, stride);
     else if (n.op == Op::LogSoftmax) gr_log_softmax_lane_bwd(g_lane, y, slot, len, stride);
     else throw Error("lane backward: " + std::string(op_name(n.op)) + " is not softmax or log_softmax");
   }
@@ -240,11 +243,12 @@ struct TapeRules {
     if (!wants(n.a)) return;
     double* slot = t.ensure_grad(n.a);
     const AxisLanes l = axis_lanes(n.shape, n.axis);
+    const int64_t tq = n.causal ? n.shape[n.shape.rank() - 2] : 1;  // causal: the last axis (inner 1)
     int64_t o0 = 0;
     if constexpr (std::is_same_v<R, double>) {
       // Softmax over the last axis, eight lanes at a time (their serial sums overlap).
       constexpr int G = 8;
-      if (n.op == Op::Softmax && l.inner == 1)
+      if (n.op == Op::Softmax && !n.causal && l.inner == 1)
         for (; o0 + G <= l.outer; o0 += G) {
           const int64_t base = o0 * l.len;
           gr_softmax_rows_bwd<G>(g + base, n.val + base, slot + base, l.len);
@@ -252,18 +256,18 @@ struct TapeRules {
     }
     for (int64_t o = o0; o < l.outer; ++o)
       for (int64_t i = 0; i < l.inner; ++i) {
-        const int64_t base = o * l.len * l.inner + i;
+        const int64_t base = o * l.len * l.inner + i, vis = n.causal ? gr_causal_visible(o, tq, l.len) : l.len;
         if constexpr (std::is_same_v<R, double>) {
           // A literal stride 1 for the last axis, so the lane's loops vectorize over contiguous
           // elements (a runtime stride loads two at a time); the same operations either way.
-          if (l.inner == 1) lane_bwd(g + base, n.val + base, slot + base, l.len, 1);
-          else lane_bwd(g + base, n.val + base, slot + base, l.len, l.inner);
+          if (l.inner == 1) lane_bwd(g + base, n.val + base, slot + base, l.len, 1, vis);
+          else lane_bwd(g + base, n.val + base, slot + base, l.len, l.inner, vis);
         } else {  // float copies of the lane's g, y and slot; the slot goes back
           float* w = t.scratch(static_cast<size_t>(3 * l.len));
           narrow_lane(g + base, l.len, l.inner, w);
           narrow_lane(n.val + base, l.len, l.inner, w + l.len);
           narrow_lane(slot + base, l.len, l.inner, w + 2 * l.len);
-          lane_bwd(w, w + l.len, w + 2 * l.len, l.len, 1);
+          lane_bwd(w, w + l.len, w + 2 * l.len, l.len, 1, vis);
           widen_lane(w + 2 * l.len, l.len, slot + base, l.inner);
         }
       }
@@ -392,7 +396,7 @@ struct TapeRules {
   void cross_entropy() {
     if (!wants(n.a)) return;  // class ids get no gradient
     const Node& X = in(n.a);
-    const int64_t rows = X.shape[0], C = X.shape[1];
+    const int64_t C = X.shape[X.shape.rank() - 1], rows = X.shape.numel() / C;  // [N,T,C]: N·T rows
     double* sx = t.ensure_grad(n.a);
     const R q = gr_rdiv(R(g[0]), static_cast<R>(rows));
     for (int64_t r = 0; r < rows; ++r) {

@@ -32,6 +32,7 @@ enum OpAttr : uint32_t {
   kAttrMomentum = 1u << 7,  // "momentum": batch_norm's running-statistics update (the node's momentum; default 0.1)
   kAttrConv = 1u << 8,      // "stride", "padding", "dilation", "groups": conv2d (the node's Window)
   kAttrPool = 1u << 9,      // "kernel", "stride", "padding": max_pool2d, avg_pool2d (the node's Window)
+  kAttrCausal = 1u << 10,   // "causal": softmax over the last axis of [..., Tq, Tk], row q sees keys <= q (the node's causal)
 };
 
 // A window op's attributes as a spec writes them (docs/spec.md): the tape resolves them against the

@@ -48,6 +48,7 @@ struct Node {
                                // slot's memory holds anything and reads as all +0 (grad_slot)
   bool lazy = false;           // a constant declared by shape; values come later (device only)
   bool keepdims = false;       // axis reductions
+  bool causal = false;         // softmax over [..., Tq, Tk]: query row q sees keys <= q (gr_softmax_causal_lane_*)
   int32_t a = -1, b = -1;      // input node ids (-1: none)
   int32_t c = -1;              // a third input: a Batch op's running variance (b: its running mean)
   int32_t axis = 0;            // normalized axis, or kAllAxes
@@ -129,7 +130,9 @@ class Tape {
   Var bmm(Var a, Var b);
   Var transpose(Var x);
   Var reshape(Var x, std::span<const int64_t> shape);
-  Var softmax(Var x, int64_t axis = -1);
+  // causal: the last two axes are (query, key) and row q sees keys <= q (axis must be the last;
+  // masked entries are exactly 0 in the value and get no gradient).
+  Var softmax(Var x, int64_t axis = -1, bool causal = false);
   Var log_softmax(Var x, int64_t axis = -1);
   Var softmax_cross_entropy(Var logits, Var targets);
   // Any row op of the table (Class Row: y = f(x) per row of the last axis) by its enum, with its
@@ -260,7 +263,7 @@ class Tape {
   template <class R>
   void lane_values(Node& n, const double* px, int ax);
   Var reduce(Op op, Var x, int64_t axis, bool keepdims);
-  Var lane(Op op, Var x, int64_t axis);
+  Var lane(Op op, Var x, int64_t axis, bool causal = false);
 
   std::vector<Node> nodes_;
   Arena arena_;

@@ -13,7 +13,7 @@
 namespace gr {
 
 // softmax / log_softmax along one axis: lane (o, i) of [outer, L, inner] has stride `inner`.
-Var Tape::lane(Op op, Var x, int64_t axis) {
+Var Tape::lane(Op op, Var x, int64_t axis, bool causal) {
   if (op != Op::Softmax && op != Op::LogSoftmax) throw Error("lane: " + std::string(op_name(op)) + " is not softmax or log_softmax");
   if (!usable(op, x)) return Var{};
   const Shape in = nodes_[x.id].shape;
@@ -23,8 +23,12 @@ Var Tape::lane(Op op, Var x, int64_t axis) {
   } catch (const Error& e) {
     return poison(op, e.what());
   }
+  if (causal && (op != Op::Softmax || in.rank() < 2 || ax != in.rank() - 1))
+    return poison(op, "causal needs the last axis of [..., T, T] (query, key), got axis " + std::to_string(axis) + " of " +
+                          in.str());
   Node* n = push(op, x.id, -1, in);
   n->axis = ax;
+  n->causal = causal;
   if (n->val) by_real([&](auto r) { lane_values<decltype(r)>(*n, nodes_[x.id].val, ax); });
   return Var{size() - 1};
 }
@@ -32,6 +36,21 @@ Var Tape::lane(Op op, Var x, int64_t axis) {
 template <class R>
 void Tape::lane_values(Node& n, const double* px, int ax) {
   const AxisLanes l = axis_lanes(n.shape, ax);
+  if (n.causal) {  // lanes of the last axis (stride 1), each over its visible prefix
+    const int64_t tq = n.shape[n.shape.rank() - 2];
+    for (int64_t o = 0; o < l.outer; ++o) {
+      const int64_t vis = gr_causal_visible(o, tq, l.len), base = o * l.len;
+      if constexpr (std::is_same_v<R, double>) {
+        gr_softmax_causal_lane_fwd(px + base, n.val + base, l.len, 1LL, vis);
+      } else {
+        float* x = scratch(static_cast<size_t>(2 * l.len));
+        narrow_lane(px + base, l.len, 1, x);
+        gr_softmax_causal_lane_fwd(x, x + l.len, l.len, 1LL, vis);
+        widen_lane(x + l.len, l.len, n.val + base, 1);
+      }
+    }
+    return;
+  }
   const auto fwd = [&](const R* x, R* y, int64_t stride) {
     if (n.op == Op::Softmax) gr_softmax_lane_fwd(x, y, l.len, stride);
     else if (n.op == Op::LogSoftmax) gr_log_softmax_lane_fwd(x, y, l.len, stride);
@@ -61,7 +80,7 @@ void Tape::lane_values(Node& n, const double* px, int ax) {
     }
 }
 
-Var Tape::softmax(Var x, int64_t axis) { return lane(Op::Softmax, x, axis); }
+Var Tape::softmax(Var x, int64_t axis, bool causal) { return lane(Op::Softmax, x, axis, causal); }
 Var Tape::log_softmax(Var x, int64_t axis) { return lane(Op::LogSoftmax, x, axis); }
 
 // softmax_cross_entropy: logits [N,C], targets [N,C] (one-hot rows) → [1], the mean over rows of
@@ -142,12 +161,16 @@ Var Tape::cross_entropy(Var logits, Var ids) {
   const Op op = Op::CrossEntropy;
   if (!usable(op, logits) || !usable(op, ids)) return Var{};
   const Shape sx = nodes_[logits.id].shape, si = nodes_[ids.id].shape;
-  const bool ids_fit = sx.rank() == 2 && ((si.rank() == 1 && si[0] == sx[0]) || (si.rank() == 2 && si[0] == sx[0] && si[1] == 1));
+  // [N,T,C] logits with ids [N,T] (a sequence model's next-token loss) are the [N·T, C] case with
+  // ids [N·T]: the same rows in row-major order, the mean over all N·T of them.
+  const bool ids_fit = (sx.rank() == 2 && ((si.rank() == 1 && si[0] == sx[0]) || (si.rank() == 2 && si[0] == sx[0] && si[1] == 1))) ||
+                       (sx.rank() == 3 && si.rank() == 2 && si[0] == sx[0] && si[1] == sx[1]);
   if (!ids_fit)
-    return poison(op, "needs logits [N,C] and class ids [N] or [N,1], got " + sx.str() + " and " + si.str());
+    return poison(op, "needs logits [N,C] and class ids [N] or [N,1], or logits [N,T,C] and ids [N,T], got " + sx.str() +
+                          " and " + si.str());
   Node* n = push(op, logits.id, ids.id, Shape{1});
   if (!n->val) return Var{size() - 1};
-  const int64_t rows = sx[0], C = sx[1];
+  const int64_t C = sx[sx.rank() - 1], rows = sx.numel() / C;
   const double* px = nodes_[logits.id].val;
   const double* pc = nodes_[ids.id].val;
   n->val[0] = by_real([&](auto zero) {

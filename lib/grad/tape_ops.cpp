@@ -217,16 +217,21 @@ Var Tape::fold_op(Op op, Var x, int64_t axis, bool keepdims) {
 }
 
 // ---- contractions ------------------------------------------------------------------------------
-// matmul: [M,K]·[K,N] → [M,N]
+// matmul: [..., M, K]·[K, N] → [..., M, N] (nn.Linear's batch shape on the left). Row-major, the
+// leading axes and M are one axis of R = numel(a) / K rows, so it is the [R,K]·[K,N] product: the
+// same kernels on every path, and dW = Aᵀ·g sums over all R rows in ascending row-major order.
 Var Tape::matmul(Var a, Var b) {
   if (!usable(Op::Matmul, a) || !usable(Op::Matmul, b)) return Var{};
   const Shape sa = nodes_[a.id].shape, sb = nodes_[b.id].shape;
-  if (sa.rank() != 2 || sb.rank() != 2 || sa[1] != sb[0])
-    return poison(Op::Matmul, "needs [M,K]·[K,N], got " + sa.str() + " and " + sb.str());
-  Node* n = push(Op::Matmul, a.id, b.id, Shape{sa[0], sb[1]});
+  if (sa.rank() < 2 || sb.rank() != 2 || sa[sa.rank() - 1] != sb[0])
+    return poison(Op::Matmul, "needs [M,K]·[K,N] or [..., M, K]·[K, N], got " + sa.str() + " and " + sb.str());
+  int64_t dims[kMaxDims];
+  std::copy(sa.dims().begin(), sa.dims().end(), dims);
+  dims[sa.rank() - 1] = sb[1];
+  const int64_t K = sb[0], rows = sa.numel() / K;
+  Node* n = push(Op::Matmul, a.id, b.id, Shape(std::span<const int64_t>(dims, static_cast<size_t>(sa.rank()))));
   if (n->val)
-    matmul_in(real_, {nodes_[a.id].val, sa[1], 1, nodes_[b.id].val, sb[1], 1, n->val, sa[0], sa[1], sb[1],
-                      MatmulStore::Overwrite});
+    matmul_in(real_, {nodes_[a.id].val, K, 1, nodes_[b.id].val, sb[1], 1, n->val, rows, K, sb[1], MatmulStore::Overwrite});
   return Var{size() - 1};
 }
 

@@ -340,7 +340,18 @@ struct Builder : GraphWalk {
         return emit("Slice", {a, ints("starts", n.starts), ints("ends", ends), ints("axes", axes)}, out);
       }
       case Op::Concat: return emit("Concat", {a, b}, out, {attr_int("axis", axis)});
-      case Op::Softmax: return emit("Softmax", {a}, out, {attr_int("axis", axis)});
+      case Op::Softmax: {
+        if (!n.causal) return emit("Softmax", {a}, out, {attr_int("axis", axis)});
+        // causal: an initializer [Tq, Tk] of 0 (key <= query) and -inf (masked) added before Softmax,
+        // so a masked score is -inf and its exp exactly 0 (the broadcast covers the leading axes).
+        const Shape s = shape_of(pn.inputs[0]);
+        const int64_t tq = s[s.rank() - 2], tk = s[s.rank() - 1];
+        std::vector<double> mask(static_cast<size_t>(tq * tk), 0.0);
+        for (int64_t q = 0; q < tq; ++q)
+          for (int64_t k = q + 1; k < tk; ++k) mask[static_cast<size_t>(q * tk + k)] = -std::numeric_limits<double>::infinity();
+        const std::string m = initializer_f(out + "_causal_mask", {tq, tk}, mask);
+        return emit("Softmax", {emit("Add", {a, m}, out + "_masked")}, out, {attr_int("axis", -1)});
+      }
       case Op::LogSoftmax: return emit("LogSoftmax", {a}, out, {attr_int("axis", axis)});
       case Op::SoftmaxCrossEntropy:
       case Op::CrossEntropy:

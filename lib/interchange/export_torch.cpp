@@ -382,7 +382,11 @@ struct Emitter : GraphWalk {
       case Op::Reshape: return a + ".reshape(" + py_ints(n.shape) + ")";
       case Op::Slice: return slice_expr(a, n);
       case Op::Concat: return "torch.cat((" + a + ", " + b + "), dim=" + axis + ")";
-      case Op::Softmax: return "torch.softmax(" + a + ", dim=" + axis + ")";
+      case Op::Softmax:
+        if (n.causal)  // the keys after each query filled with -inf: their probabilities are exactly 0
+          return "torch.softmax(" + a + ".masked_fill(torch.ones(" + a + ".shape[-2], " + a + ".shape[-1], dtype=torch.bool, device=" +
+                 a + ".device).triu(1), float('-inf')), dim=-1)";
+        return "torch.softmax(" + a + ", dim=" + axis + ")";
       case Op::LogSoftmax: return "torch.log_softmax(" + a + ", dim=" + axis + ")";
       case Op::SoftmaxCrossEntropy:
       case Op::CrossEntropy:

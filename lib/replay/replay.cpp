@@ -107,6 +107,7 @@ const std::vector<std::string>& kernel_names() {
           n.push_back(detail::kernel_of(op, part));
     for (const Op op : {Op::Matmul, Op::Bmm, Op::Concat})
       for (const char* part : {"bwd_a", "bwd_b"}) n.push_back(detail::kernel_of(op, part));
+    for (const char* part : {"causal_fwd", "causal_bwd"}) n.push_back(detail::kernel_of(Op::Softmax, part));
     for (const char* part : {"fwd", "bwd_b"}) n.push_back(detail::kernel_of(Op::Embedding, part));  // ids: no gradient
     for (const char* part : {"all_fwd", "all_bwd", "axis_fwd", "axis_bwd"}) n.push_back(detail::kernel_of(Op::Sum, part));
     for (const char* k : {"fill", "clip_scale", "sgd", "sgd_momentum", "adam"}) n.push_back(detail::kernel_named(k));
@@ -152,6 +153,7 @@ Program::Program(device::Backend& backend, const Tape& tape, Var loss, ReplayOpt
     ni.b = nd.b;
     ni.c = nd.c;
     ni.axis = nd.axis;
+    ni.causal = nd.causal;
     ni.scalar = nd.scalar;
     ni.momentum = nd.momentum;
     if (op_info(nd.op).batch()) nodes_[static_cast<size_t>(nd.b)].state = nodes_[static_cast<size_t>(nd.c)].state = true;
@@ -461,6 +463,7 @@ Program::NodeView Program::node_view(int32_t id) const {
   v.a = n.a;
   v.b = n.b;
   v.axis = n.axis;
+  v.causal = n.causal;
   v.scalar = n.scalar;
   v.active = n.grad_off >= 0;
   return v;

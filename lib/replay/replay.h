@@ -117,6 +117,7 @@ class Program final : public Episode {
     int32_t a = -1, b = -1;
     int32_t axis = 0;  // normalized, or kAllAxes
     double scalar = 0.0;
+    bool causal = false;  // a causal softmax (gr_softmax_causal_lane_*): never a fused lane stage
     bool active = false;  // backward-active: has a gradient buffer
   };
   NodeView node_view(int32_t id) const;
@@ -150,6 +151,7 @@ class Program final : public Episode {
     int32_t a = -1, b = -1;
     int32_t c = -1;          // a Batch op's running variance (b: its running mean)
     int32_t axis = 0;
+    bool causal = false;     // a causal softmax
     double scalar = 0.0;
     double momentum = 0.0;   // a Batch op's
     bool state = false;      // a leaf a Batch op updates in place (its running statistics): synced back

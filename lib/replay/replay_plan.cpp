@@ -62,7 +62,8 @@ void Program::plan_forward(int32_t id) {
     }
     case Op::Matmul: {
       const Shape &sa = nodes_[static_cast<size_t>(n.a)].shape, &sb = nodes_[static_cast<size_t>(n.b)].shape;
-      return add(fwd_, kernel_of(Op::Matmul, "fwd"), n.numel, {vptr(n.a), vptr(n.b), y, I(sa[0]), I(sa[1]), I(sb[1])});
+      const int64_t K = sb[0], M = sa.numel() / K;  // [..., M, K] is [M·…, K] (tape_ops.cpp)
+      return add(fwd_, kernel_of(Op::Matmul, "fwd"), n.numel, {vptr(n.a), vptr(n.b), y, I(M), I(K), I(sb[1])});
     }
     case Op::Bmm: {
       const Shape &sa = nodes_[static_cast<size_t>(n.a)].shape, &sb = nodes_[static_cast<size_t>(n.b)].shape;
@@ -86,6 +87,9 @@ void Program::plan_forward(int32_t id) {
     case Op::Softmax:
     case Op::LogSoftmax: {
       const AxisLanes l = axis_lanes(n.shape, n.axis);
+      if (n.causal)  // last-axis lanes (inner 1), lane o is query row o mod Tq
+        return add(fwd_, kernel_of(Op::Softmax, "causal_fwd"), l.outer,
+                   {vptr(n.a), y, I(l.outer), I(l.len), I(n.shape[n.shape.rank() - 2])});
       return add(fwd_, kernel_of(n.op, "fwd"), l.outer * l.inner,
                  {vptr(n.a), y, I(l.outer), I(l.len), I(l.inner)});
     }
@@ -95,7 +99,8 @@ void Program::plan_forward(int32_t id) {
     }
     case Op::CrossEntropy: {
       const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
-      return add_serial(fwd_, kernel_of(Op::CrossEntropy, "fwd"), {vptr(n.a), vptr(n.b), y, I(sx[0]), I(sx[1])});
+      const int64_t C = sx[sx.rank() - 1];  // [N,T,C] logits: N·T rows
+      return add_serial(fwd_, kernel_of(Op::CrossEntropy, "fwd"), {vptr(n.a), vptr(n.b), y, I(sx.numel() / C), I(C)});
     }
     case Op::Dropout:
       return add(fwd_, kernel_of(Op::Dropout, "fwd"), n.numel, {vptr(n.a), y, mptr(key_off_), D(n.scalar), I(id), I(n.numel)});
@@ -171,7 +176,7 @@ void Program::plan_backward(int32_t id) {
     }
     case Op::Matmul: {  // dA first, then dB (A·A: dA's contribution lands first), as backward.cpp
       const Shape &sa = nodes_[static_cast<size_t>(n.a)].shape, &sb = nodes_[static_cast<size_t>(n.b)].shape;
-      const int64_t M = sa[0], K = sa[1], N = sb[1];
+      const int64_t K = sb[0], M = sa.numel() / K, N = sb[1];
       if (active(n.a)) add(bwd_, kernel_of(Op::Matmul, "bwd_a"), M * K, {g, vptr(n.b), gptr(n.a), I(M), I(K), I(N)});
       if (active(n.b)) add(bwd_, kernel_of(Op::Matmul, "bwd_b"), K * N, {vptr(n.a), g, gptr(n.b), I(M), I(K), I(N)});
       return;
@@ -207,6 +212,9 @@ void Program::plan_backward(int32_t id) {
     case Op::LogSoftmax: {
       if (!active(n.a)) return;
       const AxisLanes l = axis_lanes(n.shape, n.axis);
+      if (n.causal)
+        return add(bwd_, kernel_of(Op::Softmax, "causal_bwd"), l.outer,
+                   {g, y, gptr(n.a), I(l.outer), I(l.len), I(n.shape[n.shape.rank() - 2])});
       return add(bwd_, kernel_of(n.op, "bwd"), l.outer * l.inner,
                  {g, y, gptr(n.a), I(l.outer), I(l.len), I(l.inner)});
     }
@@ -219,7 +227,8 @@ void Program::plan_backward(int32_t id) {
     case Op::CrossEntropy: {
       if (!active(n.a)) return;
       const Shape& sx = nodes_[static_cast<size_t>(n.a)].shape;
-      return add(bwd_, kernel_of(Op::CrossEntropy, "bwd"), sx[0], {g, vptr(n.a), vptr(n.b), gptr(n.a), I(sx[0]), I(sx[1])});
+      const int64_t C = sx[sx.rank() - 1], rows = sx.numel() / C;
+      return add(bwd_, kernel_of(Op::CrossEntropy, "bwd"), rows, {g, vptr(n.a), vptr(n.b), gptr(n.a), I(rows), I(C)});
     }
     case Op::Dropout:
       if (active(n.a)) add(bwd_, kernel_of(Op::Dropout, "bwd"), n.numel, {g, gptr(n.a), mptr(key_off_), D(n.scalar), I(id), I(n.numel)});

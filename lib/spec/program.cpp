@@ -58,7 +58,7 @@ Var record_node(Tape& t, const ProgramNode& pn, std::span<const Var> in, const s
     case Op::Reshape: return t.reshape(a, n.shape);
     case Op::Slice: return t.slice(a, n.starts, n.stops);
     case Op::Concat: return t.concat(a, b, *n.axis);
-    case Op::Softmax: return t.softmax(a, n.axis.value_or(-1));
+    case Op::Softmax: return t.softmax(a, n.axis.value_or(-1), n.causal);
     case Op::LogSoftmax: return t.log_softmax(a, n.axis.value_or(-1));
     case Op::SoftmaxCrossEntropy: return t.softmax_cross_entropy(a, b);
     case Op::CrossEntropy: return t.cross_entropy(a, b);
@@ -217,10 +217,11 @@ Program resolve_nodes(const Spec& spec, const DataTable& train, const NodeSpec*&
                     : r.kind == Ref::Kind::Param ? params[r.index]
                                                  : consts[r.index];
       const Shape& xs = t.node(x).shape;
-      if (xs.rank() != 2)
-        throw InputError(spec.path, n.pointer, "a dense layer needs a [B, in] input, got " + xs.str());
+      // [B, in], or [..., in] as nn.Linear: matmul's batched left input (a sequence [N, T, in]).
+      if (xs.rank() < 2)
+        throw InputError(spec.path, n.pointer, "a dense layer needs a [B, in] or [B, ..., in] input, got " + xs.str());
       pn.weight = static_cast<int>(p.params.size());
-      p.params.push_back({n.id + ".W", n.pointer, Shape{xs[1], n.units}, n.w_init, 0.0, false, n.trainable});
+      p.params.push_back({n.id + ".W", n.pointer, Shape{xs[xs.rank() - 1], n.units}, n.w_init, 0.0, false, n.trainable});
       pn.bias = static_cast<int>(p.params.size());
       p.params.push_back({n.id + ".b", n.pointer, Shape{n.units}, n.b_init, 0.0, true, n.trainable});
       check_file_init(spec, n.w_init, p.params[pn.weight].shape, n.id + ".W");
@@ -441,8 +442,8 @@ void check_class_ids(const Program& p, const DataTable& table, const std::string
     if (logits.kind == Ref::Kind::Node) sx = p.nodes[static_cast<size_t>(logits.index)].shape;
     else if (logits.kind == Ref::Kind::Input) sx = p.input_shapes[static_cast<size_t>(logits.index)];
     else if (logits.kind == Ref::Kind::Param) sx = p.params[static_cast<size_t>(logits.index)].shape;
-    if (sx.rank() != 2) continue;  // a const's logits: the recording checked the shapes already
-    const int64_t C = sx[1];
+    if (sx.rank() != 2 && sx.rank() != 3) continue;  // a const's logits: the recording checked the shapes already
+    const int64_t C = sx[sx.rank() - 1];  // [N,C] or [N,T,C] (ids [N,T])
     const Tensor& t = table.tensors[static_cast<size_t>(ids.index)];
     for (int64_t e = 0; e < t.numel(); ++e) {
       const double v = t.data()[e];

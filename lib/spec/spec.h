@@ -125,6 +125,7 @@ struct NodeSpec {
   double momentum = 0.1;  // a Batch op's running-statistics momentum (batch_norm; PyTorch's default)
   std::optional<int64_t> axis;
   bool keepdims = false;
+  bool causal = false;  // softmax: "causal": true masks the last two axes (query row i sees keys <= i)
   std::vector<int64_t> shape, starts, stops;
   WindowAttrs window;     // conv2d, max_pool2d, avg_pool2d: stride, padding, dilation, groups, kernel
   bool conv_bias = false;  // the [F] → [F,1,1] reshape of a lowered conv2d bias (lower_conv_bias)

@@ -60,6 +60,8 @@ void read_attrs(const JsonAt& j, NodeSpec& n) {
   allowed("eps", kAttrEps);
   allowed("rate", kAttrRate);
   allowed("momentum", kAttrMomentum);
+  allowed("causal", kAttrCausal);
+  if ((attrs & kAttrCausal) && j.has("causal")) n.causal = j.at("causal").boolean();
   if (attrs & kAttrMomentum) {
     n.momentum = j.has("momentum") ? j.at("momentum").number() : 0.1;  // PyTorch's default
     if (!(n.momentum >= 0.0 && n.momentum <= 1.0)) j.at("momentum").fail("momentum must be in [0, 1]");
@@ -81,6 +83,8 @@ void read_attrs(const JsonAt& j, NodeSpec& n) {
   }
   if (j.has("axis")) n.axis = j.at("axis").integer(-kMaxDims, kMaxDims - 1);
   if (n.op == Op::Concat && !n.axis) j.at("axis");  // required: reports the missing key
+  if (n.causal && n.axis && *n.axis >= 0)  // the tape checks -k against the shape (the last axis, rank >= 2)
+    j.at("axis").fail("a causal softmax runs over the last axis (the keys): write axis -1 or leave it out");
   if (j.has("keepdims")) {
     n.keepdims = j.at("keepdims").boolean();
     if (!n.axis) j.at("keepdims").fail("keepdims needs an axis");
@@ -149,7 +153,7 @@ NodeSpec read_node(const JsonAt& j) {
   }
   n.op = *found;
   j.only_keys({"id", "op", "inputs", "scalar", "axis", "keepdims", "shape", "starts", "stops", "eps", "rate", "momentum",
-               "class_weight", "pos_weight", "kernel", "stride", "padding", "dilation", "groups"});  // class weights: spec/class_weight.h
+               "class_weight", "pos_weight", "causal", "kernel", "stride", "padding", "dilation", "groups"});  // class weights: spec/class_weight.h
   const int arity = op_info(n.op).arity;
   if (n.op == Op::Conv2d && n.inputs.size() != 2 && n.inputs.size() != 3)
     j.at("inputs").fail("op \"conv2d\" takes 2 inputs [x, W] or 3 [x, W, b], got " + std::to_string(n.inputs.size()));

@@ -63,6 +63,14 @@ void apply_transform(DType real, const std::string& transform, const double* x, 
 // One row of the prediction node's value: its class (classifiers), then the transformed values, in
 // the data's units for a standardized regression target.
 void emit_row(DType real, const PredictTarget& target, const double* x, int64_t w, Predictions& out) {
+  if (target.positions > 0) {  // [T, V]: each position its own class and softmax over V
+    const int64_t v = w / target.positions;
+    for (int64_t t = 0; t < target.positions; ++t) {
+      out.classes.push_back(predicted_class(x + t * v, v));
+      apply_transform(real, target.transform, x + t * v, v, out.values);
+    }
+    return;
+  }
   if (target.classifier) out.classes.push_back(predicted_class(x, w));
   const size_t first = out.values.size();
   apply_transform(real, target.transform, x, w, out.values);
@@ -111,7 +119,11 @@ PredictTarget predict_target(const Program& p, const Preprocessing& prep) {
   if (shape.rank() < 1 || shape[0] != p.batch)
     throw InputError(spec.path, p.nodes[static_cast<size_t>(t.node)].spec->pointer,
                      "the prediction \"" + t.name + "\" has shape " + shape.str() + ", not one row per data row");
-  const int64_t width = shape.numel() / p.batch;
+  int64_t width = shape.numel() / p.batch;
+  if (shape.rank() == 3 && t.transform == "softmax") {  // a sequence's per-position distributions
+    t.positions = shape[1];
+    width = shape[2];
+  }
   t.classifier = t.transform == "softmax" || (spec.metrics.accuracy && spec.metrics.logits == t.name) ||
                  (t.transform == "sigmoid" && width == 1);
   if (t.classifier) t.class_names = class_names(p, prep, width);
@@ -282,7 +294,8 @@ Predictions predict_rows(Model& model, const PredictTarget& target, const DataTa
                            std::to_string(model.program().batch));
     const ConstTensorView v = model.tape().value(nodes[static_cast<size_t>(target.node)]);
     const int64_t n = static_cast<int64_t>(rows.size()), w = v.shape.numel() / n;
-    out.width = w;
+    out.width = target.positions > 0 ? w / target.positions : w;
+    out.positions = target.positions;
     for (int64_t r = 0; r < n; ++r) emit_row(model.real(), target, v.data + r * w, w, out);
     model.reset();
   }
@@ -310,7 +323,8 @@ Predictions predict_rows_device(Model& model, const PredictTarget& target, const
     buf.resize(static_cast<size_t>(model.program().nodes[static_cast<size_t>(target.node)].shape.numel()));
     runner.episode().value(out, buf);
     const int64_t w = static_cast<int64_t>(buf.size()) / batch;
-    p.width = w;
+    p.width = target.positions > 0 ? w / target.positions : w;
+    p.positions = target.positions;
     for (int64_t r = 0; r < n; ++r) emit_row(model.real(), target, buf.data() + r * w, w, p);
   }
   return p;
@@ -333,8 +347,10 @@ std::string render_predictions(const Predictions& p, const PredictTarget& target
   const bool named = target.classifier && !target.class_names.empty();
   if (ends_with(path, ".safetensors")) {
     std::vector<double> classes(p.classes.begin(), p.classes.end());
-    StTensorList list{{target.name, ConstTensorView{Shape{p.rows, p.width}, p.values.data()}}};
-    if (target.classifier) list.emplace_back("class", ConstTensorView{Shape{p.rows}, classes.data()});
+    const Shape vs = p.positions > 0 ? Shape{p.rows, p.positions, p.width} : Shape{p.rows, p.width};
+    StTensorList list{{target.name, ConstTensorView{vs, p.values.data()}}};
+    if (target.classifier)
+      list.emplace_back("class", ConstTensorView{p.positions > 0 ? Shape{p.rows, p.positions} : Shape{p.rows}, classes.data()});
     std::map<std::string, std::string> meta{{"transform", target.transform}};
     if (named) {
       std::string names = "[";
@@ -352,7 +368,7 @@ std::string render_predictions(const Predictions& p, const PredictTarget& target
   }
   if (ends_with(path, ".npy")) {
     std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (" + std::to_string(p.rows) + ", " +
-                         std::to_string(p.width) + "), }";
+                         (p.positions > 0 ? std::to_string(p.positions) + ", " : std::string()) + std::to_string(p.width) + "), }";
     while ((10 + header.size() + 1) % 64 != 0) header += ' ';
     header += '\n';
     std::string out("\x93NUMPY\x01\x00", 8);
@@ -363,6 +379,20 @@ std::string render_predictions(const Predictions& p, const PredictTarget& target
     return out;
   }
   std::string s;
+  if (p.positions > 0) {  // one line per (row, position): its class probabilities and class
+    s = "row,position";
+    for (int64_t j = 0; j < p.width; ++j) s += "," + target.name + "_" + std::to_string(j);
+    s += ",class\n";
+    for (int64_t r = 0; r < p.rows; ++r)
+      for (int64_t t = 0; t < p.positions; ++t) {
+        const int64_t line = r * p.positions + t;
+        s += std::to_string(r) + "," + std::to_string(t);
+        for (int64_t j = 0; j < p.width; ++j) s += "," + shortest(p.values[static_cast<size_t>(line * p.width + j)]);
+        const int64_t c = p.classes[static_cast<size_t>(line)];
+        s += "," + (named ? csv_cell(target.class_names[static_cast<size_t>(c)]) : std::to_string(c)) + "\n";
+      }
+    return s;
+  }
   for (int64_t j = 0; j < p.width; ++j) s += (j ? "," : "") + target.name + "_" + std::to_string(j);
   s += target.classifier ? ",class\n" : "\n";
   for (int64_t r = 0; r < p.rows; ++r) {

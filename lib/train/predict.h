@@ -37,6 +37,9 @@ struct PredictTarget {
   // (predict writes them in its class column); empty: classes are written as ids.
   std::vector<std::string> class_names;
   OutputUnits units;  // a standardized regression target's statistics; empty: no mapping
+  // A softmax prediction of shape [B, T, V] (a sequence model's next-token logits): T positions per
+  // row, each its own distribution over V classes (its own softmax and class); 0: one per row.
+  int64_t positions = 0;
 };
 PredictTarget predict_target(const Program& program, const Preprocessing& prep);
 // The class names of a classifier's label input (the accuracy metric's labels, else the data input
@@ -68,6 +71,7 @@ DataTable read_data_file(const Spec& spec, const Preprocessing& prep, const std:
 
 struct Predictions {
   int64_t rows = 0, width = 0;
+  int64_t positions = 0;         // per-position predictions ([B, T, V]): T; values [rows, T, width], classes [rows, T]
   std::vector<double> values;    // [rows, width], after the transform
   std::vector<int64_t> classes;  // argmax of the untransformed row (classifiers only)
 };

@@ -105,6 +105,10 @@ def parse(path):
             if not nodes or nodes[-1]["id"] != int(t[1]):
                 die("window record for node %s does not follow it" % t[1])
             nodes[-1]["window"] = [int(v) for v in t[2:14]]
+        elif k == "causal":  # the node before is a causal softmax (last two axes: query, key)
+            if not nodes or nodes[-1]["id"] != int(t[1]):
+                die("causal record for node %s does not follow it" % t[1])
+            nodes[-1]["causal"] = True
         elif k == "batch":
             nodes[int(t[1])]["batch"] = (int(t[2]), h2d(t[3]), int(t[4]))
         elif k == "key":
@@ -207,8 +211,8 @@ def run(nodes, vals, loss_id, mutate=None, mode=None):
                 if y.dim() == 0:  # a rank-1 input reduced away: gradrun keeps shape [1]
                     y = y.reshape(1)
         elif op == "matmul":
-            if a.dim() != 2 or b.dim() != 2:
-                die("matmul node %d: operands are not 2-D" % n["id"])
+            if a.dim() < 2 or b.dim() != 2:  # [..., M, K]·[K, N] as nn.Linear
+                die("matmul node %d: operands are not [..., M, K] and [K, N]" % n["id"])
             y = torch.matmul(a, b)
         elif op == "bmm":
             if a.dim() != 3 or b.dim() != 3:
@@ -223,7 +227,11 @@ def run(nodes, vals, loss_id, mutate=None, mode=None):
         elif op == "concat":
             y = torch.cat([a, b], dim=ax)
         elif op == "softmax":
-            y = torch.softmax(a, dim=ax)
+            if n.get("causal"):  # the keys after each query at -inf: torch's own masked softmax
+                mask = torch.ones(a.shape[-2], a.shape[-1], dtype=torch.bool).triu(1)
+                y = torch.softmax(a.masked_fill(mask, float("-inf")), dim=-1)
+            else:
+                y = torch.softmax(a, dim=ax)
         elif op == "log_softmax":
             y = torch.log_softmax(a, dim=ax)
         elif op == "softmax_cross_entropy":
@@ -247,9 +255,10 @@ def run(nodes, vals, loss_id, mutate=None, mode=None):
         elif op == "embedding":  # ids (a const) select rows of the table: F.embedding, its own backward
             y = torch.nn.functional.embedding(a.detach().long(), b)
         elif op == "cross_entropy":
-            if a.dim() != 2:
-                die("cross_entropy node %d: logits are not 2-D" % n["id"])
-            y = torch.nn.functional.cross_entropy(a, b.detach().reshape(-1).long()).reshape(1)
+            if a.dim() not in (2, 3):
+                die("cross_entropy node %d: logits are not [N,C] or [N,T,C]" % n["id"])
+            # [N,T,C] with ids [N,T]: the mean over all N·T positions (torch's own mean over the flattened rows)
+            y = torch.nn.functional.cross_entropy(a.reshape(-1, a.shape[-1]), b.detach().reshape(-1).long()).reshape(1)
         else:
             die("node %d: no torch mapping for op '%s'" % (n["id"], op))
         if list(y.shape) != list(shape):

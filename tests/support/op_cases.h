@@ -306,6 +306,10 @@ inline std::vector<OpCase> hand_cases() {
       {"mean axis 0 keepdims", Op::Mean, {{{3, 2, 2}}}, [](Tape& t, V v) { return t.mean(v[0], 0, true); }},
       // contractions
       {"matmul", Op::Matmul, {{{3, 4}}, {{4, 5}}}, [](Tape& t, V v) { return t.matmul(v[0], v[1]); }},
+      // a batched left input [..., M, K]·[K, N] (nn.Linear on a sequence): dW sums over every leading row
+      {"matmul batched left [2,3,4]·[4,5]", Op::Matmul, {{{2, 3, 4}}, {{4, 5}}}, [](Tape& t, V v) { return t.matmul(v[0], v[1]); }},
+      {"matmul batched left [2,2,3,4]·[4,2]", Op::Matmul, {{{2, 2, 3, 4}}, {{4, 2}}},
+       [](Tape& t, V v) { return t.matmul(v[0], v[1]); }},
       {"matmul A·A", Op::Matmul, {{{4, 4}}}, [](Tape& t, V v) { return t.matmul(v[0], v[0]); }},
       {"matmul const weight", Op::Matmul, {{{3, 4}, Dom::Any, true}, {{4, 2}}}, [](Tape& t, V v) { return t.matmul(v[0], v[1]); }},
       {"bmm", Op::Bmm, {{{2, 3, 4}}, {{2, 4, 5}}}, [](Tape& t, V v) { return t.bmm(v[0], v[1]); }},
@@ -323,6 +327,13 @@ inline std::vector<OpCase> hand_cases() {
       // lanes
       {"softmax last axis", Op::Softmax, {{{3, 5}}}, [](Tape& t, V v) { return t.softmax(v[0], -1); }},
       {"softmax middle axis", Op::Softmax, {{{2, 3, 4}}}, [](Tape& t, V v) { return t.softmax(v[0], 1); }},
+      // causal: query row i sees keys <= i; [2,4,4] square, [5,3] more queries than keys (rows 2.. see
+      // all), [3,5] fewer (the last keys masked for every row), and x used again after the softmax
+      // (fan-out: the masked slots stay what the other use put there).
+      {"softmax causal [2,4,4]", Op::Softmax, {{{2, 4, 4}}}, [](Tape& t, V v) { return t.softmax(v[0], -1, true); }},
+      {"softmax causal [5,3]", Op::Softmax, {{{5, 3}}}, [](Tape& t, V v) { return t.softmax(v[0], -1, true); }},
+      {"softmax causal [2,3,5] with fan-out", Op::Softmax, {{{2, 3, 5}}},
+       [](Tape& t, V v) { return t.add(t.softmax(v[0], -1, true), t.muls(v[0], 0.5)); }},
       {"softmax large logits", Op::Softmax, {{{2, 6}, Dom::Big}}, [](Tape& t, V v) { return t.softmax(v[0], -1); }, false,
        kUseReplay},
       {"log_softmax axis 0", Op::LogSoftmax, {{{3, 5}}}, [](Tape& t, V v) { return t.log_softmax(v[0], 0); }},
@@ -336,6 +347,8 @@ inline std::vector<OpCase> hand_cases() {
       {"cross_entropy ids [N]", Op::CrossEntropy, {{{4, 5}}, {{4}, Dom::ClassId}},
        [](Tape& t, V v) { return t.cross_entropy(v[0], v[1]); }},
       {"cross_entropy ids [N,1], batch 1", Op::CrossEntropy, {{{1, 3}}, {{1, 1}, Dom::ClassId}},
+       [](Tape& t, V v) { return t.cross_entropy(v[0], v[1]); }},
+      {"cross_entropy [N,T,C] ids [N,T]", Op::CrossEntropy, {{{2, 3, 4}}, {{2, 3}, Dom::ClassId}},
        [](Tape& t, V v) { return t.cross_entropy(v[0], v[1]); }},
       {"cross_entropy large logits", Op::CrossEntropy, {{{3, 4}, Dom::Big}, {{3}, Dom::ClassId}},
        [](Tape& t, V v) { return t.cross_entropy(v[0], v[1]); }, false, kUseReplay},
