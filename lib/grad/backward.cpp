@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "gr_ops_lane.h"
+#include "grad/row_lanes.h"
 #include "gr_ops_batch.h"
 #include "gr_ops_elementwise.h"
 #include "grad/owned.h"
@@ -292,7 +293,24 @@ struct TapeRules {
     double* slot = t.ensure_grad(n.a);
     const int64_t L = n.shape[n.shape.rank() - 1];
     const double* x = in(n.a).val;
-    for (int64_t r = 0; r < n.numel() / L; ++r) {
+    const int64_t rows = n.numel() / L;
+    // layer_norm: kRowBlock rows side by side (row_lanes.h: each row's bytes as the one-row rule's).
+    const int64_t blocked = n.op == Op::LayerNorm ? rows / kRowBlock * kRowBlock : 0;
+    for (int64_t r = 0; r < blocked; r += kRowBlock) {
+      const int64_t o = r * L, B = kRowBlock * L;
+      if constexpr (std::is_same_v<R, double>) {
+        layer_norm_rows_bwd<kRowBlock>(g + o, x + o, n.val + o, slot + o, L, n.scalar);
+      } else {
+        float* w = t.scratch(static_cast<size_t>(4 * B));
+        narrow_lane(g + o, B, 1, w);
+        narrow_lane(x + o, B, 1, w + B);
+        narrow_lane(n.val + o, B, 1, w + 2 * B);
+        narrow_lane(slot + o, B, 1, w + 3 * B);
+        layer_norm_rows_bwd<kRowBlock>(w, w + B, w + 2 * B, w + 3 * B, L, static_cast<float>(n.scalar));
+        widen_lane(w + 3 * B, B, slot + o, 1);
+      }
+    }
+    for (int64_t r = blocked; r < rows; ++r) {
       if constexpr (std::is_same_v<R, double>) {
         row_bwd(n.op, g + r * L, x + r * L, n.val + r * L, slot + r * L, L, n.scalar);
       } else {
