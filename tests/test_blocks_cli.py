@@ -19,8 +19,10 @@
   matches `predict` (1e-5 relative + 1e-6), and the f64 model within 1e-9.
 - Bad specs: each refused with exit 2 and one located line: the JSON pointer inside the block and
   the instance ("(in b1.1)"), or the block node's own place.
-- The 4-layer pre-norm transformer spec tests/specs/transformer-blocks.json reads in about 60 lines,
-  trains on cpu and host (same bytes) and its loss falls.
+- The 4-layer pre-norm transformer specs read in about 60 lines: tests/specs/transformer-blocks.json
+  (a regression on float sequences, one head) and tests/specs/transformer-tokens.json (token and
+  position embeddings, 2 causal heads per layer as a block inside the layer block, cross_entropy
+  over [N,T,V]); each trains to the same bytes on cpu, host and host --fuse (f32 too) and learns.
 Needs numpy; the torch part needs torch and the ONNX part node with onnxruntime-node
 (tools/onnxrt): without them the rest runs, then the test exits 77 (Skipped, kinds torch / onnx).
 """
@@ -359,6 +361,30 @@ def transformer(tmp):
     check("blocks: 4 instances" in p.stdout and "body = body.3.out" in p.stdout, "transformer inspect:\n" + p.stdout[-1500:])
 
 
+def transformer_tokens(tmp):
+    """tests/specs/transformer-tokens.json: embedding, causal softmax in 2 heads per layer (a block in
+    a block), dense on [N,T,D], cross_entropy on [N,T,V]; every engine and dtype the same bytes."""
+    spec = os.path.join(ROOT, "tests", "specs", "transformer-tokens.json")
+    with open(spec) as f:
+        n = len(f.read().splitlines())
+    check(n <= 65, "the token transformer spec is %d lines" % n)
+    runs = {}
+    for tag, extra in (("cpu", []), ("host", ["--device", "host"]), ("fused", ["--device", "host", "--fuse"]),
+                       ("f32", ["--dtype", "f32"]), ("f32-fused", ["--dtype", "f32", "--device", "host", "--fuse"])):
+        runs[tag] = os.path.join(tmp, "tok-" + tag)
+        run("train", spec, "--out", runs[tag], "--quiet", *extra)
+    for a, b in (("cpu", "host"), ("cpu", "fused"), ("f32", "f32-fused")):
+        same_run(runs[a], runs[b], "token transformer %s vs %s" % (a, b))
+    with open(os.path.join(runs["cpu"], "loss.csv")) as f:
+        rows = [l.split(",") for l in f.read().splitlines()[1:]]
+    first, last = float(rows[0][2]), float(rows[-1][2])
+    check(last < 0.1, "token transformer: cross-entropy %g -> %g (ln 8 = 2.08)" % (first, last))
+    notes.append("token transformer cross-entropy %.4g -> %.4g" % (first, last))
+    p = run("inspect", spec)
+    for want in ("blocks: 12 instances", "body = body.3.out", "body.3.h1        block head", "(body.2.out) -> body.3.out"):
+        check(want in p.stdout, "token transformer inspect lacks %r" % want)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         expansion(tmp)
@@ -367,6 +393,7 @@ def main():
         exports(tmp)
         bad_specs(tmp)
         transformer(tmp)
+        transformer_tokens(tmp)
     if skipped and not cli.fails:
         for kind, why in skipped:
             print("SKIPPED [%s]: blocks_cli -- %s" % (kind, why))
