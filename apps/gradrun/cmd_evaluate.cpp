@@ -79,9 +79,11 @@ void run_evaluate(const EvaluateFlags& f) {
   const bool regression = regression_of(*model).output >= 0;
   // A classifier whose label has categories: its class names, in id order (the class ids' meaning).
   std::vector<std::string> classes;
+  int64_t positions = 1;  // a sequence's classifications per row (its logits [B, T, C]: T)
   if (const Classifier c = classifier_of(model->program()); c.logits >= 0) {  // metrics.accuracy's, or the loss's
     const Shape& shape = model->program().nodes[static_cast<size_t>(c.logits)].shape;
-    classes = class_names(model->program(), w.prep, shape.numel() / std::max<int64_t>(shape[0], 1));
+    positions = c.positions;
+    classes = class_names(model->program(), w.prep, shape.numel() / std::max<int64_t>(shape[0], 1) / positions);
   }
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
   const std::string source = f.data.empty() ? "validation" : f.data;
@@ -92,6 +94,7 @@ void run_evaluate(const EvaluateFlags& f) {
   if (!f.json.empty()) {
     nlohmann::ordered_json j = {{"spec", spec.path}, {"weights", w.path}, {"data", source}, {"rows", rows->rows},
                                 {"loss", number(loss)}};
+    if (positions > 1) j["positions"] = rows->rows * positions;  // what accuracy and the class metrics count
     if (spec.metrics.accuracy) j["accuracy"] = number(accuracy);
     if (!classes.empty()) j["classes"] = classes;
     if (regression) j["mae"] = number(ev.mae), j["rmse"] = number(ev.rmse), j["r2"] = number(ev.r2);
@@ -115,7 +118,9 @@ void run_evaluate(const EvaluateFlags& f) {
     write_file_atomic(f.json, j.dump(2) + "\n");
   }
   if (!f.quiet) {
-    std::printf("%-10s %s (%lld rows)\n", "data", source.c_str(), static_cast<long long>(rows->rows));
+    std::printf("%-10s %s (%lld rows", "data", source.c_str(), static_cast<long long>(rows->rows));
+    if (positions > 1) std::printf(" × %lld positions", static_cast<long long>(positions));
+    std::printf(")\n");
     std::printf("%-10s %s\n", "loss", format_double(loss).c_str());
     if (spec.metrics.accuracy) std::printf("%-10s %s\n", "accuracy", format_double(accuracy).c_str());
     if (!classes.empty()) {

@@ -330,6 +330,19 @@ Program resolve_nodes(const Spec& spec, const DataTable& train, const NodeSpec*&
     if (la.kind != Ref::Kind::Input)
       throw InputError(spec.path, "/metrics/accuracy/labels", "\"" + spec.metrics.labels + "\" is not a data input");
     const Shape &sl = p.nodes[lo.index].shape, &sy = p.input_shapes[la.index];
+    if (sl.rank() == 3) {  // a sequence: logits [B, T, C], each position classified (next-token accuracy)
+      const bool ids = sy.rank() == 2 && sy[0] == sl[0] && sy[1] == sl[1];
+      if (sl[2] < 2 || (!ids && !(sl == sy)))
+        throw InputError(spec.path, "/metrics/accuracy",
+                         "accuracy on a sequence needs logits [B, T, C] (C ≥ 2 classes) and class ids [B, T] or one-hot "
+                         "labels [B, T, C], got " +
+                             sl.str() + " and " + sy.str());
+      p.metric_label_ids = ids;
+      p.metric_positions = sl[1];
+      p.metric_logits = lo.index;
+      p.metric_labels = la.index;
+      return p;
+    }
     // Labels are one-hot rows like the logits, or one class id per row ([B] or [B, 1]); one logit
     // per row ([B, 1]) is a binary classifier: class 1 ⇔ logit > 0, labels 0/1 as [B] or [B, 1].
     const bool one_per_row = sy.rank() >= 1 && sy[0] == sl[0] && (sy.rank() == 1 || (sy.rank() == 2 && sy[1] == 1));
@@ -338,7 +351,8 @@ Program resolve_nodes(const Spec& spec, const DataTable& train, const NodeSpec*&
     if (sl.rank() != 2 || (!(sl == sy) && !p.metric_label_ids && !p.metric_binary))
       throw InputError(spec.path, "/metrics/accuracy",
                        "accuracy needs logits [B, C] and one-hot labels of the same shape or class ids [B] / [B, 1] (or one "
-                       "logit [B, 1] and 0/1 labels [B] / [B, 1]), got " +
+                       "logit [B, 1] and 0/1 labels [B] / [B, 1]), or on a sequence logits [B, T, C] and class ids [B, T] "
+                       "or one-hot [B, T, C], got " +
                            sl.str() + " and " + sy.str());
     if (p.metric_binary) {  // one column of probabilities is always > 0: the threshold would be meaningless
       const NodeSpec& ln = *p.nodes[lo.index].spec;

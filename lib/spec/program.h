@@ -61,6 +61,9 @@ struct Program {
   int metric_labels = -1;  // input index
   bool metric_label_ids = false;  // the labels are class ids (one per row), not one-hot rows
   bool metric_binary = false;     // one logit per row ([B, 1]): class 1 ⇔ logit > 0, labels 0/1
+  // A sequence's logits [B, T, C] (labels: ids [B, T] or one-hot [B, T, C]): every one of a row's T
+  // positions is a classification (next-token accuracy), so metrics count B·T of them; 1 otherwise.
+  int64_t metric_positions = 1;
 };
 
 // `train` provides the input shapes (its row count bounds the batch size); it may be empty when

@@ -37,7 +37,7 @@ InputError unfit_batch_error(const Model& model, int64_t table_rows, const std::
 }
 
 Classifier classifier_of(const Program& p) {
-  if (p.metric_logits >= 0) return {p.metric_logits, p.metric_labels, p.metric_label_ids, p.metric_binary};
+  if (p.metric_logits >= 0) return {p.metric_logits, p.metric_labels, p.metric_label_ids, p.metric_binary, p.metric_positions};
   if (p.loss < 0 || !p.spec || !p.spec->data) return {};
   auto ref = [&](const std::string& name, Ref::Kind kind) {
     const auto it = p.names.find(name);
@@ -72,7 +72,7 @@ int64_t classifier_classes(const Program& p) {
   const Classifier c = classifier_of(p);
   if (c.logits < 0) return 0;
   const Shape& s = p.nodes[static_cast<size_t>(c.logits)].shape;
-  return s.rank() == 2 ? class_count(s[1]) : 0;
+  return s.rank() == 2 ? class_count(s[1]) : s.rank() == 3 ? s[2] : 0;
 }
 
 Regression regression_of(const Model& model) { return regression_of(model.program()); }
@@ -144,18 +144,20 @@ Evaluation evaluate_metrics(Model& model, const DataTable& table, const std::str
     if (cls.logits >= 0) {  // accuracy (with metrics.accuracy) and the class metrics
       const ConstTensorView logits = model.tape().value(nodes[static_cast<size_t>(cls.logits)]);
       const Tensor& labels = table.tensors[static_cast<size_t>(cls.labels)];
-      const int64_t cols = logits.shape[1];
+      const int64_t cols = logits.shape[logits.shape.rank() - 1], positions = cls.positions;
       if (!tally) tally.emplace(class_count(cols));
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const int64_t predicted = predicted_class(logits.data + static_cast<int64_t>(i) * cols, cols);
-        const double label = cls.ids || cls.binary ? labels.data()[rows[i]] : 0.0;
-        const bool counted = label >= 0.0 && label < static_cast<double>(class_count(cols)) && label == std::floor(label);
-        const int64_t truth = cls.ids || cls.binary ? (counted ? static_cast<int64_t>(label) : -1)
-                                                    : argmax_row(labels.data() + rows[i] * cols, cols);
-        const bool hit = cls.ids || cls.binary ? static_cast<double>(predicted) == label : predicted == truth;
-        if (hit) correct = correct + 1.0;
-        tally->add(truth, logits.data + static_cast<int64_t>(i) * cols, cols);
-      }
+      for (size_t i = 0; i < rows.size(); ++i)
+        for (int64_t t = 0; t < positions; ++t) {  // one classification per (row, position)
+          const double* x = logits.data + (static_cast<int64_t>(i) * positions + t) * cols;
+          const int64_t at = rows[i] * positions + t;  // the label's (row, position) in the table
+          const int64_t predicted = predicted_class(x, cols);
+          const double label = cls.ids || cls.binary ? labels.data()[at] : 0.0;
+          const bool counted = label >= 0.0 && label < static_cast<double>(class_count(cols)) && label == std::floor(label);
+          const int64_t truth = cls.ids || cls.binary ? (counted ? static_cast<int64_t>(label) : -1) : argmax_row(labels.data() + at * cols, cols);
+          const bool hit = cls.ids || cls.binary ? static_cast<double>(predicted) == label : predicted == truth;
+          if (hit) correct = correct + 1.0;
+          tally->add(truth, x, cols);
+        }
     }
     if (target) {  // residuals element by element: rows ascending, columns ascending
       const ConstTensorView out = model.tape().value(nodes[static_cast<size_t>(reg.output)]);
@@ -178,7 +180,7 @@ Evaluation evaluate_metrics(Model& model, const DataTable& table, const std::str
   }
   if (rows_seen == 0) return ev;
   ev.loss = loss_sum / rows_seen;
-  if (p.metric_logits >= 0) ev.accuracy = correct / rows_seen;
+  if (p.metric_logits >= 0) ev.accuracy = correct / (rows_seen * static_cast<double>(cls.positions));
   if (tally) ev.classes = tally->finish();
   if (target && width > 0) {
     const double elems = rows_seen * static_cast<double>(width);

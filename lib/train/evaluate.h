@@ -17,7 +17,8 @@ namespace gr {
 struct Evaluation {
   static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   // loss: the mean over batches weighted by rows; accuracy: predicted_class of the metric's logits
-  // equals the labels' (NaN without metrics.accuracy); mae, rmse: over every element of the
+  // equals the labels' (NaN without metrics.accuracy), over rows × positions for a sequence's logits
+  // [B, T, C] (next-token accuracy: the mean over every position of every row); mae, rmse: over every element of the
   // regression output, in the target's data units (a standardized target is mapped back with the
   // training rows' mean and std); r2: the mean over output columns of 1 − SS_res/SS_tot, SS_tot
   // about the column's mean over the table's rows (a constant column's r2 is NaN; unit-free).
@@ -46,9 +47,13 @@ struct Classifier {
   int logits = -1;  // program node index
   int labels = -1;  // program input index
   bool ids = false, binary = false;  // labels are class ids / one logit with 0/1 labels
+  // A sequence (metrics.accuracy on logits [B, T, C]): T classifications per row, counted position
+  // by position (rows ascending, positions ascending); 1 otherwise.
+  int64_t positions = 1;
 };
 Classifier classifier_of(const Program& program);
-// The class count of classifier_of (its logits' columns; one logit: 2), 0 without one.
+// The class count of classifier_of (its logits' columns, a sequence's last axis; one logit: 2), 0
+// without one.
 int64_t classifier_classes(const Program& program);
 
 // Every row counts: when the graph's fixed shapes cannot take the last partial batch it throws
