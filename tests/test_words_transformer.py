@@ -11,8 +11,10 @@
   tests/golden/text/words-transformer.loss.csv (`--expect`). It is not in tests/golden/ itself,
   where ctest's example_* loop would replay all 12 epochs on host per-node and fused (about 4 min
   each): the engines are compared here on one epoch instead.
-- f64 and f32: one epoch on the CPU tape, host per-node and host fused gives the same loss.csv and
-  weights (bytes).
+- Its "metrics" (next-token accuracy, issue 43): evaluate's accuracy and macro_f1 over the N·16
+  validation positions equal metrics.csv's last val_accuracy and val_f1.
+- f64 and f32: one epoch on the CPU tape, host per-node and host fused gives the same loss.csv,
+  weights and metrics.csv (bytes; the seconds column aside).
 - `generate` from the trained model writes the same words on cpu (1 and 2 threads), host and host
   --fuse; the Python sampler reproduces them from `predict --logits` (the padding after the prompt
   is invisible to the causal model).
@@ -67,6 +69,19 @@ e = json.load(open(ev)) if os.path.exists(ev) else {"loss": math.inf, "rows": -1
 check(e["rows"] == n_val, "validation windows: evaluate %s, the split here %d" % (e["rows"], n_val))
 check(e["loss"] < bigram, "the transformer's validation loss %r does not beat the bigram's %r" % (e["loss"], bigram))
 print("bigram (add-one) validation loss %.4f nats over %d positions; transformer %.4f" % (bigram, n, e["loss"]))
+# "metrics": next-token accuracy and the class metrics over the N·T validation positions, as in metrics.csv
+last = list(csv.DictReader(open(os.path.join(out, "metrics.csv"))))[-1]
+check(e.get("positions") == n_val * 16 and e.get("accuracy") is not None and float(last["val_accuracy"]) == e["accuracy"] and
+      float(last["val_f1"]) == e.get("macro_f1"), "evaluate's accuracy %r / macro_f1 %r over %s positions vs metrics.csv %s / %s" %
+      (e.get("accuracy"), e.get("macro_f1"), e.get("positions"), last["val_accuracy"], last.get("val_f1")))
+print("validation next-character accuracy %.4f, macro-F1 %.4f" % (e.get("accuracy") or 0.0, e.get("macro_f1") or 0.0))
+
+def no_seconds(path):
+    """metrics.csv without its seconds column (wall time)."""
+    rows = list(csv.reader(open(path, newline="")))
+    k = rows[0].index("seconds")
+    return [r[:k] + r[k + 1:] for r in rows]
+
 
 # ---- f64 and f32: the same bytes on every engine (one epoch) ---------------------------------------------------
 for dtype in ("f64", "f32"):
@@ -80,6 +95,8 @@ for dtype in ("f64", "f32"):
               "%s %s: loss.csv differs from the CPU tape" % (dtype, d))
         check(tensors(os.path.join(d, "weights.safetensors")) == tensors(os.path.join(runs[0], "weights.safetensors")),
               "%s %s: weights differ from the CPU tape" % (dtype, d))
+        check(no_seconds(os.path.join(d, "metrics.csv")) == no_seconds(os.path.join(runs[0], "metrics.csv")),
+              "%s %s: metrics.csv (val_accuracy, train_accuracy, val_f1) differs from the CPU tape" % (dtype, d))
 
 # ---- generate ---------------------------------------------------------------------------------------------------
 gen = os.path.join(tmp, "gen.json")
