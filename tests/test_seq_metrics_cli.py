@@ -12,8 +12,9 @@ embeddings, context 8, on datasets/words.txt):
   position t are the prompt x[0..t]'s next-token logits): argmax over V per position, the first on
   ties; accuracy = hits / (N·T); macro-F1 the mean of 2tp/(2tp+fp+fn) over the classes that occur,
   summed in class order. The text report prints them too.
-- metrics.csv (val_accuracy, train_accuracy, val_f1), the epoch log and receipt.json carry them;
-  metrics.csv's last val_accuracy and val_f1 are evaluate's.
+- metrics.csv (val_accuracy, train_accuracy, val_f1), the epoch log and run.json
+  (final_val_accuracy) carry them; metrics.csv's last val_accuracy and val_f1 are evaluate's;
+  receipt.json pins metrics.csv (its digest is the same on every engine of a dtype).
 - metrics.csv is the same bytes (the seconds column aside) on the CPU tape (1 and 2 threads), host
   per-node and host fused, f64 and f32; metrics do not change the loss (loss.csv with and without
   the metric are the same bytes).
@@ -96,7 +97,7 @@ hits = int((pred == truth).sum())
 accuracy = hits / (n_val * T)
 check(e.get("accuracy") == accuracy, "evaluate accuracy %r, NumPy on predict --logits %r (%d of %d)" %
       (e.get("accuracy"), accuracy, hits, n_val * T))
-check(0.25 < accuracy < 1.0, "a trained next-character accuracy of %r is implausible" % accuracy)
+check(0.15 < accuracy < 1.0, "a trained next-character accuracy of %r is implausible" % accuracy)
 conf = np.zeros((V, V), dtype=np.int64)
 np.add.at(conf, (truth, pred), 1)
 check(e.get("confusion_matrix") == conf.tolist(), "evaluate's confusion matrix differs from NumPy's")
@@ -117,8 +118,16 @@ m = list(csv.DictReader(open(os.path.join(f64, "metrics.csv"))))
 check(float(m[-1]["val_accuracy"]) == e["accuracy"], "metrics.csv val_accuracy %s != evaluate %r" % (m[-1]["val_accuracy"], e["accuracy"]))
 check("val_f1" in m[-1] and float(m[-1]["val_f1"]) == e["macro_f1"], "metrics.csv val_f1 %s != evaluate %r" % (m[-1].get("val_f1"), e["macro_f1"]))
 check(all(0.0 < float(r["train_accuracy"]) < 1.0 for r in m), "metrics.csv train_accuracy: %s" % [r["train_accuracy"] for r in m])
-receipt = json.load(open(os.path.join(f64, "receipt.json")))
-check(receipt.get("final_val_accuracy") == e["accuracy"], "receipt final_val_accuracy %r != %r" % (receipt.get("final_val_accuracy"), e["accuracy"]))
+run_json = json.load(open(os.path.join(f64, "run.json")))
+check(run_json.get("final_val_accuracy") == e["accuracy"], "run.json final_val_accuracy %r != %r" % (run_json.get("final_val_accuracy"), e["accuracy"]))
+
+
+def metrics_digest(d):
+    """receipt.json's SHA-256 of metrics.csv (its seconds column aside): what pins the metrics for CI."""
+    return json.load(open(os.path.join(d, "receipt.json")))["files"].get("metrics.csv")
+
+
+check(metrics_digest(f64) is not None, "receipt.json does not pin metrics.csv")
 
 # ---- every engine: the same metrics.csv bytes; the metric leaves the loss alone -----------------------
 base = no_seconds(os.path.join(f64, "metrics.csv"))
@@ -126,12 +135,14 @@ for name, extra in (("t1", ("--threads", "1")), ("t2", ("--threads", "2")), ("ho
                     ("fused", ("--device", "host", "--fuse"))):
     d = train("f64_" + name, *extra)
     check(no_seconds(os.path.join(d, "metrics.csv")) == base, "f64 %s: metrics.csv differs from the CPU tape's" % name)
+    check(metrics_digest(d) == metrics_digest(f64), "f64 %s: receipt.json's metrics.csv digest differs" % name)
 f32 = train("f32", "--dtype", "f32")
 b32 = no_seconds(os.path.join(f32, "metrics.csv"))
 check(b32 != base, "f32 metrics.csv equals f64's: the dtype did not reach training")
 for name, extra in (("host", ("--device", "host")), ("fused", ("--device", "host", "--fuse")), ("t1", ("--threads", "1"))):
     d = train("f32_" + name, "--dtype", "f32", *extra)
     check(no_seconds(os.path.join(d, "metrics.csv")) == b32, "f32 %s: metrics.csv differs from the f32 CPU tape's" % name)
+    check(metrics_digest(d) == metrics_digest(f32), "f32 %s: receipt.json's metrics.csv digest differs" % name)
 plain = train("nometric", "--set", "metrics={}")
 check(read(os.path.join(plain, "loss.csv")) == read(os.path.join(f64, "loss.csv")), "the accuracy metric changed loss.csv")
 
