@@ -149,7 +149,7 @@ Evaluation evaluate_metrics(Model& model, const DataTable& table, const std::str
       for (size_t i = 0; i < rows.size(); ++i)
         for (int64_t t = 0; t < positions; ++t) {  // one classification per (row, position)
           const double* x = logits.data + (static_cast<int64_t>(i) * positions + t) * cols;
-          const int64_t at = rows[i] * positions + 0 * t;  // the label's (row, position) in the table
+          const int64_t at = rows[i] * positions + t;  // the label's (row, position) in the table
           const int64_t predicted = predicted_class(x, cols);
           const double label = cls.ids || cls.binary ? labels.data()[at] : 0.0;
           const bool counted = label >= 0.0 && label < static_cast<double>(class_count(cols)) && label == std::floor(label);
