@@ -18,6 +18,10 @@ embeddings, context 8, on datasets/words.txt):
 - metrics.csv is the same bytes (the seconds column aside) on the CPU tape (1 and 2 threads), host
   per-node and host fused, f64 and f32; metrics do not change the loss (loss.csv with and without
   the metric are the same bytes).
+- A CSV of sequences (ids [B, 4] from columns, embedding → dense → cross_entropy): evaluate --data's
+  accuracy over B·4 positions equals the share of predict's per-position classes that match.
+- Refusal: integer label columns that are no one-hot rows beside logits [B, C] (exit 2 at
+  /metrics/accuracy/labels: the data check lets class ids through, the program check decides).
 - Refusal: an accuracy whose labels do not match the sequence's logits (kt [B, 16, 8] with ids [B, 8]):
   exit 2, located at /metrics/accuracy.
 """
@@ -149,6 +153,56 @@ check(read(os.path.join(plain, "loss.csv")) == read(os.path.join(f64, "loss.csv"
 # ---- refusal -----------------------------------------------------------------------------------------
 p = run("train", SPEC, "--out", os.path.join(tmp, "bad"), "--set", "metrics.accuracy.logits=kt", code=2)  # [B, 16, 8] vs ids [B, 8]
 check("/metrics/accuracy" in p.stderr and "[B, T, C]" in p.stderr, "an accuracy on kt [B,16,8] with ids [B,8]: not refused, located:\n" + p.stderr)
+
+# ---- a CSV of sequences: ids [B, 4] from columns, accuracy over B·4 positions == predict's classes ----
+rng = np.random.default_rng(3)
+B, TT, VV = 96, 4, 5
+cx = rng.integers(0, VV, size=(B, TT))
+cy = (cx + 1) % VV  # learnable: the next id
+cy[::7, 2] = 0      # with some noise
+csv_path = os.path.join(tmp, "seq.csv")
+with open(csv_path, "w") as f:
+    f.write(",".join(["x%d" % t for t in range(TT)] + ["y%d" % t for t in range(TT)]) + "\n")
+    for r in range(B):
+        f.write(",".join(str(v) for v in list(cx[r]) + list(cy[r])) + "\n")
+seq_spec = {
+    "gradrun": 1, "name": "csv_seq_metrics", "seed": 3,
+    "data": {"csv": csv_path, "validation": 0.25,
+             "inputs": {"x": {"columns": ["x%d" % t for t in range(TT)]}, "y": {"columns": ["y%d" % t for t in range(TT)]}}},
+    "params": {"tok": {"shape": [VV, 8], "init": {"kind": "normal", "std": 0.5}}},
+    "graph": [{"id": "emb", "op": "embedding", "inputs": ["x", "tok"]},
+              {"id": "logits", "layer": "dense", "inputs": ["emb"], "units": VV},
+              {"id": "loss", "op": "cross_entropy", "inputs": ["logits", "y"]}],
+    "loss": "loss",
+    "metrics": {"accuracy": {"logits": "logits", "labels": "y"}},
+    "optimizer": {"kind": "adam", "lr": 0.05},
+    "train": {"epochs": 3, "batch_size": 8, "shuffle": False},
+}
+sp = os.path.join(tmp, "csv_seq.json")
+json.dump(seq_spec, open(sp, "w"))
+cs = os.path.join(tmp, "csv_seq")
+run("train", sp, "--out", cs, "--quiet")
+run("evaluate", cs, "--json", ev, "--quiet")
+e = json.load(open(ev)) if os.path.exists(ev) else {}
+vrows = os.path.join(tmp, "val.csv")
+shutil.copy(csv_path, vrows)  # every row: predict and evaluate --data read the same file
+pout = os.path.join(tmp, "pred.csv")
+run("predict", cs, "--data", vrows, "--out", pout, "--quiet")
+pr = list(csv.DictReader(open(pout, newline=""))) if os.path.exists(pout) else []
+cls = np.array([int(r["class"]) for r in pr]).reshape(B, TT) if len(pr) == B * TT else np.zeros((B, TT), dtype=int)
+run("evaluate", cs, "--data", csv_path, "--json", ev, "--quiet")
+e_all = json.load(open(ev)) if os.path.exists(ev) else {}
+want = int((cls == cy).sum()) / (B * TT)
+check(e_all.get("positions") == B * TT and e_all.get("accuracy") == want,
+      "CSV sequence: evaluate --data accuracy %r over %s positions, predict's classes give %r" % (e_all.get("accuracy"), e_all.get("positions"), want))
+check(e.get("accuracy") is not None and float(list(csv.DictReader(open(os.path.join(cs, "metrics.csv"))))[-1]["val_accuracy"]) == e["accuracy"],
+      "CSV sequence: metrics.csv val_accuracy != evaluate's %r" % e.get("accuracy"))
+# integer labels that are no one-hot rows beside logits [B, C]: refused (their ids pass the data check)
+flat = dict(seq_spec, params={}, graph=[{"id": "logits", "layer": "dense", "inputs": ["x"], "units": TT},
+                             {"id": "loss", "op": "softmax_cross_entropy", "inputs": ["logits", "y"]}])
+json.dump(flat, open(sp, "w"))
+p = run("train", sp, "--out", os.path.join(tmp, "bad2"), code=2)
+check("/metrics/accuracy/labels" in p.stderr and "not one-hot" in p.stderr, "ids [B, 4] against logits [B, 4]: not refused as no one-hot labels:\n" + p.stderr)
 
 shutil.rmtree(tmp, ignore_errors=True)
 sys.exit(cli.finish("seq_metrics_cli: accuracy, macro-F1 and confusion over N·T positions equal NumPy on predict --logits; "

@@ -350,9 +350,14 @@ void check_label(const Spec& spec, const InputSpec& in, const RawInput& rows_of)
       const double v = y[static_cast<size_t>(r * width + c)];
       ones += v == 1.0, binary = binary && (v == 0.0 || v == 1.0);
     }
-    // One column: a class id per row (a non-negative integer), as cross_entropy takes.
-    const double id = width == 1 ? y[static_cast<size_t>(r)] : -1.0;
-    const bool class_id = width == 1 && id >= 0.0 && id < 0x1p53 && id == static_cast<double>(static_cast<int64_t>(id));
+    // Class ids (non-negative integers), as cross_entropy takes: one per row, or one per position
+    // of a sequence's row ([B, T] ids beside logits [B, T, C]). Whether several ids in a row are a
+    // sequence or a malformed one-hot row depends on the logits' shape: check_class_ids decides.
+    bool class_id = width >= 1;
+    for (int64_t c = 0; c < width; ++c) {
+      const double id = y[static_cast<size_t>(r * width + c)];
+      class_id = class_id && id >= 0.0 && id < 0x1p53 && id == static_cast<double>(static_cast<int64_t>(id));
+    }
     if ((!class_id && (!binary || ones != 1)) || in.standardize)
       throw InputError(spec.path, "/metrics/accuracy/labels",
                        "\"" + in.name + "\" is not a label input (row " + std::to_string(r + 1) +
