@@ -20,8 +20,8 @@ embeddings, context 8, on datasets/words.txt):
   the metric are the same bytes).
 - A CSV of sequences (ids [B, 4] from columns, embedding → dense → cross_entropy): evaluate --data's
   accuracy over B·4 positions equals the share of predict's per-position classes that match.
-- Refusal: integer label columns that are no one-hot rows beside logits [B, C] (exit 2 at
-  /metrics/accuracy/labels: the data check lets class ids through, the program check decides).
+- Refusal: integer label columns that are no one-hot rows, fed to softmax_cross_entropy (exit 2 at
+  /metrics/accuracy/labels): only a cross_entropy's labels may be several class ids per row.
 - Refusal: an accuracy whose labels do not match the sequence's logits (kt [B, 16, 8] with ids [B, 8]):
   exit 2, located at /metrics/accuracy.
 """
@@ -202,7 +202,7 @@ flat = dict(seq_spec, params={}, graph=[{"id": "logits", "layer": "dense", "inpu
                              {"id": "loss", "op": "softmax_cross_entropy", "inputs": ["logits", "y"]}])
 json.dump(flat, open(sp, "w"))
 p = run("train", sp, "--out", os.path.join(tmp, "bad2"), code=2)
-check("/metrics/accuracy/labels" in p.stderr and "not one-hot" in p.stderr, "ids [B, 4] against logits [B, 4]: not refused as no one-hot labels:\n" + p.stderr)
+check("/metrics/accuracy/labels" in p.stderr and "is not a label input" in p.stderr, "ids [B, 4] against logits [B, 4]: not refused as no one-hot labels:\n" + p.stderr)
 
 shutil.rmtree(tmp, ignore_errors=True)
 sys.exit(cli.finish("seq_metrics_cli: accuracy, macro-F1 and confusion over N·T positions equal NumPy on predict --logits; "

@@ -343,6 +343,11 @@ void check_label(const Spec& spec, const InputSpec& in, const RawInput& rows_of)
   if (!spec.metrics.accuracy || in.name != spec.metrics.labels || in.one_hot || in.categorical || in.has_threshold) return;
   const int64_t rows = rows_of.dims[0], width = rows ? width_of(rows_of) : 0;
   const std::vector<double>& y = rows_of.values;
+  bool ids_input = false;  // the labels are a cross_entropy's ids (weighted or not: spec/class_weight.h)
+  for (const NodeSpec& n : spec.graph) {
+    const std::vector<std::string>& nin = n.weighted ? n.weighted_inputs : n.inputs;
+    ids_input = ids_input || (n.kind == NodeSpec::Kind::Op && n.weighted.value_or(n.op) == Op::CrossEntropy && nin.size() == 2 && nin[1] == in.name);
+  }
   for (int64_t r = 0; r < rows; ++r) {
     int64_t ones = 0;
     bool binary = true;
@@ -350,13 +355,13 @@ void check_label(const Spec& spec, const InputSpec& in, const RawInput& rows_of)
       const double v = y[static_cast<size_t>(r * width + c)];
       ones += v == 1.0, binary = binary && (v == 0.0 || v == 1.0);
     }
-    // Class ids (non-negative integers), as cross_entropy takes: one per row, or one per position
-    // of a sequence's row ([B, T] ids beside logits [B, T, C]). Whether several ids in a row are a
-    // sequence or a malformed one-hot row depends on the logits' shape: check_class_ids decides.
-    bool class_id = width >= 1;
-    for (int64_t c = 0; c < width; ++c) {
+    // Class ids (non-negative integers), as cross_entropy takes: one column, one id per row; or,
+    // when the labels feed a cross_entropy (whose second input is ids), several columns: a
+    // sequence's ids [B, T] beside logits [B, T, C].
+    bool class_id = width == 1 || (width > 1 && ids_input);
+    for (int64_t c = 0; class_id && c < width; ++c) {
       const double id = y[static_cast<size_t>(r * width + c)];
-      class_id = class_id && id >= 0.0 && id < 0x1p53 && id == static_cast<double>(static_cast<int64_t>(id));
+      class_id = id >= 0.0 && id < 0x1p53 && id == static_cast<double>(static_cast<int64_t>(id));
     }
     if ((!class_id && (!binary || ones != 1)) || in.standardize)
       throw InputError(spec.path, "/metrics/accuracy/labels",

@@ -452,27 +452,6 @@ void check_class_ids(const Program& p, const DataTable& table, const std::string
                            "column per class)");
     }
   }
-  // Labels compared by argmax (one-hot, the logits' shape): every row (a sequence: every position)
-  // holds one 1 and 0s; rows of class ids pass dataset.cpp's check_label and land here when the
-  // logits say they are no ids.
-  if (p.metric_logits >= 0 && !p.metric_label_ids && !p.metric_binary && static_cast<size_t>(p.metric_labels) < table.tensors.size()) {
-    const Tensor& t = table.tensors[static_cast<size_t>(p.metric_labels)];
-    const Shape& sl = p.nodes[static_cast<size_t>(p.metric_logits)].shape;
-    const int64_t cols = sl[sl.rank() - 1];
-    for (int64_t g = 0; cols > 0 && g < t.numel() / cols; ++g) {
-      int64_t ones = 0, others = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        const double v = t.data()[g * cols + c];
-        ones += v == 1.0, others += v != 0.0 && v != 1.0;
-      }
-      if (ones == 1 && others == 0) continue;
-      throw InputError(p.spec->path, "/metrics/accuracy/labels",
-                       "\"" + p.input_names[static_cast<size_t>(p.metric_labels)] + "\" is not a label input (row " +
-                           std::to_string(g / p.metric_positions + 1) + " of " + whose +
-                           " is not one-hot, as logits of shape " + sl.str() +
-                           " need); bind the class column with \"one_hot\": CLASSES, or give class ids");
-    }
-  }
   for (const ProgramNode& pn : p.nodes) {
     if (pn.spec->kind == NodeSpec::Kind::Op && pn.spec->op == Op::Embedding) check_node_token_ids(p, pn, table, whose);
     if (pn.spec->kind != NodeSpec::Kind::Op || pn.spec->op != Op::CrossEntropy) continue;
