@@ -120,6 +120,53 @@ void col2im(const double* d, const gr_window& g, int64_t c0, double* acc) {
     }
 }
 
+// The pools by window instead of by element (the per-element rules recompute every window's winner
+// once per cell it covers, and divide indices per element). The backward scatters each window's
+// gradient into an accumulator, windows ascending (n, c, oh, ow): a cell then receives its windows'
+// terms in exactly the order of gr_*_pool2d_win_bwd_a (windows ascending), each from +0, each add in R.
+// The winner is gr_max_pool2d_argmax itself, so ties and NaNs resolve as the definition says.
+template <class R>
+void max_pool_fwd(const double* x, const gr_window& g, double* y) {
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t oh = 0; oh < g.oh; ++oh)
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          const long long at = gr_max_pool2d_argmax<R, double>(x, g, n, c, oh, ow);
+          *y++ = at < 0 ? static_cast<double>(R(0)) : static_cast<double>(static_cast<R>(x[at]));
+        }
+}
+
+// acc [N, C, H, W] (zeroed here) = the per-cell sums of max_pool2d's or avg_pool2d's backward.
+template <class R>
+void pool_bwd(Op op, const double* gy, const double* x, const gr_window& g, double* acc) {
+  std::fill(acc, acc + g.n * g.c * g.h * g.w, 0.0);
+  const R div = static_cast<R>(g.kh * g.kw);
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t c = 0; c < g.c; ++c) {
+      double* plane = acc + (n * g.c + c) * g.h * g.w;
+      for (int64_t oh = 0; oh < g.oh; ++oh)
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          const R gv = static_cast<R>(*gy++);
+          if (op == Op::MaxPool2d) {
+            const long long at = gr_max_pool2d_argmax<R, double>(x, g, n, c, oh, ow);
+            if (at >= 0) acc[at] = static_cast<double>(gr_radd(static_cast<R>(acc[at]), gv));
+            continue;
+          }
+          const R v = gr_rdiv(gv, div);  // avg_pool2d: every in-bounds tap of the window
+          for (int64_t i = 0; i < g.kh; ++i) {
+            const int64_t ih = oh * g.sh - g.pt + i * g.dh;
+            if (ih < 0 || ih >= g.h) continue;
+            for (int64_t j = 0; j < g.kw; ++j) {
+              const int64_t iw = ow * g.sw - g.pl + j * g.dw;
+              if (iw < 0 || iw >= g.w) continue;
+              double& cell = plane[ih * g.w + iw];
+              cell = static_cast<double>(gr_radd(static_cast<R>(cell), v));
+            }
+          }
+        }
+    }
+}
+
 // A window op's rule per element, from its row (an exhaustive switch generated from the table; window
 // rows only reach it): gr_<stem>_win_fwd / _bwd_a / _bwd_b of gr_ops_window.h.
 template <class R>
@@ -219,6 +266,7 @@ template <class R>
 void Tape::window_values(Node& n) {
   const gr_window& g = n.win;
   const double* x = nodes_[n.a].val;
+  if (n.op == Op::MaxPool2d) return max_pool_fwd<R>(x, g, n.val);  // by window (above)
   if (n.op != Op::Conv2d) {  // per element, the row's rule
     const double* w = n.b >= 0 ? nodes_[n.b].val : nullptr;
     for (int64_t e = 0; e < n.numel(); ++e) n.val[e] = static_cast<double>(win_fwd<R>(n.op, x, w, g, e));
@@ -257,6 +305,13 @@ void Tape::window_backward(const Node& n, const double* gy) {
     else
       for (int64_t e = 0; e < count; ++e) accumulate_into(slot[e], static_cast<R>(value(e)));
   };
+  if (n.op == Op::MaxPool2d || n.op == Op::AvgPool2d) {  // by window (above); one input
+    if (!want_x) return;
+    win_tmp_.resize(static_cast<size_t>(nodes_[a].numel()));
+    pool_bwd<R>(n.op, gy, x, g, win_tmp_.data());
+    write(a, [&](int64_t e) { return win_tmp_[static_cast<size_t>(e)]; });
+    return;
+  }
   if (n.op != Op::Conv2d) {  // per element, the row's rules: x's side, then w's
     const double* w = b >= 0 ? nodes_[b].val : nullptr;
     if (want_x) write(a, [&](int64_t e) { return win_bwd_a<R>(n.op, gy, x, w, g, e); });
