@@ -24,6 +24,9 @@
 
 namespace gr {
 
+template <class R>
+void conv2d_direct(const double* x, const double* w, const gr_window& g, double* y);  // tape_conv.cpp
+
 namespace {
 
 std::string pair_text(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
@@ -272,21 +275,8 @@ void Tape::window_values(Node& n) {
     for (int64_t e = 0; e < n.numel(); ++e) n.val[e] = static_cast<double>(win_fwd<R>(n.op, x, w, g, e));
     return;
   }
-  // conv2d's fast path: the same chains as products (see the top of this file).
-  const double* w = nodes_[n.b].val;
-  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow, NP = g.n * P;
-  win_col_.resize(static_cast<size_t>(K * NP));
-  win_tmp_.resize(static_cast<size_t>(fg * NP));
-  for (int64_t grp = 0; grp < g.groups; ++grp) {
-    im2col(x, g, grp * cg, win_col_.data());
-    matmul_in(real_, {win_col_.data(), K, 1, w + grp * fg * K, 1, K, win_tmp_.data(), NP, K, fg, MatmulStore::Overwrite});
-    for (int64_t b = 0; b < g.n; ++b)
-      for (int64_t f = 0; f < fg; ++f) {
-        double* out = n.val + (b * g.f + grp * fg + f) * P;
-        const double* src = win_tmp_.data() + b * P * fg + f;
-        for (int64_t p = 0; p < P; ++p) out[p] = src[p * fg];
-      }
-  }
+  // conv2d's fast path: the same chains, direct and vectorized across the batch (tape_conv.cpp).
+  conv2d_direct<R>(x, nodes_[n.b].val, g, n.val);
 }
 
 template <class R>
