@@ -128,13 +128,53 @@ void col2im(const double* d, const gr_window& g, int64_t c0, double* acc) {
 // gradient into an accumulator, windows ascending (n, c, oh, ow): a cell then receives its windows'
 // terms in exactly the order of gr_*_pool2d_win_bwd_a (windows ascending), each from +0, each add in R.
 // The winner is gr_max_pool2d_argmax itself, so ties and NaNs resolve as the definition says.
+//
+// A window wholly inside the input (no padding tap) takes argmax_inside: the same scan and the same
+// test as gr_max_pool2d_argmax, written as selects instead of branches (on random data "v > m" is a
+// coin flip, and the mispredicted branches cost more than the pools' arithmetic).
+template <class R>
+inline long long argmax_inside(const double* x, const gr_window& g, long long n, long long c, long long oh, long long ow) {
+  const long long base = ((n * g.c + c) * g.h + oh * g.sh - g.pt) * g.w + ow * g.sw - g.pl;
+  long long best = base;
+  R m = static_cast<R>(x[base]);
+  for (long long i = 0; i < g.kh; ++i)
+    for (long long j = (i == 0 ? 1 : 0); j < g.kw; ++j) {
+      const long long at = base + i * g.dh * g.w + j * g.dw;
+      const R v = static_cast<R>(x[at]);
+      const bool take = (v > m) | ((v != v) & (m == m));
+      best = take ? at : best;
+      m = take ? v : m;
+    }
+  return best;
+}
+
+// The winner of window (n, c, oh, ow) (gr_max_pool2d_argmax's answer): [oh_lo, oh_hi) × [ow_lo, ow_hi)
+// are the windows with no padding tap.
+struct PoolInside {
+  long long oh_lo, oh_hi, ow_lo, ow_hi;
+  explicit PoolInside(const gr_window& g) {
+    // o·s − p ≥ 0 and o·s − p + (k − 1)·d ≤ in − 1
+    oh_lo = (g.pt + g.sh - 1) / g.sh, ow_lo = (g.pl + g.sw - 1) / g.sw;
+    const long long th = g.h - 1 + g.pt - (g.kh - 1) * g.dh, tw = g.w - 1 + g.pl - (g.kw - 1) * g.dw;
+    oh_hi = th < 0 ? 0 : std::min<long long>(g.oh, th / g.sh + 1);
+    ow_hi = tw < 0 ? 0 : std::min<long long>(g.ow, tw / g.sw + 1);
+  }
+  bool holds(long long oh, long long ow) const { return oh >= oh_lo && oh < oh_hi && ow >= ow_lo && ow < ow_hi; }
+};
+template <class R>
+inline long long pool_argmax(const double* x, const gr_window& g, const PoolInside& in, long long n, long long c, long long oh,
+                             long long ow) {
+  return in.holds(oh, ow) ? argmax_inside<R>(x, g, n, c, oh, ow) : gr_max_pool2d_argmax<R, double>(x, g, n, c, oh, ow);
+}
+
 template <class R>
 void max_pool_fwd(const double* x, const gr_window& g, double* y) {
+  const PoolInside in(g);
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t c = 0; c < g.c; ++c)
       for (int64_t oh = 0; oh < g.oh; ++oh)
         for (int64_t ow = 0; ow < g.ow; ++ow) {
-          const long long at = gr_max_pool2d_argmax<R, double>(x, g, n, c, oh, ow);
+          const long long at = pool_argmax<R>(x, g, in, n, c, oh, ow);
           *y++ = at < 0 ? static_cast<double>(R(0)) : static_cast<double>(static_cast<R>(x[at]));
         }
 }
@@ -144,6 +184,7 @@ template <class R>
 void pool_bwd(Op op, const double* gy, const double* x, const gr_window& g, double* acc) {
   std::fill(acc, acc + g.n * g.c * g.h * g.w, 0.0);
   const R div = static_cast<R>(g.kh * g.kw);
+  const PoolInside in(g);
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t c = 0; c < g.c; ++c) {
       double* plane = acc + (n * g.c + c) * g.h * g.w;
@@ -151,7 +192,7 @@ void pool_bwd(Op op, const double* gy, const double* x, const gr_window& g, doub
         for (int64_t ow = 0; ow < g.ow; ++ow) {
           const R gv = static_cast<R>(*gy++);
           if (op == Op::MaxPool2d) {
-            const long long at = gr_max_pool2d_argmax<R, double>(x, g, n, c, oh, ow);
+            const long long at = pool_argmax<R>(x, g, in, n, c, oh, ow);
             if (at >= 0) acc[at] = static_cast<double>(gr_radd(static_cast<R>(acc[at]), gv));
             continue;
           }
