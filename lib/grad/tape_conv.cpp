@@ -1,10 +1,11 @@
 // tape_conv.cpp — conv2d's forward on the CPU tape as a direct loop, vectorized across the batch.
 //
 // Shapes: x [N, C, H, W] and w [F, C/G, KH, KW] (doubles holding the tape's R values), y [N, F, OH, OW].
-// Scratch: xt [Cg, Hp, Wp, Np] = one group's input in R, zero-padded (Hp = H + PT + PB, Wp = W + PL + PR)
-// with the batch innermost, Np = N rounded up to the SIMD lane count (the extra samples are zeros
-// whose outputs are dropped); wr [Fg, K] = the group's weights in R, K = Cg·KH·KW; yt [Fg, OH, OW, Np]
-// = the group's outputs, batch innermost (whole vector stores), then transposed into y.
+// Scratch: xt [NB, Cg, Hp, Wp, L] = one group's input in R, zero-padded (Hp = H + PT + PB, Wp = W + PL +
+// PR), in blocks of L samples (L = the SIMD lane count, NB = ceil(N / L); a last block's extra samples
+// are zeros whose outputs are dropped), so a block's taps are contiguous vectors; wr [Fg, K] = the
+// group's weights in R, K = Cg·KH·KW; yt [NB, Fg, OH, OW, L] = the group's outputs (whole vector
+// stores), then transposed into y.
 //
 // Every output element is exactly gr_conv2d_win_fwd's chain (kernels/gr_ops_window.h): acc from +0,
 // acc = fma(w[f,c,i,j], xp[n,c,ih,iw], acc) over (c, i, j) ascending, one rounding each, a padded tap
@@ -33,44 +34,46 @@ struct ConvScratch {
 };
 
 // One block: filters f0..f0+FB, output row oh, columns ow0..ow0+OB, samples n0..n0+L.
+// xt, yt: the sample block's slices of the scratch.
 template <class R, int FB, int OB>
-inline void conv_block(const R* xt, const R* wr, const gr_window& g, int64_t Hp, int64_t Wp, int64_t Np, int64_t f0,
-                       int64_t oh, int64_t ow0, int64_t n0, R* yt) {
+inline void conv_block(const R* xt, const R* wr, const gr_window& g, int64_t cg, int64_t K, int64_t Hp, int64_t Wp,
+                       int64_t f0, int64_t oh, int64_t ow0, R* yt) {
   using V = typename Simd<R>::V;
-  const int64_t cg = g.c / g.groups, K = cg * g.kh * g.kw;
+  constexpr int L = Simd<R>::W;
   V acc[FB][OB];
   for (int a = 0; a < FB; ++a)
     for (int b = 0; b < OB; ++b) acc[a][b] = V{};
   for (int64_t c = 0; c < cg; ++c)
     for (int64_t i = 0; i < g.kh; ++i) {
-      const R* row = xt + ((c * Hp + oh * g.sh + i * g.dh) * Wp) * Np + n0;
+      const R* row = xt + ((c * Hp + oh * g.sh + i * g.dh) * Wp) * L;
       const R* wk = wr + f0 * K + (c * g.kh + i) * g.kw;
       for (int64_t j = 0; j < g.kw; ++j) {
         V xv[OB];
-        for (int b = 0; b < OB; ++b) xv[b] = detail::load_v<R>(row + ((ow0 + b) * g.sw + j * g.dw) * Np);
+        for (int b = 0; b < OB; ++b) xv[b] = detail::load_v<R>(row + ((ow0 + b) * g.sw + j * g.dw) * L);
         for (int a = 0; a < FB; ++a) {
           const R wv = wk[a * K + j];
           for (int b = 0; b < OB; ++b) acc[a][b] = Simd<R>::fma(xv[b], wv, acc[a][b]);
         }
       }
     }
-  // yt [Fg, OH, OW, Np]: lane l is sample n0 + l (conv_fwd transposes yt into y).
+  // lane l is the block's sample l (conv_fwd transposes yt into y)
   for (int a = 0; a < FB; ++a)
-    for (int b = 0; b < OB; ++b) detail::store_v<R>(yt + (((f0 + a) * g.oh + oh) * g.ow + ow0 + b) * Np + n0, acc[a][b]);
+    for (int b = 0; b < OB; ++b) detail::store_v<R>(yt + (((f0 + a) * g.oh + oh) * g.ow + ow0 + b) * L, acc[a][b]);
 }
 
 // Blocks of FB filters × OB columns; a last partial block of either overlaps the one before it (the
 // overlapped outputs are recomputed to the same bits), so only FB ≤ Fg and OB ≤ OW are needed.
 template <class R, int FB, int OB>
-void conv_blocks(const R* xt, const R* wr, const gr_window& g, int64_t Hp, int64_t Wp, int64_t Np, R* yt) {
+void conv_blocks(const R* xt, const R* wr, const gr_window& g, int64_t Hp, int64_t Wp, R* yt) {
   constexpr int L = Simd<R>::W;
-  const int64_t fg = g.f / g.groups;
-  for (int64_t n0 = 0; n0 < g.n; n0 += L)
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw;
+  for (int64_t nb = 0; nb * L < g.n; ++nb)
     for (int64_t fb = 0; fb < fg; fb += FB) {
       const int64_t f0 = std::min<int64_t>(fb, fg - FB);
       for (int64_t oh = 0; oh < g.oh; ++oh)
         for (int64_t ob = 0; ob < g.ow; ob += OB)
-          conv_block<R, FB, OB>(xt, wr, g, Hp, Wp, Np, f0, oh, std::min<int64_t>(ob, g.ow - OB), n0, yt);
+          conv_block<R, FB, OB>(xt + nb * cg * Hp * Wp * L, wr, g, cg, K, Hp, Wp, f0, oh, std::min<int64_t>(ob, g.ow - OB),
+                                yt + nb * fg * g.oh * g.ow * L);
     }
 }
 
@@ -87,8 +90,8 @@ void conv_fwd(const double* x, const double* w, const gr_window& g, double* y, C
       for (int64_t n = 0; n < g.n; ++n) {
         const double* plane = x + (n * g.c + grp * cg + c) * g.h * g.w;
         for (int64_t ih = 0; ih < g.h; ++ih) {
-          R* dst = s.xt.data() + ((c * Hp + ih + g.pt) * Wp + g.pl) * Np + n;
-          for (int64_t iw = 0; iw < g.w; ++iw) dst[iw * Np] = static_cast<R>(plane[ih * g.w + iw]);
+          R* dst = s.xt.data() + (((n / L * cg + c) * Hp + ih + g.pt) * Wp + g.pl) * L + n % L;
+          for (int64_t iw = 0; iw < g.w; ++iw) dst[iw * L] = static_cast<R>(plane[ih * g.w + iw]);
         }
       }
     for (int64_t e = 0; e < fg * K; ++e) s.wr[static_cast<size_t>(e)] = static_cast<R>(w[grp * fg * K + e]);
@@ -96,15 +99,15 @@ void conv_fwd(const double* x, const double* w, const gr_window& g, double* y, C
     const R* wr = s.wr.data();
     const bool wide_f = fg >= 4, wide_w = g.ow >= 4;
     R* yt = s.yt.data();
-    if (wide_f && wide_w) conv_blocks<R, 4, 4>(xt, wr, g, Hp, Wp, Np, yt);
-    else if (wide_f) conv_blocks<R, 4, 1>(xt, wr, g, Hp, Wp, Np, yt);
-    else if (wide_w) conv_blocks<R, 1, 4>(xt, wr, g, Hp, Wp, Np, yt);
-    else conv_blocks<R, 1, 1>(xt, wr, g, Hp, Wp, Np, yt);
+    if (wide_f && wide_w) conv_blocks<R, 4, 4>(xt, wr, g, Hp, Wp, yt);
+    else if (wide_f) conv_blocks<R, 4, 1>(xt, wr, g, Hp, Wp, yt);
+    else if (wide_w) conv_blocks<R, 1, 4>(xt, wr, g, Hp, Wp, yt);
+    else conv_blocks<R, 1, 1>(xt, wr, g, Hp, Wp, yt);
     for (int64_t n = 0; n < g.n; ++n)
       for (int64_t f = 0; f < fg; ++f) {
         double* dst = y + (n * g.f + grp * fg + f) * P;
-        const R* src = yt + f * P * Np + n;
-        for (int64_t p = 0; p < P; ++p) dst[p] = static_cast<double>(src[p * Np]);
+        const R* src = yt + (n / L * fg + f) * P * L + n % L;
+        for (int64_t p = 0; p < P; ++p) dst[p] = static_cast<double>(src[p * L]);
       }
   }
 }
