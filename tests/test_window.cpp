@@ -234,8 +234,12 @@ TEST_CASE("window ops: conv2d GFLOP/s (GR_WINDOW_BENCH=1)", "[window][bench]") {
       if (!only.empty() && std::string(l.name).find(only) == std::string::npos) continue;
       Rng rng(7);
       Tape t(dt);
-      const Var x = t.param(l.x, rng.uniform_vec(l.x.numel(), -1.0, 1.0));
-      const Var w = t.param(l.w, rng.uniform_vec(l.w.numel(), -1.0, 1.0));
+      // GR_WINDOW_SIDE=x or w: only that side's gradient (the other input a constant)
+      const char* side_env = std::getenv("GR_WINDOW_SIDE");
+      const std::string side = side_env ? side_env : "";
+      const auto x_vals = rng.uniform_vec(l.x.numel(), -1.0, 1.0), w_vals = rng.uniform_vec(l.w.numel(), -1.0, 1.0);
+      const Var x = side == "w" ? t.constant(l.x, x_vals) : t.param(l.x, x_vals);
+      const Var w = side == "x" ? t.constant(l.w, w_vals) : t.param(l.w, w_vals);
       const int32_t mark = t.mark();
       double fwd = 1e30, bwd = 1e30;
       double flops = 0;
@@ -253,8 +257,10 @@ TEST_CASE("window ops: conv2d GFLOP/s (GR_WINDOW_BENCH=1)", "[window][bench]") {
         const gr_window& g = t.node(y).win;
         flops = 2.0 * static_cast<double>(g.n * g.f * g.oh * g.ow) * static_cast<double>(g.c / g.groups * g.kh * g.kw);
       }
-      std::printf("conv2d %s %-44s forward %7.2f GFLOP/s (%.3f ms)  backward dx+dW %7.2f GFLOP/s (%.3f ms)\n",
-                  dt == DType::F32 ? "f32" : "f64", l.name, flops / fwd * 1e-9, fwd * 1e3, 2 * flops / bwd * 1e-9, bwd * 1e3);
+      const double bwd_flops = side.empty() ? 2 * flops : flops;
+      std::printf("conv2d %s %-44s forward %7.2f GFLOP/s (%.3f ms)  backward %s %7.2f GFLOP/s (%.3f ms)\n",
+                  dt == DType::F32 ? "f32" : "f64", l.name, flops / fwd * 1e-9, fwd * 1e3,
+                  side == "x" ? "dx" : side == "w" ? "dW" : "dx+dW", bwd_flops / bwd * 1e-9, bwd * 1e3);
     }
 }
 

@@ -15,6 +15,7 @@
 // accumulators in registers: per tap, OB loads of x, FB broadcasts of w, FB·OB fmas. The f32 tape
 // computes in floats (as the definition does in T = float), not in doubles holding floats.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -112,7 +113,127 @@ void conv_fwd(const double* x, const double* w, const gr_window& g, double* y, C
   }
 }
 
+// ---- dx (stride 1) ---------------------------------------------------------------------------------------
+// gt [NB, OH, Gw, Fg, L]: one group's output gradient in R, f innermost (the chain's walk), columns
+// zero-padded so that every tap j of every input cell reads a slot: output column ow = iw + PL − j·DW sits
+// at storage column ow + ow_off. wd [Cg, KH, KW, Fg]: the group's weights in R, f innermost.
+// dxt [NB, Cg, H, W, L]: the group's input gradient. Per cell and lane, gr_conv2d_win_bwd_a's sum: acc
+// from +0, over the taps (i, j) ascending acc = acc + d, d = the fma chain over f ascending from +0.
+// The taps i whose row misses the output are skipped as in the definition (a row's cells share them);
+// a tap j whose column misses reads zeros, so its d is +0 (for finite weights: conv_dx checks) and
+// acc + (+0) = acc, a sum from +0 never being −0. CB channels × OB cells are independent chains
+// sharing each g load.
+template <class R, int CB, int OB>
+inline void dx_block(const R* gt, const R* wd, const gr_window& g, int64_t fg, int64_t Gw, int64_t ow_off, int64_t c0,
+                     int64_t ih, int64_t iw0, R* dxt) {
+  using V = typename Simd<R>::V;
+  constexpr int L = Simd<R>::W;
+  const int64_t cstride = g.kh * g.kw * fg;
+  // acc lives in dxt (one add per tap after Fg fmas), so the registers hold CB·OB chains of d
+  R* out[CB][OB];
+  for (int a = 0; a < CB; ++a)
+    for (int b = 0; b < OB; ++b) {
+      out[a][b] = dxt + (((c0 + a) * g.h + ih) * g.w + iw0 + b) * L;
+      detail::store_v<R>(out[a][b], V{});
+    }
+  for (int64_t i = 0; i < g.kh; ++i) {
+    const int64_t oh = ih + g.pt - i * g.dh;
+    if (oh < 0 || oh >= g.oh) continue;
+    for (int64_t j = 0; j < g.kw; ++j) {
+      const R* gp = gt + ((oh * Gw + iw0 + g.pl - j * g.dw + ow_off) * fg) * L;
+      const R* wp = wd + (c0 * g.kh + i) * g.kw * fg + j * fg;
+      V d[CB][OB];
+      for (int a = 0; a < CB; ++a)
+        for (int b = 0; b < OB; ++b) d[a][b] = V{};
+      for (int64_t f = 0; f < fg; ++f) {
+        V gv[OB];
+        for (int b = 0; b < OB; ++b) gv[b] = detail::load_v<R>(gp + (b * fg + f) * L);
+        for (int a = 0; a < CB; ++a) {
+          const R wv = wp[a * cstride + f];
+          for (int b = 0; b < OB; ++b) d[a][b] = Simd<R>::fma(gv[b], wv, d[a][b]);
+        }
+      }
+      for (int a = 0; a < CB; ++a)
+        for (int b = 0; b < OB; ++b)  // acc = acc + d, gr_radd per lane
+          detail::store_v<R>(out[a][b], detail::load_v<R>(out[a][b]) + d[a][b]);
+    }
+  }
+}
+
+template <class R, int CB, int OB>
+void dx_blocks(const R* gt, const R* wd, const gr_window& g, int64_t Gw, int64_t ow_off, R* dxt) {
+  constexpr int L = Simd<R>::W;
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups;
+  for (int64_t nb = 0; nb * L < g.n; ++nb)
+    for (int64_t cb = 0; cb < cg; cb += CB)
+      for (int64_t ih = 0; ih < g.h; ++ih)
+        for (int64_t ob = 0; ob < g.w; ob += OB)
+          dx_block<R, CB, OB>(gt + nb * g.oh * Gw * fg * L, wd, g, fg, Gw, ow_off, std::min<int64_t>(cb, cg - CB), ih,
+                              std::min<int64_t>(ob, g.w - OB), dxt + nb * cg * g.h * g.w * L);
+}
+
+template <class R>
+bool conv_dx(const double* gy, const double* w, const gr_window& g, double* acc, ConvScratch<R>& s) {
+  constexpr int L = Simd<R>::W;
+  if (g.sh != 1 || g.sw != 1) return false;
+  for (int64_t e = 0; e < g.f * (g.c / g.groups) * g.kh * g.kw; ++e)
+    if (!std::isfinite(static_cast<R>(w[e]))) return false;
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow, NB = (g.n + L - 1) / L;
+  const int64_t ow_off = std::max<int64_t>(0, (g.kw - 1) * g.dw - g.pl);
+  const int64_t Gw = ow_off + std::max<int64_t>(g.ow, g.w + g.pl);
+  s.xt.assign(static_cast<size_t>(NB * g.oh * Gw * fg * L), R(0));  // gt
+  s.yt.resize(static_cast<size_t>(NB * cg * g.h * g.w * L));         // dxt
+  s.wr.resize(static_cast<size_t>(fg * K));                          // wd
+  for (int64_t grp = 0; grp < g.groups; ++grp) {
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t f = 0; f < fg; ++f) {
+        const double* src = gy + (n * g.f + grp * fg + f) * P;
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+          R* dst = s.xt.data() + (((n / L * g.oh + oh) * Gw + ow_off) * fg + f) * L + n % L;
+          for (int64_t ow = 0; ow < g.ow; ++ow) dst[ow * fg * L] = static_cast<R>(src[oh * g.ow + ow]);
+        }
+      }
+    for (int64_t f = 0; f < fg; ++f)
+      for (int64_t k = 0; k < K; ++k) s.wr[static_cast<size_t>(k * fg + f)] = static_cast<R>(w[(grp * fg + f) * K + k]);
+    // CB channels a block: one that divides Cg where it can (a partial block repeats channels)
+    const int cb = cg % 4 == 0 ? 4 : cg % 3 == 0 ? 3 : cg >= 2 ? 2 : 1;
+    const bool wide_w = g.w >= 4;
+    const R* gt = s.xt.data();
+    const R* wd = s.wr.data();
+    R* dxt = s.yt.data();
+    switch (cb * 2 + (wide_w ? 1 : 0)) {
+      case 9: dx_blocks<R, 4, 4>(gt, wd, g, Gw, ow_off, dxt); break;
+      case 8: dx_blocks<R, 4, 1>(gt, wd, g, Gw, ow_off, dxt); break;
+      case 7: dx_blocks<R, 3, 4>(gt, wd, g, Gw, ow_off, dxt); break;
+      case 6: dx_blocks<R, 3, 1>(gt, wd, g, Gw, ow_off, dxt); break;
+      case 5: dx_blocks<R, 2, 4>(gt, wd, g, Gw, ow_off, dxt); break;
+      case 4: dx_blocks<R, 2, 1>(gt, wd, g, Gw, ow_off, dxt); break;
+      case 3: dx_blocks<R, 1, 4>(gt, wd, g, Gw, ow_off, dxt); break;
+      default: dx_blocks<R, 1, 1>(gt, wd, g, Gw, ow_off, dxt); break;
+    }
+    const int64_t HW = g.h * g.w;
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t c = 0; c < cg; ++c) {
+        double* dst = acc + (n * g.c + grp * cg + c) * HW;
+        const R* src = s.yt.data() + (n / L * cg + c) * HW * L + n % L;
+        for (int64_t e = 0; e < HW; ++e) dst[e] = static_cast<double>(src[e * L]);
+      }
+  }
+  return true;
+}
+
 }  // namespace
+
+// conv2d's dx sums (gr_conv2d_win_bwd_a) into acc [N, C, H, W], or false (acc untouched) where the direct
+// loop does not apply (a stride above 1, or a weight that is not finite): see dx above.
+template <class R>
+bool conv2d_direct_dx(const double* gy, const double* w, const gr_window& g, double* acc) {
+  thread_local ConvScratch<R> scratch;
+  return conv_dx<R>(gy, w, g, acc, scratch);
+}
+
+template bool conv2d_direct_dx<double>(const double*, const double*, const gr_window&, double*);
+template bool conv2d_direct_dx<float>(const double*, const double*, const gr_window&, double*);
 
 // conv2d's forward values (called by Tape::window_values): see the top of this file.
 template <class R>

@@ -26,6 +26,8 @@ namespace gr {
 
 template <class R>
 void conv2d_direct(const double* x, const double* w, const gr_window& g, double* y);  // tape_conv.cpp
+template <class R>
+bool conv2d_direct_dx(const double* gy, const double* w, const gr_window& g, double* acc);  // tape_conv.cpp
 
 namespace {
 
@@ -371,8 +373,9 @@ void Tape::window_backward(const Node& n, const double* gy) {
     double* acc = slot;
     if (fresh) std::fill(slot, slot + nodes_[a].numel(), 0.0);
     else own.assign(static_cast<size_t>(nodes_[a].numel()), 0.0), acc = own.data();
-    win_col_.resize(static_cast<size_t>(K * NP));
-    for (int64_t grp = 0; grp < g.groups; ++grp) {
+    const bool direct = conv2d_direct_dx<R>(gy, w, g, acc);  // tape_conv.cpp; else the product and col2im
+    if (!direct) win_col_.resize(static_cast<size_t>(K * NP));
+    for (int64_t grp = 0; grp < g.groups && !direct; ++grp) {
       gather_g(grp);
       // D[k, (n,p)] = Σ_f W[f, k]·G[(n,p), f]: B is gt read across its rows (b_rs 1, b_cs fg)
       matmul_in(real_, {w + grp * fg * K, 1, K, gt.data(), 1, fg, win_col_.data(), K, fg, NP, MatmulStore::Overwrite});
