@@ -131,23 +131,32 @@ void col2im(const double* d, const gr_window& g, int64_t c0, double* acc) {
 // terms in exactly the order of gr_*_pool2d_win_bwd_a (windows ascending), each from +0, each add in R.
 // The winner is gr_max_pool2d_argmax itself, so ties and NaNs resolve as the definition says.
 //
-// A window wholly inside the input (no padding tap) takes argmax_inside: the same scan and the same
-// test as gr_max_pool2d_argmax, written as selects instead of branches (on random data "v > m" is a
-// coin flip, and the mispredicted branches cost more than the pools' arithmetic).
+// A window wholly inside the input (no padding tap) takes argmax_inside, without branches (on random
+// data "v > m" is a coin flip, and mispredicted branches cost more than the pools' arithmetic). It
+// names the cell gr_max_pool2d_argmax names: that scan keeps its first cell until a strictly larger one
+// or, while it holds a number, a NaN; once it holds a NaN nothing replaces it. So the winner is the
+// first NaN if there is one, else the first cell equal to the maximum (±0 compare equal, and the scan
+// keeps the first of them too).
 template <class R>
 inline long long argmax_inside(const double* x, const gr_window& g, long long n, long long c, long long oh, long long ow) {
   const long long base = ((n * g.c + c) * g.h + oh * g.sh - g.pt) * g.w + ow * g.sw - g.pl;
-  long long best = base;
-  R m = static_cast<R>(x[base]);
+  R mx = static_cast<R>(x[base]);
+  bool nan = false;
   for (long long i = 0; i < g.kh; ++i)
-    for (long long j = (i == 0 ? 1 : 0); j < g.kw; ++j) {
+    for (long long j = 0; j < g.kw; ++j) {
+      const R v = static_cast<R>(x[base + i * g.dh * g.w + j * g.dw]);
+      mx = v > mx ? v : mx;  // maxss: NaNs are handled by `nan`
+      nan |= v != v;
+    }
+  long long first_max = base, first_nan = base;
+  for (long long i = g.kh - 1; i >= 0; --i)  // backwards: the last assignment is the first cell
+    for (long long j = g.kw - 1; j >= 0; --j) {
       const long long at = base + i * g.dh * g.w + j * g.dw;
       const R v = static_cast<R>(x[at]);
-      const bool take = (v > m) | ((v != v) & (m == m));
-      best = take ? at : best;
-      m = take ? v : m;
+      first_max = v == mx ? at : first_max;
+      first_nan = v != v ? at : first_nan;
     }
-  return best;
+  return nan ? first_nan : first_max;
 }
 
 // The winner of window (n, c, oh, ow) (gr_max_pool2d_argmax's answer): [oh_lo, oh_hi) × [ow_lo, ow_hi)
