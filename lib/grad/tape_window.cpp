@@ -42,54 +42,35 @@ void same_pads(int64_t in, int64_t k, int64_t s, int64_t d, long long& lo, long 
   hi = total - lo;
 }
 
-// im2col of one group: col[(n·P + p)·K + k] = xp[n, c0 + c, ih, iw] for p = (oh, ow), k = (c, i, j).
-// Row by row (one output position each); a row's taps that all lie inside x's row (dilation 1) are one
-// copy of KW elements, KW a constant when the kernel is at most 7 wide (a few vector moves).
-template <int KW>
-void im2col_rows(const double* x, const gr_window& g, int64_t c0, double* col) {
-  const int64_t cg = g.c / g.groups, K = cg * g.kh * g.kw;
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t oh = 0; oh < g.oh; ++oh)
-      for (int64_t ow = 0; ow < g.ow; ++ow) {
-        double* row = col + ((n * g.oh + oh) * g.ow + ow) * K;
-        const int64_t iw0 = ow * g.sw - g.pl;
-        const bool inside_w = KW > 0 && iw0 >= 0 && iw0 + KW - 1 < g.w;
-        for (int64_t c = 0; c < cg; ++c) {
-          const double* plane = x + (n * g.c + c0 + c) * g.h * g.w;
-          for (int64_t i = 0; i < g.kh; ++i) {
+// Col transposed, colt[k·N·P + n·P + p] (a row per tap k = (c, i, j), over (n, oh, ow)): for dW, whose
+// chains run over (n, oh, ow). A row is OH runs of OW taps; with stride 1 a run is one copy from x's row
+// between zeros, so building it costs about one pass over Col's bytes (im2col's rows are KW short).
+void im2col_t(const double* x, const gr_window& g, int64_t c0, double* colt) {
+  const int64_t cg = g.c / g.groups, P = g.oh * g.ow, NP = g.n * P;
+  for (int64_t c = 0; c < cg; ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) {
+        double* row = colt + ((c * g.kh + i) * g.kw + j) * NP;
+        // the columns ow whose tap j lands inside x's row: 0 <= ow·sw − pl + j·dw < W
+        const int64_t off = j * g.dw - g.pl;
+        const int64_t ow0 = std::min<int64_t>(g.ow, off >= 0 ? 0 : (-off + g.sw - 1) / g.sw);
+        const int64_t ow1 = std::max<int64_t>(ow0, std::min<int64_t>(g.ow, g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1));
+        for (int64_t n = 0; n < g.n; ++n)
+          for (int64_t oh = 0; oh < g.oh; ++oh) {
+            double* out = row + n * P + oh * g.ow;
             const int64_t ih = oh * g.sh - g.pt + i * g.dh;
-            double* out = row + (c * g.kh + i) * g.kw;
             if (ih < 0 || ih >= g.h) {
-              for (int64_t j = 0; j < g.kw; ++j) out[j] = 0.0;
+              std::fill(out, out + g.ow, 0.0);
               continue;
             }
-            const double* src = plane + ih * g.w + iw0;
-            if constexpr (KW > 0) {
-              if (inside_w) {
-                std::memcpy(out, src, sizeof(double) * KW);
-                continue;
-              }
-            }
-            for (int64_t j = 0; j < g.kw; ++j) {
-              const int64_t iw = iw0 + j * g.dw;
-              out[j] = (iw >= 0 && iw < g.w) ? src[j * g.dw] : 0.0;
-            }
+            const double* src = x + ((n * g.c + c0 + c) * g.h + ih) * g.w + off;
+            std::fill(out, out + ow0, 0.0);
+            if (g.sw == 1) std::memcpy(out + ow0, src + ow0, sizeof(double) * static_cast<size_t>(ow1 - ow0));
+            else
+              for (int64_t ow = ow0; ow < ow1; ++ow) out[ow] = src[ow * g.sw];
+            std::fill(out + ow1, out + g.ow, 0.0);
           }
-        }
       }
-}
-
-void im2col(const double* x, const gr_window& g, int64_t c0, double* col) {
-  switch (g.dw == 1 ? g.kw : 0) {
-    case 1: return im2col_rows<1>(x, g, c0, col);
-    case 2: return im2col_rows<2>(x, g, c0, col);
-    case 3: return im2col_rows<3>(x, g, c0, col);
-    case 4: return im2col_rows<4>(x, g, c0, col);
-    case 5: return im2col_rows<5>(x, g, c0, col);
-    case 6: return im2col_rows<6>(x, g, c0, col);
-    case 7: return im2col_rows<7>(x, g, c0, col);
-  }
-  im2col_rows<0>(x, g, c0, col);
 }
 
 // col2im of one group into acc (per cell: acc = acc + d, in R) from D [K, N·P] (a row per tap k =
@@ -400,8 +381,8 @@ void Tape::window_backward(const Node& n, const double* gy) {
     win_tmp_.resize(static_cast<size_t>(K * fg));
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       gather_g(grp);
-      im2col(x, g, grp * cg, win_col_.data());
-      matmul_in(real_, {win_col_.data(), 1, K, gt.data(), fg, 1, win_tmp_.data(), K, NP, fg, MatmulStore::Overwrite});
+      im2col_t(x, g, grp * cg, win_col_.data());
+      matmul_in(real_, {win_col_.data(), NP, 1, gt.data(), fg, 1, win_tmp_.data(), K, NP, fg, MatmulStore::Overwrite});
       double* dw = slot + grp * fg * K;
       for (int64_t f = 0; f < fg; ++f)
         for (int64_t k = 0; k < K; ++k) {
