@@ -5,6 +5,7 @@
 // GR_WINDOW_BENCH=1, the forward/backward GFLOP/s of LeNet's conv2 and a digits-CNN-sized conv.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -22,6 +23,7 @@
 #include "spec/spec.h"
 #include "support/rng.h"
 #include "tensor/matmul.h"
+#include "tensor/matmul_simd.h"
 
 using namespace gr;
 using gr::test::Rng;
@@ -211,7 +213,36 @@ TEST_CASE("window ops: spec attributes, the conv2d bias lowering and located err
         std::string::npos);
 }
 
-// GR_WINDOW_BENCH=1: GFLOP/s of conv2d forward and backward (dx + dW) on the tape, 1 thread.
+// The vector FMA peak of this core in T (12 independent chains of Simd<T>::fma, the step every conv and
+// matmul path uses), GFLOP/s: the denominator of the bench's "% of peak", measured in the same run.
+template <class T>
+double fma_peak_gflops() {
+  using S = gr::detail::Simd<T>;
+  using V = typename S::V;
+  constexpr int kChains = 12;
+  constexpr int64_t kIters = 5'000'000;
+  double best = 0;
+  for (int r = 0; r < 3; ++r) {
+    V acc[kChains];
+    for (int c = 0; c < kChains; ++c) acc[c] = V{} + T(1);
+    T y = T(1e-9);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t it = 0; it < kIters; ++it) {
+      asm volatile("" : "+x"(y));
+#pragma GCC unroll 16
+      for (int c = 0; c < kChains; ++c) acc[c] = S::fma(acc[c], y, acc[c]);
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    T sink = 0;
+    for (int c = 0; c < kChains; ++c) sink += acc[c][0];
+    if (sink == T(42)) std::printf(" ");
+    best = std::max(best, 2.0 * S::W * kChains * static_cast<double>(kIters) / s * 1e-9);
+  }
+  return best;
+}
+
+// GR_WINDOW_BENCH=1: GFLOP/s of conv2d forward and backward (dx + dW) on the tape, 1 thread, and the
+// share of the FMA peak measured in the same run.
 TEST_CASE("window ops: conv2d GFLOP/s (GR_WINDOW_BENCH=1)", "[window][bench]") {
   const char* want = std::getenv("GR_WINDOW_BENCH");  // 1: every layer; else a word of the layer's name
   if (!want) return;
@@ -229,9 +260,12 @@ TEST_CASE("window ops: conv2d GFLOP/s (GR_WINDOW_BENCH=1)", "[window][bench]") {
       {"digits conv2 (64x16x4x4, 32x16x3x3, same)", Shape{64, 16, 4, 4}, Shape{32, 16, 3, 3}, same},
       {"digits conv1 (64x1x8x8, 16x1x3x3, same)", Shape{64, 1, 8, 8}, Shape{16, 1, 3, 3}, same},
   };
+  const double peak64 = fma_peak_gflops<double>(), peak32 = fma_peak_gflops<float>();
+  std::printf("FMA peak (1 core): f64 %.1f GFLOP/s, f32 %.1f GFLOP/s\n", peak64, peak32);
   for (const DType dt : {DType::F64, DType::F32})
     for (const Layer& l : layers) {
       if (!only.empty() && std::string(l.name).find(only) == std::string::npos) continue;
+      const double peak = dt == DType::F32 ? peak32 : peak64;
       Rng rng(7);
       Tape t(dt);
       // GR_WINDOW_SIDE=x or w: only that side's gradient (the other input a constant)
@@ -258,9 +292,10 @@ TEST_CASE("window ops: conv2d GFLOP/s (GR_WINDOW_BENCH=1)", "[window][bench]") {
         flops = 2.0 * static_cast<double>(g.n * g.f * g.oh * g.ow) * static_cast<double>(g.c / g.groups * g.kh * g.kw);
       }
       const double bwd_flops = side.empty() ? 2 * flops : flops;
-      std::printf("conv2d %s %-44s forward %7.2f GFLOP/s (%.3f ms)  backward %s %7.2f GFLOP/s (%.3f ms)\n",
-                  dt == DType::F32 ? "f32" : "f64", l.name, flops / fwd * 1e-9, fwd * 1e3,
-                  side == "x" ? "dx" : side == "w" ? "dW" : "dx+dW", bwd_flops / bwd * 1e-9, bwd * 1e3);
+      std::printf("conv2d %s %-44s forward %7.2f GFLOP/s %3.0f%% (%.3f ms)  backward %s %7.2f GFLOP/s %3.0f%% (%.3f ms)\n",
+                  dt == DType::F32 ? "f32" : "f64", l.name, flops / fwd * 1e-9, 100 * flops / fwd * 1e-9 / peak, fwd * 1e3,
+                  side == "x" ? "dx" : side == "w" ? "dW" : "dx+dW", bwd_flops / bwd * 1e-9, 100 * bwd_flops / bwd * 1e-9 / peak,
+                  bwd * 1e3);
     }
 }
 
