@@ -1,7 +1,7 @@
 // test_window.cpp — the window ops (conv2d, max_pool2d, avg_pool2d): the CPU tape's values and
 // gradients equal the one definition (kernels/gr_ops_window.h, per element) byte for byte over random
-// geometries, f64 and f32 (conv2d's im2col + matmul path is the fast version of those chains, as
-// matmul_exact is of matmul_reference); the tape's and the spec's located errors; and, with
+// geometries, f64 and f32 (conv2d's direct and im2col + matmul paths and the pools' by-window loops
+// are the fast versions of those chains, as matmul_exact is of matmul_reference); the tape's and the spec's located errors; and, with
 // GR_WINDOW_BENCH=1, the forward/backward GFLOP/s of LeNet's conv2 and a digits-CNN-sized conv.
 #include <catch2/catch.hpp>
 
@@ -150,6 +150,20 @@ TEST_CASE("window ops: the CPU tape equals the per-element definition byte for b
       ++geometries;
     }
   std::printf("window: %d random geometries, f64 and f32, values and gradients equal the definition\n", geometries);
+}
+
+// The direct conv paths put one sample per SIMD lane (8 doubles or 16 floats): batches of 1-3 above
+// fill part of one block; these fill several, with a partial last one.
+TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for byte (f64, f32)", "[window]") {
+  Rng rng(0x1A4E5);
+  for (const Op op : {Op::Conv2d, Op::MaxPool2d, Op::AvgPool2d})
+    for (int i = 0; i < 12; ++i) {
+      Geometry g = draw_geometry(rng, op);
+      g.x = Shape{i % 2 ? 19 : 33, g.x[1], g.x[2], g.x[3]};
+      INFO(describe(g));
+      check_geometry<double>(g, 5000 + static_cast<uint64_t>(i));
+      check_geometry<float>(g, 5000 + static_cast<uint64_t>(i));
+    }
 }
 
 TEST_CASE("window ops: max_pool2d sends the gradient to the first largest cell, a NaN wins", "[window]") {

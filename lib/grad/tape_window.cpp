@@ -1,18 +1,19 @@
 // tape_window.cpp — the window ops (Class Window: conv2d, max_pool2d, avg_pool2d) on the CPU tape:
 // the geometry check and resolution, the forward, and the backward rules (called from backward.cpp).
 //
-// Every element is the one definition of kernels/gr_ops_window.h (docs/numerics.md "conv2d"). The
-// pools call those functions per element. conv2d runs them as products, arranged so that each output
-// element is exactly that fma chain (tests/test_window.cpp checks the bytes against the functions):
-//   forward  per group: Yᵀ[(n,p), f] = Col[(n,p), k] · W[f, k]ᵀ   k = (c, i, j) ascending, p = (oh, ow)
-//   dW       per group: dWᵀ[k, f]    = Col[(n,p), k]ᵀ · G[(n,p), f]  one chain over (n, oh, ow) ascending,
+// Every element is the one definition of kernels/gr_ops_window.h (docs/numerics.md "conv2d"); tests/
+// test_window.cpp checks the bytes of every path below against those functions. The pools run by window
+// (the winner found once per window, the backward a scatter in window order). conv2d:
+//   forward  direct, vectorized across the batch (tape_conv.cpp): each output the fma chain over
+//            (c, i, j) ascending
+//   dx       stride 1: direct, the same way (tape_conv.cpp); else the product D[k, (n,p)] = W[f, k]ᵀ ·
+//            G[(n,p), f]ᵀ (the chain over f), then col2im adds each D into the input cell it came from,
+//            per sample (c, i, j) ascending: per cell (i, j) ascending, then slot = slot + acc
+//   dW       per group: dWᵀ[k, f] = ColT[k, (n,p)] · G[(n,p), f]  one chain over (n, oh, ow) ascending,
 //            then slot = slot + acc
-//   dx       per group: D[k, (n,p)]  = W[f, k]ᵀ · G[(n,p), f]ᵀ       the chain over f, then col2im adds
-//            each D into the input cell it came from, per sample (c, i, j) ascending: per cell (i, j)
-//            ascending, then slot = slot + acc
-// Col is im2col over the padded input, one row per output position (padding 0, so a padded tap is the
+// ColT is im2col transposed over the padded input, a row per tap (padding 0, so a padded tap is the
 // same fma step), built as doubles that hold the tape's values (floats on an f32 tape: matmul_in
-// narrows them as it packs). The tall products (rows = N·OH·OW) are the shape the matmul is fast at.
+// narrows them as it packs); its long rows (k = N·OH·OW) are the shape the matmul is fast at.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -346,7 +347,9 @@ void Tape::window_backward(const Node& n, const double* gy) {
   const bool want_w = nodes_[b].requires_grad;
   const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow, NP = g.n * P;
   // gt[(n·P + p)·fg + f] = g[n, grp·fg + f, p]: one group's gradient, a row per output position.
-  std::vector<double> gt(static_cast<size_t>(fg * NP));
+  // (kept across calls: a fresh vector was an mmap, page faults and a zero fill of up to MBs per step)
+  thread_local std::vector<double> gt;
+  gt.resize(static_cast<size_t>(fg * NP));
   const auto gather_g = [&](int64_t grp) {
     for (int64_t bb = 0; bb < g.n; ++bb)
       for (int64_t f = 0; f < fg; ++f) {
