@@ -97,7 +97,9 @@ void print_layers(const Program& p) {
   int64_t total = 0;
   for (size_t i = 0; i < p.nodes.size();) {
     size_t end = i + 1;
-    while (end < p.nodes.size() && p.nodes[end].spec->pointer == p.nodes[i].spec->pointer) ++end;
+    while (end < p.nodes.size() && p.nodes[end].spec->pointer == p.nodes[i].spec->pointer &&
+           p.nodes[end].spec->instance == p.nodes[i].spec->instance)  // a block's node in two instances: two lines
+      ++end;
     const ProgramNode& last = p.nodes[end - 1];
     int64_t count = 0;
     std::string what;
@@ -125,6 +127,30 @@ void print_layers(const Program& p) {
     i = end;
   }
   std::printf("  total %lld parameters\n", static_cast<long long>(total));
+}
+
+// The blocks' expansion (spec_blocks.cpp): each instance, what its inputs are bound to, its output
+// and its parameters, then what each block node's id stands for.
+void print_blocks(const Spec& spec, const Program& p) {
+  if (spec.instances.empty()) return;
+  std::printf("blocks: %zu instance%s\n", spec.instances.size(), spec.instances.size() == 1 ? "" : "s");
+  const auto inside = [](const std::string& name, const std::string& instance) {  // instance's own or a nested one's
+    return name == instance || name.starts_with(instance + ".");
+  };
+  for (const BlockInstance& b : spec.instances) {
+    std::string ins;
+    for (const std::string& s : b.inputs) ins += (ins.empty() ? "" : ", ") + s;
+    int64_t count = 0;
+    size_t params = 0, nodes = 0;
+    for (const ProgramParam& pp : p.params)  // its params, its layers' and its nested instances'
+      if (pp.name.starts_with(b.name + ".") && !pp.state) count += pp.shape.numel(), ++params;
+    for (const ProgramNode& n : p.nodes) nodes += inside(n.spec->instance, b.name);
+    std::printf("  %-16s block %-12s %s  (%s) -> %s  %zu nodes, %zu params (%lld values)\n", b.name.c_str(), b.block.c_str(),
+                b.pointer.c_str(), ins.c_str(), b.output.c_str(), nodes, params, static_cast<long long>(count));
+  }
+  for (const auto& [alias, target] : spec.aliases)  // the spec's own block nodes (not those inside instances)
+    if (std::none_of(spec.instances.begin(), spec.instances.end(), [&](const BlockInstance& b) { return alias.starts_with(b.name + "."); }))
+      std::printf("  %s = %s\n", alias.c_str(), target.c_str());
 }
 
 void run_inspect(const std::string& path) {
@@ -217,6 +243,7 @@ void run_inspect(const std::string& path) {
                 pl.fusion.c_str());
   }
   print_layers(p);
+  print_blocks(spec, p);  // after the tables of expanded nodes: how they came to be
   std::printf("loss: %s\n", spec.loss.c_str());
   std::printf("backward reaches %lld of %zu nodes; %lld are row-fusible (in a row segment of the plan)", static_cast<long long>(reached),
               p.nodes.size(), static_cast<long long>(fusible));

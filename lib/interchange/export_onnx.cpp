@@ -10,6 +10,7 @@
 #include "io/atomic_file.h"
 #include "io/errors.h"
 #include "interchange/graph_walk.h"
+#include "interchange/onnx_decompose.h"
 #include "interchange/onnx_writer.h"
 
 namespace gr {
@@ -274,7 +275,7 @@ struct Builder : GraphWalk {
       case NodeSpec::Kind::Mse: refuse(n, "(mse) is a loss; the exported model computes the prediction only");
       case NodeSpec::Kind::Dense: {
         const std::string act = n.activation;
-        if (act != "relu" && act != "tanh" && act != "sigmoid" && act != "none")
+        if (act != "relu" && act != "tanh" && act != "sigmoid" && act != "gelu" && act != "none")
           refuse(n, "has activation \"" + act + "\", which the export does not know");
         const std::string mm = emit("MatMul", {a, param_val[static_cast<size_t>(pn.weight)]}, out + "_matmul");
         const std::string z =
@@ -282,6 +283,7 @@ struct Builder : GraphWalk {
         if (act == "relu") return emit("Relu", {z}, out);
         if (act == "tanh") return emit("Tanh", {z}, out);
         if (act == "sigmoid") return emit("Sigmoid", {z}, out);
+        if (act == "gelu") return onnx_gelu(*this, z, out);
         return z;
       }
       case NodeSpec::Kind::Op: break;
@@ -295,6 +297,7 @@ struct Builder : GraphWalk {
 #undef GR_ONNX_EW
         {  // elementwise rows: the ONNX operator of the same meaning; a scalar attribute becomes an initializer
           const std::string onnx(op_info(n.op).onnx);  // the row's ONNX column
+          if (n.op == Op::Gelu) return onnx_gelu(*this, a, out);      // no GELU operator before opset 20
           if (onnx.empty()) refuse(n, "(" + std::string(op_name(n.op)) + ") has no opset-13 ONNX operator in the op table");
           if (op_info(n.op).attrs & kAttrScalar) return emit(onnx, {a, scalar(n.scalar)}, out);
           if (op_info(n.op).cls == OpClass::Binary) return emit(onnx, {a, b}, out);
@@ -356,6 +359,7 @@ struct Builder : GraphWalk {
 #define GR_ONNX_ROW(E, name, arity, cls, ...) GR_OP_IF_ROW_##cls(case Op::E:)
         GR_OP_TABLE(GR_ONNX_ROW)
 #undef GR_ONNX_ROW
+        if (n.op == Op::LayerNorm) return onnx_layer_norm(*this, a, n.scalar, out);
         refuse(n, "(" + std::string(op_name(n.op)) + ") is a row op with no opset-13 ONNX operator (LayerNormalization and "
                   "RMSNormalization are opset 17 and 23)");
       case Op::Dropout: return emit("Identity", {a}, out);  // a prediction is inference: dropout is the identity

@@ -9,6 +9,7 @@
 
 #include "io/atomic_file.h"
 #include "interchange/graph_walk.h"
+#include "interchange/torch_modules.h"
 #include "io/errors.h"
 
 namespace gr {
@@ -58,28 +59,6 @@ std::string comment_safe(const std::string& s) {
   return out;
 }
 
-bool plain_identifier(const std::string& s) {
-  static const std::set<std::string> reserved = {
-      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
-      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal",
-      "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
-      // nn.Module attributes an attribute of ours must not shadow
-      "forward", "training", "to", "cpu", "cuda", "double", "float", "half", "eval", "train", "apply", "state_dict",
-      "load_state_dict", "parameters", "buffers", "children", "modules", "named_parameters", "named_buffers",
-      "register_buffer", "register_parameter", "add_module", "type", "zero_grad", "requires_grad_", "dump_patches",
-      "call_super_init", "input_names", "self", "torch", "nn"};
-  if (s.empty() || s[0] == '_' || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  for (unsigned char c : s)
-    if (!(std::isalnum(c) || c == '_')) return false;
-  return !reserved.contains(s);
-}
-
-std::string sanitize(const std::string& s) {
-  std::string out = "p_";
-  for (unsigned char c : s) out += (std::isalnum(c) && c < 0x80) ? static_cast<char>(c) : '_';
-  return out;
-}
-
 // The row's torch expression with its operands a, b, s (and a fold reduction's dim d and keepdim k)
 // substituted (whole identifiers not after '.').
 std::string substitute(std::string_view expr, const std::string& a, const std::string& b, const std::string& s,
@@ -120,6 +99,7 @@ struct Emitter : GraphWalk {
   TorchExport out;
   UniqueNames names;  // attribute names, unique within the module
   std::map<std::string, std::string> submodules{};  // a layer's id → its submodule's attribute (layer_param)
+  TorchModules modules{};           // dotted names as nested modules (torch_modules.h)
   // The module's dtype: the run's precision (out.real).
   const char* dtype() const { return out.real == DType::F32 ? "torch.float32" : "torch.float64"; }
 
@@ -141,34 +121,47 @@ struct Emitter : GraphWalk {
     const size_t dot = pp.torch_name.rfind('.');
     if (pp.torch_name.empty() || dot == std::string::npos) return false;
     const std::string mod = pp.torch_name.substr(0, dot), leaf = pp.torch_name.substr(dot + 1);
-    if (!plain_identifier(mod)) return false;
+    if (!torch_identifier(mod)) return false;
     auto it = submodules.find(mod);
     if (it == submodules.end()) {
       const std::string attr = names.take(mod);
       init << "        self." << attr << " = nn.Module()  # layer " << comment_safe(mod) << "\n";
       it = submodules.emplace(mod, attr).first;
     }
-    const std::string& attr = it->second;
-    const bool flat = pp.shape.rank() > 1 && pp.shape.numel() == pp.shape[0];  // [C, 1, 1]
-    const Shape saved = flat ? Shape{pp.shape[0]} : pp.shape;
-    init << "        self." << attr << "." << leaf << " = nn.Parameter(torch.zeros(" << py_ints(saved.dims()) << ", dtype=" << dtype()
-         << "))  # " << comment_safe(pp.name) << "\n";
-    param_ref[i] = "self." + attr + "." + leaf + (flat ? ".reshape(" + py_ints(pp.shape.dims()) + ")" : "");
-    const Tensor& w = weight(static_cast<int>(i));
-    out.state.push_back({attr + "." + leaf, Tensor(saved, std::vector<double>(w.values().begin(), w.values().end()))});
+    module_param(i, "self." + it->second, it->second, leaf);
     return true;
+  }
+
+  // Parameter i as attribute `leaf` of the module `expr` (state_dict key `key.leaf`).
+  void module_param(size_t i, const std::string& expr, const std::string& key, const std::string& leaf) {
+    const ProgramParam& pp = p.params[i];
+    const bool flat = !pp.torch_name.empty() && pp.shape.rank() > 1 && pp.shape.numel() == pp.shape[0];  // a layer's [C, 1, 1]
+    const Shape saved = flat ? Shape{pp.shape[0]} : pp.shape;
+    init << "        " << expr << "." << leaf << " = nn.Parameter(torch.zeros(" << py_ints(saved.dims()) << ", dtype=" << dtype()
+         << "))  # " << comment_safe(pp.name) << "\n";
+    param_ref[i] = expr + "." + leaf + (flat ? ".reshape(" + py_ints(pp.shape.dims()) + ")" : "");
+    const Tensor& w = weight(static_cast<int>(i));
+    out.state.push_back({key + "." + leaf, Tensor(saved, std::vector<double>(w.values().begin(), w.values().end()))});
   }
 
   void leaves(const Preprocessing& prep) {
     param_ref.assign(p.params.size(), "");
+    modules.scan(p, needed_param, needed_node);  // the module roots first: their attribute names are the keys
+    for (const std::string& r : modules.roots())
+      if (names.take(r) != r) modules.drop(r);
     for (size_t i = 0; i < p.params.size(); ++i) {
       const ProgramParam& pp = p.params[i];
       if (!needed_param[i]) continue;
       bool dense = false;
       for (const ProgramNode& pn : p.nodes) dense = dense || pn.weight == static_cast<int>(i) || pn.bias == static_cast<int>(i);
       if (dense) continue;
+      std::string leaf;
+      if (const std::string mod = modules.param_module(p, i, leaf); !mod.empty()) {
+        module_param(i, modules.ref(mod), mod, leaf);
+        continue;
+      }
       if (layer_param(i)) continue;
-      const std::string attr = names.take(plain_identifier(pp.name) ? pp.name : sanitize(pp.name));
+      const std::string attr = names.take(torch_identifier(pp.name) ? pp.name : torch_flat_name(pp.name));
       init << "        self." << attr << " = nn.Parameter(torch.zeros(" << py_ints(pp.shape.dims())
            << ", dtype=" << dtype() << "))  # " << comment_safe(pp.name) << "\n";
       param_ref[i] = "self." + attr;
@@ -185,36 +178,39 @@ struct Emitter : GraphWalk {
         const std::string& rm_name = p.params[static_cast<size_t>(pn.weight)].name;
         const std::string owner = rm_name.substr(0, rm_name.size() - std::string(".running_mean").size());
         const auto sub = submodules.find(owner);
-        const bool shared = sub != submodules.end();
-        const std::string attr = shared ? sub->second : names.take(plain_identifier(owner) ? owner : sanitize(owner));
+        const bool nested = modules.nested(owner), shared = nested || sub != submodules.end();
+        const std::string attr = nested ? owner : shared ? sub->second : names.take(torch_identifier(owner) ? owner : torch_flat_name(owner));
+        const std::string expr = nested ? modules.ref(owner) : "self." + attr;
         const Tensor &rm = weight(pn.weight), &rv = weight(pn.bias);
         if (!shared)
           init << "        self." << attr << " = nn.Module()  # " << op_name(n.op) << " " << comment_safe(n.id)
                << ": its running statistics\n";
-        init << "        self." << attr << ".register_buffer('running_mean', torch.zeros(" << rm.numel() << ", dtype=" << dtype() << "))\n"
-             << "        self." << attr << ".register_buffer('running_var', torch.ones(" << rv.numel() << ", dtype=" << dtype() << "))\n";
+        init << "        " << expr << ".register_buffer('running_mean', torch.zeros(" << rm.numel() << ", dtype=" << dtype() << "))\n"
+             << "        " << expr << ".register_buffer('running_var', torch.ones(" << rv.numel() << ", dtype=" << dtype() << "))\n";
         out.state.push_back({attr + ".running_mean", rm});
         out.state.push_back({attr + ".running_var", rv});
-        param_ref[static_cast<size_t>(pn.weight)] = "self." + attr;
+        param_ref[static_cast<size_t>(pn.weight)] = expr;
         continue;
       }
-      const std::string attr = names.take(plain_identifier(n.id) ? n.id : sanitize(n.id));
+      const bool nested = modules.nested(n.id);  // a dense layer in a block: made with the block's modules
+      const std::string attr = nested ? n.id : names.take(torch_identifier(n.id) ? n.id : torch_flat_name(n.id));
       const Tensor& w = weight(pn.weight);  // [in, units]
       const int64_t in = w.shape()[0], units = w.shape()[1];
-      init << "        self." << attr << " = nn.Linear(" << in << ", " << units
-           << ", dtype=" << dtype() << ")  # dense layer " << comment_safe(n.id) << "\n";
+      const std::string linear = "nn.Linear(" + std::to_string(in) + ", " + std::to_string(units) + ", dtype=" + dtype() + ")";
+      if (nested) modules.set_ctor(n.id, linear);
+      else init << "        self." << attr << " = " << linear << "  # dense layer " << comment_safe(n.id) << "\n";
       Tensor wt(Shape{units, in});
       for (int64_t r = 0; r < in; ++r)
         for (int64_t c = 0; c < units; ++c) wt[c * in + r] = w[r * units + c];
       out.state.push_back({attr + ".weight", std::move(wt)});
       out.state.push_back({attr + ".bias", weight(pn.bias)});
-      param_ref[static_cast<size_t>(pn.weight)] = "self." + attr;
+      param_ref[static_cast<size_t>(pn.weight)] = nested ? modules.ref(n.id) : "self." + attr;
     }
     const_ref.assign(p.spec->consts.size(), "");
     for (size_t i = 0; i < p.spec->consts.size(); ++i) {
       if (!needed_const[i]) continue;
       const ConstSpec& c = p.spec->consts[i];
-      const std::string attr = names.take(sanitize(c.name).replace(0, 2, "c_"));
+      const std::string attr = names.take(torch_flat_name(c.name).replace(0, 2, "c_"));
       buffer(attr, Tensor(Shape(std::span<const int64_t>(c.shape)), c.values));
       const_ref[i] = "self." + attr;
     }
@@ -225,7 +221,7 @@ struct Emitter : GraphWalk {
       const InputPrep* ip = prep.find(name);
       if (!ip)
         throw InputError(p.spec->path, "/data/inputs/" + name, "the saved preprocessing has no input \"" + name + "\"");
-      const std::string arg = names.take(plain_identifier(name) ? name : sanitize(name));
+      const std::string arg = names.take(torch_identifier(name) ? name : torch_flat_name(name));
       out.input_names.push_back(name);
       input_var[i] = arg;
       fwd << "        " << arg << " = torch.as_tensor(" << arg << ", dtype=" << dtype() << ")\n";
@@ -482,7 +478,7 @@ TorchExport export_torch(const Program& program, const SafetensorsFile& weights,
      << "        m = cls()\n"
      << "        m.load_state_dict(load_safetensors(os.path.join(path, 'state_dict.safetensors')))\n"
      << "        return m.eval()\n"
-     << "\n    def __init__(self):\n        super().__init__()\n" << e.init.str() << "\n    def forward(self";
+     << "\n    def __init__(self):\n        super().__init__()\n" << e.modules.init_lines() << e.init.str() << "\n    def forward(self";
   for (size_t i = 0; i < program.input_names.size(); ++i)
     if (e.needed_input[i]) py << ", " << e.input_var[i];
   py << "):\n" << e.fwd.str();

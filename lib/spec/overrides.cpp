@@ -101,10 +101,10 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   } catch (const InputError& e) {
     // The last override that set this place (or a value above it) is what the user wrote there.
     const std::string& place = e.place();
+    const std::string at = place.substr(0, place.find(" (in "));  // a block's node: "/blocks/B/graph/K (in b1.0)"
     for (auto it = sets.rbegin(); it != sets.rend(); ++it) {
       const std::string pointer = override_pointer(it->substr(0, it->find('=')));
-      if (!place.empty() && place[0] == '/' &&
-          (place == pointer || place.starts_with(pointer + "/") || pointer.starts_with(place + "/")))
+      if (!at.empty() && at[0] == '/' && (at == pointer || at.starts_with(pointer + "/") || pointer.starts_with(at + "/")))
         throw InputError(path + ": --set " + printable(*it, 200), place, std::string(e.what()).substr(located(e.file(), place, "").size()));
     }
     throw;

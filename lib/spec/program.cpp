@@ -124,7 +124,10 @@ Shape layer_param_shape(const Spec& spec, const NodeSpec& n, const LayerParamSpe
 
 }  // namespace
 
-Program resolve_program(const Spec& spec, const DataTable& train) {
+namespace {
+
+// resolve_program's work; `current` is the graph node being resolved (null outside the node loop).
+Program resolve_nodes(const Spec& spec, const DataTable& train, const NodeSpec*& current) {
   Program p;
   p.spec = &spec;
   if (!spec.data && spec.train.shards > 1)
@@ -163,6 +166,7 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
   for (const ProgramParam& pp : p.params) params.push_back(t.constant_lazy(pp.shape));
   for (const ConstSpec& c : spec.consts) consts.push_back(t.constant_lazy(Shape(std::span<const int64_t>(c.shape))));
   for (const NodeSpec& n : spec.graph) {
+    current = &n;
     ProgramNode pn{&n, {}, -1, -1, Shape{1}, false, n.kind == NodeSpec::Kind::Dense && n.trainable};
     for (const std::string& name : n.inputs) {
       if (!n.layer_params.empty() && !p.names.count(name)) continue;  // the layer's own parameters: created below
@@ -285,6 +289,9 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
     nodes.push_back(v);
     p.nodes.push_back(pn);
   }
+  current = nullptr;
+  // A block node's id names its last instance's output (spec_blocks.cpp).
+  for (const auto& [alias, target] : spec.aliases) p.names[alias] = p.names.at(resolve_alias(spec, target));
 
   p.loss = p.names.at(spec.loss).index;
   const Shape& ls = p.nodes[p.loss].shape;
@@ -348,6 +355,20 @@ Program resolve_program(const Spec& spec, const DataTable& train) {
     p.metric_labels = la.index;
   }
   return p;
+}
+
+}  // namespace
+
+Program resolve_program(const Spec& spec, const DataTable& train) {
+  const NodeSpec* current = nullptr;
+  try {
+    return resolve_nodes(spec, train, current);
+  } catch (const InputError& e) {
+    if (!current || current->instance.empty()) throw;
+    // A node of a block instance: its pointer is inside the block's JSON, shared by every instance.
+    throw InputError(e.file(), e.place() + " (in " + current->instance + ")",
+                     std::string(e.what()).substr(located(e.file(), e.place(), "").size()));
+  }
 }
 
 namespace {

@@ -46,6 +46,16 @@ std::vector<int64_t> read_shape(const JsonAt& j) {
 
 }  // namespace
 
+bool printable_spec_name(const std::string& name) { return printable_name(name); }
+
+ParamSpec read_param(const JsonAt& p, const std::string& name) {
+  p.only_keys({"shape", "init", "trainable"});
+  ParamSpec param{name, p.pointer(), read_shape(p.at("shape")), {}};
+  if (p.has("init")) param.init = read_init(p.at("init"));
+  if (p.has("trainable")) param.trainable = p.at("trainable").boolean();
+  return param;
+}
+
 InitSpec read_init(const JsonAt& j) {
   using K = InitSpec::Kind;
   static const std::pair<const char*, K> kNamed[] = {{"zeros", K::Zeros},
@@ -137,7 +147,7 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
   const JsonAt root(doc, "", path);
   if (!root.is_object()) root.fail("a spec is a JSON object, got " + root.type_name());
   root.only_keys({"gradrun", "name", "description", "seed", "data", "params", "consts", "graph", "loss", "optimizer",
-                  "train", "metrics", "device", "output", "emit", "predict"});
+                  "train", "metrics", "device", "output", "emit", "predict", "blocks"});
   Spec s;
   s.path = path;
   s.dir = origin.dir;
@@ -167,10 +177,7 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
     if (!ps.is_object()) ps.fail("expected an object {name: {shape, init}}");
     for (auto it = ps.json().begin(); it != ps.json().end(); ++it) {
       const JsonAt p = ps.at(it.key());
-      p.only_keys({"shape", "init", "trainable"});
-      ParamSpec param{it.key(), p.pointer(), read_shape(p.at("shape")), {}};
-      if (p.has("init")) param.init = read_init(p.at("init"));
-      if (p.has("trainable")) param.trainable = p.at("trainable").boolean();
+      ParamSpec param = read_param(p, it.key());
       define(param.name, p);
       s.params.push_back(std::move(param));
     }
@@ -199,57 +206,8 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
       s.consts.push_back(std::move(k));
     }
   }
-  const JsonAt graph = root.at("graph");
-  const auto nodes = graph.array();
-  if (nodes.empty()) graph.fail("the graph needs at least one node");
-  for (const JsonAt& j : nodes) {
-    LoweredLayer layer;  // conv2d, pools, batch_norm, flatten: op nodes (spec_layers.cpp)
-    NodeSpec n;
-    if (lower_layer(j, layer)) n.id = layer.nodes.back().id, n.inputs = layer.inputs;
-    else n = read_node(j);
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (!names.count(n.inputs[i])) {
-        const JsonAt at = j.at("inputs").at(i);
-        for (const JsonAt& later : nodes)
-          if (later.has("id") && later.at("id").json() == n.inputs[i])
-            at.fail("name \"" + n.inputs[i] + "\" is used before its definition at " + later.pointer());
-        std::string known;
-        for (const std::string& k : names) known += (known.empty() ? "" : ", ") + k;
-        at.fail("unknown name \"" + n.inputs[i] + "\"" + did_you_mean(n.inputs[i], names) + " (known: " + known + ")");
-      }
-    define(n.id, j.at("id"));
-    if (!layer.nodes.empty()) {
-      for (const std::string& p : layer.params) define(p, j.at("id"));
-      for (NodeSpec& g : layer.nodes) {
-        if (g.id != n.id) define(g.id, j.at("id"));
-        s.graph.push_back(std::move(g));
-      }
-      continue;
-    }
-    if (n.kind == NodeSpec::Kind::Dense) {
-      names.insert(n.id + ".W");
-      names.insert(n.id + ".b");
-    }
-    std::vector<NodeSpec> lowered;  // a weighted loss: the ops that compute it (spec/class_weight.h)
-    if (lower_conv_bias(n, lowered)) {  // conv2d [x, W, b]: conv2d(x, W) + reshape(b, [F,1,1])
-      for (NodeSpec& g : lowered) {
-        if (g.id != n.id) define(g.id, j.at("id"));
-        s.graph.push_back(std::move(g));
-      }
-      continue;
-    }
-    const size_t consts_before = s.consts.size();
-    if (lower_class_weight(j, n, s, lowered)) {
-      for (size_t c = consts_before; c < s.consts.size(); ++c) define(s.consts[c].name, j.at("id"));
-      for (NodeSpec& g : lowered) {
-        if (g.id != n.id) define(g.id, j.at("id"));
-        s.graph.push_back(std::move(g));
-      }
-      continue;
-    }
-    s.graph.push_back(std::move(n));
-  }
-  s.loss = root.at("loss").str();
+  read_graph(root, s, names);  // the graph, its blocks expanded (spec_blocks.cpp)
+  s.loss = resolve_alias(s, root.at("loss").str());  // a block node's id: its last instance's output
   if (std::none_of(s.graph.begin(), s.graph.end(), [&](const NodeSpec& n) { return n.id == s.loss; }))
     root.at("loss").fail("loss \"" + s.loss + "\" is not a node of the graph");
 
@@ -348,6 +306,7 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
       s.metrics.labels = a.at("labels").str();
       for (const char* k : {"logits", "labels"})
         if (!names.count(a.at(k).str())) a.at(k).fail("unknown name \"" + a.at(k).str() + "\"");
+      s.metrics.logits = resolve_alias(s, s.metrics.logits);
     }
     if (m.has("regression")) {  // kinds and shapes are checked against the program (lib/train/evaluate.cpp)
       const JsonAt a = m.at("regression");
@@ -357,6 +316,7 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
       s.metrics.target = a.at("target").str();
       for (const char* k : {"output", "target"})
         if (!names.count(a.at(k).str())) a.at(k).fail("unknown name \"" + a.at(k).str() + "\"");
+      s.metrics.output = resolve_alias(s, s.metrics.output);
     }
   }
   if (s.optimizer.schedule && s.optimizer.schedule->kind == "cosine" && s.optimizer.schedule->epochs == 0)
@@ -386,6 +346,7 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
     pr.only_keys({"output", "transform"});
     s.predict.output = pr.at("output").str();
     if (!names.count(s.predict.output)) pr.at("output").fail("unknown name \"" + s.predict.output + "\"");
+    s.predict.output = resolve_alias(s, s.predict.output);
     s.predict.transform = pr.has("transform") ? pr.at("transform").str() : "none";
     if (s.predict.transform != "softmax" && s.predict.transform != "sigmoid" && s.predict.transform != "none")
       pr.at("transform").fail("unknown transform \"" + s.predict.transform + "\" (known: softmax, sigmoid, none)");

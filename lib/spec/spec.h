@@ -145,6 +145,17 @@ struct NodeSpec {
   // `layer_params` when the spec is resolved; a flatten's reshape gets its shape [-1, C·H·W] then.
   std::string layer{}, layer_id{};  // layer_id: the layer node's id (errors name it)
   std::vector<LayerParamSpec> layer_params{};
+  // A node of a block instance (spec_blocks.cpp): the instance's name ("b1.0"), which errors at the
+  // node's pointer (inside /blocks/NAME) add as "(in b1.0)"; empty for a node of the top-level graph.
+  std::string instance{};
+};
+
+// One instance of a block (spec_blocks.cpp), in expansion order: `inspect` prints them.
+struct BlockInstance {
+  std::string name, block, pointer;  // "b1.0", the block's name, the instantiating node's pointer
+  std::vector<std::string> inputs;   // the real names bound to the block's inputs, in order
+  std::string output;                // the real name of the block's output node
+  std::vector<std::string> params;   // the block's params in this instance ("b1.0.W", ...)
 };
 
 // optimizer.schedule: the learning rate of each step, computed on the host (lib/train/schedule.h).
@@ -249,7 +260,14 @@ struct Spec {
   // Graph nodes whose "class_weight" is "balanced", not yet resolved into a list (their JSON
   // pointers): resolve_balanced_weights (spec/class_weight.h) gives the --set items that do it.
   std::vector<std::string> balanced_weights{};
+  // Blocks (docs/spec.md "Blocks"): every instance, and each block node's id → the real name of
+  // its last instance's output ("b1" → "b1.2.out"), resolved wherever the spec names a node.
+  std::vector<BlockInstance> instances{};
+  std::map<std::string, std::string> aliases{};
 };
+
+// `name`, or the node a block node's id stands for (Spec::aliases, followed to the end).
+std::string resolve_alias(const Spec& spec, std::string name);
 
 // Throws IoError (unreadable file) or InputError (everything else).
 Spec load_spec(const std::string& path);
