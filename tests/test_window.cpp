@@ -164,6 +164,24 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
       check_geometry<double>(g, 5000 + static_cast<uint64_t>(i));
       check_geometry<float>(g, 5000 + static_cast<uint64_t>(i));
     }
+  // 5×5 kernels (LeNet's; the random draws stop at 4): valid, same, and stride 2 with padding
+  for (int i = 0; i < 3; ++i) {
+    Geometry g{Op::Conv2d, Shape{19, 3, 12, 11}, Shape{6, 3, 5, 5}, {}};
+    g.at.pad = i == 1 ? WindowAttrs::Pad::Same : i == 2 ? WindowAttrs::Pad::Explicit : WindowAttrs::Pad::Valid;
+    if (i == 2) g.at.sh = g.at.sw = 2, g.at.ph = g.at.pw = 2;
+    INFO(describe(g));
+    check_geometry<double>(g, 6000 + static_cast<uint64_t>(i));
+    check_geometry<float>(g, 6000 + static_cast<uint64_t>(i));
+  }
+  // one input channel and a Col of >= 2^19 taps: tape_conv.cpp's direct dW (smaller ones take the product)
+  for (int i = 0; i < 2; ++i) {
+    Geometry g{Op::Conv2d, Shape{19, 1, i ? 80 : 60, i ? 77 : 60}, Shape{6, 1, 5, i ? 4 : 5}, {}};
+    g.at.pad = i ? WindowAttrs::Pad::Explicit : WindowAttrs::Pad::Same;
+    if (i) g.at.sh = g.at.sw = 2, g.at.ph = g.at.pw = 2;
+    INFO(describe(g));
+    check_geometry<double>(g, 7000 + static_cast<uint64_t>(i));
+    check_geometry<float>(g, 7000 + static_cast<uint64_t>(i));
+  }
 }
 
 TEST_CASE("window ops: max_pool2d sends the gradient to the first largest cell, a NaN wins", "[window]") {

@@ -29,6 +29,8 @@ template <class R>
 void conv2d_direct(const double* x, const double* w, const gr_window& g, double* y);  // tape_conv.cpp
 template <class R>
 bool conv2d_direct_dx(const double* gy, const double* w, const gr_window& g, double* acc);  // tape_conv.cpp
+template <class R>
+bool conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out);  // tape_conv.cpp
 
 namespace {
 
@@ -383,9 +385,11 @@ void Tape::window_backward(const Node& n, const double* gy) {
     win_col_.resize(static_cast<size_t>(K * NP));
     win_tmp_.resize(static_cast<size_t>(K * fg));
     for (int64_t grp = 0; grp < g.groups; ++grp) {
-      gather_g(grp);
-      im2col_t(x, g, grp * cg, win_col_.data());
-      matmul_in(real_, {win_col_.data(), NP, 1, gt.data(), fg, 1, win_tmp_.data(), K, NP, fg, MatmulStore::Overwrite});
+      if (!conv2d_direct_dw<R>(x, gy, g, grp, win_tmp_.data())) {  // tape_conv.cpp; else ColT · G
+        gather_g(grp);
+        im2col_t(x, g, grp * cg, win_col_.data());
+        matmul_in(real_, {win_col_.data(), NP, 1, gt.data(), fg, 1, win_tmp_.data(), K, NP, fg, MatmulStore::Overwrite});
+      }
       double* dw = slot + grp * fg * K;
       for (int64_t f = 0; f < fg; ++f)
         for (int64_t k = 0; k < K; ++k) {
