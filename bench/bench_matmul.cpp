@@ -354,6 +354,22 @@ const Shape kShapes[] = {
     {72, 16, 4096, true, true, false, "digits c2 dcol"},
     {4096, 9, 8, false, true, false, "digits c1 fwd"},
     {9, 4096, 8, true, false, false, "digits c1 dW"},
+    // The words transformer (specs/words-transformer.json, batch 32 × context 16 = 512 rows, width
+    // 64, MLP 128, vocabulary 27): linear layers on [N,T,D] as [512, D] products, dW one chain over
+    // the 512 rows (docs/numerics.md), dX against Wᵀ.
+    {512, 64, 64, false, false, false, "words qkvo fwd"},
+    {512, 64, 128, false, false, false, "words up fwd"},
+    {512, 128, 64, false, false, false, "words down fwd"},
+    {512, 64, 27, false, false, false, "words head fwd"},
+    {64, 512, 64, true, false, false, "words qkvo dW"},
+    {64, 512, 128, true, false, false, "words up dW"},
+    {128, 512, 64, true, false, false, "words down dW"},
+    {64, 512, 27, true, false, false, "words head dW"},
+    {512, 64, 64, false, true, false, "words qkvo dX"},
+    {512, 128, 64, false, true, false, "words up dX"},
+    {512, 64, 128, false, true, false, "words down dX"},
+    {512, 27, 64, false, true, false, "words head dX"},
+    {16, 64, 16, false, true, false, "words scores fwd"},
 };
 constexpr size_t kNumShapes = sizeof kShapes / sizeof kShapes[0];
 

@@ -4,7 +4,7 @@ optimizer as bench/peers/*.json and specs/digits.json, timed per optimizer step 
 zero_grad, forward, backward, Adam step), best of 5 windows after a warm-up.
 
 Usage: /usr/bin/python3 bench/torch_peer.py MODEL THREADS [SECONDS] [DTYPE]
-         MODEL: xor attention digits mlp784 mlp1024 autoencoder lenet digits-cnn; DTYPE: f64 (default) or f32
+         MODEL: xor attention digits mlp784 mlp1024 autoencoder lenet digits-cnn words-transformer; DTYPE: f64 (default) or f32
 Prints: model=<m> threads=<n> dtype=<d> blas_core=<c> blas_threads=<k> us_per_step=<t>
        /usr/bin/python3 bench/torch_peer.py gemm
 Prints the BLAS torch has loaded and its single-thread GEMM speed (torch.mm, 512x512, best of
@@ -167,6 +167,58 @@ elif model_name == "digits-cnn":  # specs/digits-cnn.json: conv 16 3x3 same relu
     opt = torch.optim.Adam([{"params": decay, "weight_decay": 1e-4}, {"params": rest}], lr=0.003)
     batches = gather_batches(X, labels, 64)
     loss_fn = torch.nn.functional.cross_entropy
+elif model_name == "words-transformer":  # specs/words-transformer.json: char transformer, 2 pre-norm blocks, b32
+    # Same shapes and ops as the spec: embedding [27,64] + positions [16,64]; per block layer_norm (no
+    # affine, eps 1e-5), q/k/v/o nn.Linear(64, 64, bias=False), one head (scores = q·kᵀ · 0.125, an
+    # explicit [16,16] causal mask filled with -inf before the softmax), residual, layer_norm,
+    # nn.Linear(64,128) + GELU (tanh form, as the spec's gelu), nn.Linear(128,64), residual; final
+    # layer_norm, nn.Linear(64,27), cross_entropy over the N·T positions; AdamW lr 3e-3 wd 0.1 with
+    # the cosine schedule's rate set each step (as gradrun computes it on the host).
+    text = open(os.path.join(root, "datasets", "words.txt")).read()
+    chars = sorted(set(text))
+    ids = torch.tensor([chars.index(c) for c in text], dtype=torch.int64)
+    V, D, Tc, B = len(chars), 64, 16, 32
+    n = (len(ids) - 1) // Tc  # non-overlapping windows: the data only feeds the batch gather
+    X = ids[:n * Tc].reshape(n, Tc)
+    Y = ids[1:n * Tc + 1].reshape(n, Tc)
+    nn_, F_ = torch.nn, torch.nn.functional
+    causal = torch.ones(Tc, Tc, dtype=torch.bool).triu(1)  # True above the diagonal: masked
+
+    class Block(nn_.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v, self.o = (nn_.Linear(D, D, bias=False) for _ in range(4))
+            self.up, self.down = nn_.Linear(D, 2 * D), nn_.Linear(2 * D, D)
+
+        def forward(self, h):
+            a = F_.layer_norm(h, (D,), eps=1e-5)
+            s = torch.bmm(self.q(a), self.k(a).transpose(1, 2)) * 0.125
+            att = torch.softmax(s.masked_fill(causal, float("-inf")), dim=-1)
+            r = h + self.o(torch.bmm(att, self.v(a)))
+            return r + self.down(F_.gelu(self.up(F_.layer_norm(r, (D,), eps=1e-5)), approximate="tanh"))
+
+    class Net(nn_.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn_.Embedding(V, D)
+            self.pos = nn_.Parameter(torch.randn(Tc, D) * 0.1)
+            self.blocks = nn_.Sequential(Block(), Block())
+            self.head = nn_.Linear(D, V)
+
+        def forward(self, x):
+            h = self.blocks(self.tok(x) + self.pos)
+            return self.head(F_.layer_norm(h, (D,), eps=1e-5))
+
+    net = Net().to(dtype)
+    opt = torch.optim.AdamW(net.parameters(), lr=0.003, weight_decay=0.1)
+    steps_total = 12 * (X.shape[0] // B)
+    base_batches = gather_batches(X, Y, B)
+
+    def batches(step):
+        t = step % steps_total  # cosine from 3e-3 to 3e-4 over 12 epochs, as the spec's schedule
+        opt.param_groups[0]["lr"] = 3e-4 + (3e-3 - 3e-4) * (1 + np.cos(np.pi * t / (steps_total - 1))) / 2
+        return base_batches(step)
+    loss_fn = lambda out, t: F_.cross_entropy(out.reshape(-1, out.shape[-1]), t.reshape(-1))
 else:
     sys.exit("unknown model " + model_name)
 

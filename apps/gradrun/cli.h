@@ -13,6 +13,10 @@
 #include "spec/spec.h"
 #include "train/engine.h"
 
+namespace gr {
+struct TrainedWeights;
+}
+
 namespace gr::cli {
 
 // A check or --expect comparison failed: exit 1 (the message is already printed; `what` repeats it
@@ -84,5 +88,9 @@ void add_diff(CLI::App& app);
 void add_regress(CLI::App& app);
 void add_cv(CLI::App& app);
 void add_sweep(CLI::App& app);
+void add_generate(CLI::App& app);
+// predict on a model trained on text data (cmd_generate.cpp): one CSV row per prompt of `data`.
+void predict_text(const Spec& spec, const TrainedWeights& w, Engine& engine, const std::string& data, const std::string& out,
+                  bool logits, bool quiet);
 
 }  // namespace gr::cli

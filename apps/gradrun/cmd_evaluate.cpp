@@ -57,6 +57,8 @@ void run_evaluate(const EvaluateFlags& f) {
   if (f.data.empty()) {  // the run's validation rows, split and standardized exactly as training did
     model = std::make_unique<Model>(spec, load_datasets(spec), w.real);  // an f32 run evaluates in f32
     const Datasets& d = model->data();
+    if (d.vocab != w.prep.vocab)  // text data: the ids must mean what they meant in training
+      throw InputError(spec.path, "/data/text", "the text's vocabulary differs from the one saved in " + w.path + " (the file changed since training); pass --data");
     for (size_t i = 0; i < spec.data->inputs.size(); ++i) {
       const InputPrep& ip = *w.prep.find(spec.data->inputs[i].name);
       if (d.mean[i] != ip.mean || d.std[i] != ip.std || d.fit[i] != ip.fit)

@@ -6,6 +6,10 @@
 #include <cstdio>
 #include <memory>
 
+#include <filesystem>
+
+#include "io/atomic_file.h"
+#include "spec/text_data.h"
 #include "cli.h"
 #include "io/safetensors.h"
 #include "spec/program.h"
@@ -36,6 +40,11 @@ void run_export(const ExportFlags& f) {
     parse_dtype(f.dtype, real);
     const OnnxExport e = export_onnx(program, w.file, w.prep, target.node, target.transform, real, target.units);
     write_onnx_export(e, f.out);
+    if (!w.prep.vocab.empty()) {  // a text model: its vocabulary beside the file (token id i is tokens[i])
+      const std::string vocab_file = (std::filesystem::path(f.out).replace_extension(".vocab.json")).string();
+      write_file_atomic(vocab_file, vocab_json(w.prep.vocab));
+      std::printf("wrote %s (the model's vocabulary)\n", vocab_file.c_str());
+    }
     for (const std::string& note : e.warnings) diag::warn("export onnx --dtype f64: " + note);
     std::printf("wrote %s (ONNX opset 13, %s, %zu nodes, %zu initializers); inputs (", f.out.c_str(),
                 real == DType::F64 ? "float64" : "float32", e.nodes, e.initializers);
@@ -49,6 +58,7 @@ void run_export(const ExportFlags& f) {
                      std::string(w.real == DType::F32 ? "float32" : "float64") + ")");
   const TorchExport e = export_torch(program, w.file, w.prep, target.node, target.transform, w.real, target.units);
   write_torch_export(e, f.out, spec.sha256);
+  if (!w.prep.vocab.empty()) write_file_atomic(f.out + "/vocab.json", vocab_json(w.prep.vocab));  // a text model's vocabulary
   std::printf("wrote %s/model.py and %s/state_dict.safetensors (%zu tensors, %s); forward(", f.out.c_str(), f.out.c_str(),
               e.state.size(), w.real == DType::F32 ? "float32" : "float64");
   for (size_t i = 0; i < e.input_names.size(); ++i) std::printf("%s%s", i ? ", " : "", e.input_names[i].c_str());

@@ -163,6 +163,10 @@ void run_inspect(const std::string& path) {
   if (spec.data)
     std::printf("data: %lld training rows, %lld validation rows, batch %lld\n", static_cast<long long>(data.train.rows),
                 static_cast<long long>(data.validation.rows), static_cast<long long>(p.batch * p.shards));
+  if (!data.vocab.empty())  // text data: windows of the file's tokens (docs/spec.md "Text data")
+    std::printf("text: %s, %zu %s, context %lld (rows are windows, the validation rows the last ones)\n",
+                spec.data->files.at("").c_str(), data.vocab.tokens.size(), data.vocab.kind.c_str(),
+                static_cast<long long>(data.vocab.context));
   // Rows that train and evaluate would refuse rather than leave out (trainer.h evaluate).
   if (spec.data)
     if (const int64_t unfit = unfit_last_batch(model, data.validation); unfit > 0)

@@ -16,7 +16,7 @@ struct PredictFlags {
   int threads = 1;
   std::string spec, weights, which = "best", data, out = "predictions.csv", device;
   int64_t batch = 0;
-  bool quiet = false;
+  bool quiet = false, logits = false;
 };
 
 void run_predict(const PredictFlags& f) {
@@ -26,6 +26,8 @@ void run_predict(const PredictFlags& f) {
   const TrainedWeights w = read_trained(spec, src.weights, f.which);
   // The spec's engine; the dtype is the weights' (what the run computed in), so predictions are its bytes.
   Engine engine = choose_engine(spec, f.device, to_string(w.real), false);
+  if (!w.prep.vocab.empty()) return predict_text(spec, w, engine, f.data, f.out, f.logits, f.quiet);  // prompts → next token
+  if (f.logits) throw UsageError("--logits applies to a model trained on text data");
   Model model(spec, shape_only_data(spec, w.prep), w.real);  // an f32 run predicts in f32
   model.load_params(w.file, w.path);
   const PredictTarget target = predict_target(model.program(), w.prep);
@@ -56,12 +58,13 @@ void add_predict(CLI::App& app) {
   c->add_option("--which", f->which, "A run folder's weights: best (weights.best.safetensors when early stopping wrote one, the "
                                      "default) | final (weights.safetensors)")
       ->check(CLI::IsMember({"best", "final"}));
-  c->add_option("--data", f->data, "Data to predict on: .csv, .npy, .npz or .safetensors, bound like the spec's data")->required();
+  c->add_option("--data", f->data, "Data to predict on: .csv, .npy, .npz or .safetensors, bound like the spec's data (a text model: prompts, one per line, or a .json array of strings)")->required();
   c->add_option("--out", f->out, "Output file: .csv (default predictions.csv), .npy or .safetensors");
   c->add_option("--device", f->device, "cpu (the CPU tape) | host | cuda (the device replay engine: the same bytes) | auto "
                                        "(default: the spec's device.kind)")
       ->check(CLI::IsMember({"cpu", "host", "cuda", "auto"}));
   c->add_option("--batch", f->batch, "Rows per recorded batch (default: the spec's batch_size)")->check(CLI::Range(1, 100000000));
+  c->add_flag("--logits", f->logits, "A text model: write the next token's logits instead of its probabilities");
   c->add_flag("--quiet,-q", f->quiet, "Print only errors");
   add_threads_option(c, f->threads);
   c->callback([f] { run_predict(*f); });

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "gr_ops_lane.h"
+#include "grad/row_lanes.h"
 #include "gr_ops_batch.h"
 #include "gr_ops_elementwise.h"
 #include "grad/owned.h"
@@ -290,21 +291,30 @@ struct TapeRules {
   void row() {
     if (!wants(n.a)) return;
     double* slot = t.ensure_grad(n.a);
-    const int64_t L = n.shape[n.shape.rank() - 1];
+    const int64_t L = n.shape[n.shape.rank() - 1], rows = n.numel() / L;
     const double* x = in(n.a).val;
-    for (int64_t r = 0; r < n.numel() / L; ++r) {
+    const R eps = static_cast<R>(n.scalar);
+    // Rows r .. r+h-1 through fn(g, x, y, slot) in R (f32: float copies, the slot goes back).
+    const auto run = [&](int64_t r, int64_t h, auto&& fn) {
+      const int64_t o = r * L, B = h * L;
       if constexpr (std::is_same_v<R, double>) {
-        row_bwd(n.op, g + r * L, x + r * L, n.val + r * L, slot + r * L, L, n.scalar);
+        fn(g + o, x + o, n.val + o, slot + o);
       } else {
-        float* w = t.scratch(static_cast<size_t>(4 * L));
-        narrow_lane(g + r * L, L, 1, w);
-        narrow_lane(x + r * L, L, 1, w + L);
-        narrow_lane(n.val + r * L, L, 1, w + 2 * L);
-        narrow_lane(slot + r * L, L, 1, w + 3 * L);
-        row_bwd(n.op, w, w + L, w + 2 * L, w + 3 * L, L, static_cast<float>(n.scalar));
-        widen_lane(w + 3 * L, L, slot + r * L, 1);
+        float* w = t.scratch(static_cast<size_t>(4 * B));
+        narrow_lane(g + o, B, 1, w);
+        narrow_lane(x + o, B, 1, w + B);
+        narrow_lane(n.val + o, B, 1, w + 2 * B);
+        narrow_lane(slot + o, B, 1, w + 3 * B);
+        fn(w, w + B, w + 2 * B, w + 3 * B);
+        widen_lane(w + 3 * B, B, slot + o, 1);
       }
-    }
+    };
+    // layer_norm: kRowBlock rows side by side (row_lanes.h: each row's bytes as the one-row rule's).
+    const int64_t blocked = n.op == Op::LayerNorm ? rows / kRowBlock * kRowBlock : 0;
+    for (int64_t r = 0; r < blocked; r += kRowBlock)
+      run(r, kRowBlock, [&](const R* gl, const R* xl, const R* yl, R* sl) { layer_norm_rows_bwd<kRowBlock>(gl, xl, yl, sl, L, eps); });
+    for (int64_t r = blocked; r < rows; ++r)
+      run(r, 1, [&](const R* gl, const R* xl, const R* yl, R* sl) { row_bwd(n.op, gl, xl, yl, sl, L, eps); });
   }
 
   // A batch-statistics op (batch_norm): its row's gr_<stem>_chan_bwd per channel (gr_ops_batch.h),

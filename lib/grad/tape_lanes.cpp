@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "gr_ops_lane.h"
+#include "grad/row_lanes.h"
 #include "grad/tape.h"
 #include "grad/tape_real.h"
 #include "tensor/reduce.h"
@@ -142,11 +143,21 @@ Var Tape::row_op(Op op, Var x, double eps) {
   if (!n->val) return Var{size() - 1};
   const int64_t L = in[in.rank() - 1];
   const double* px = nodes_[x.id].val;
+  const int64_t rows = in.numel() / L;
+  // layer_norm: kRowBlock rows side by side (row_lanes.h: each row's bytes as the one-row rule's).
+  const int64_t blocked = op == Op::LayerNorm ? rows / kRowBlock * kRowBlock : 0;
   if (real_ == DType::F64) {
-    for (int64_t r = 0; r < in.numel() / L; ++r) row_fwd(op, px + r * L, n->val + r * L, L, eps);
+    for (int64_t r = 0; r < blocked; r += kRowBlock) layer_norm_rows_fwd<kRowBlock>(px + r * L, n->val + r * L, L, eps);
+    for (int64_t r = blocked; r < rows; ++r) row_fwd(op, px + r * L, n->val + r * L, L, eps);
     return Var{size() - 1};
   }
-  for (int64_t r = 0; r < in.numel() / L; ++r) {
+  for (int64_t r = 0; r < blocked; r += kRowBlock) {
+    float* w = scratch(static_cast<size_t>(2 * kRowBlock * L));
+    narrow_lane(px + r * L, kRowBlock * L, 1, w);
+    layer_norm_rows_fwd<kRowBlock>(w, w + kRowBlock * L, L, static_cast<float>(eps));
+    widen_lane(w + kRowBlock * L, kRowBlock * L, n->val + r * L, 1);
+  }
+  for (int64_t r = blocked; r < rows; ++r) {
     float* row = scratch(static_cast<size_t>(2 * L));
     narrow_lane(px + r * L, L, 1, row);
     row_fwd(op, row, row + L, L, static_cast<float>(eps));

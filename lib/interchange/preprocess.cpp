@@ -9,6 +9,7 @@
 #include "spec/dataset.h"
 #include "spec/json_reader.h"
 #include "spec/spec.h"
+#include "spec/text_data.h"
 
 namespace gr {
 
@@ -22,6 +23,7 @@ const char* source_word(DataSpec::Source s) {
     case DataSpec::Source::Safetensors: return "safetensors";
     case DataSpec::Source::Npy: return "npy";
     case DataSpec::Source::Npz: return "npz";
+    case DataSpec::Source::Text: return "text";
   }
   return "?";
 }
@@ -93,6 +95,7 @@ Preprocessing make_preprocessing(const Spec& spec, const Datasets& data) {
   Preprocessing p;
   p.spec_sha256 = spec.sha256;
   if (!spec.data) return p;
+  p.vocab = data.vocab;
   for (size_t i = 0; i < spec.data->inputs.size(); ++i) {
     const InputSpec& in = spec.data->inputs[i];
     InputPrep ip;
@@ -163,7 +166,9 @@ std::string to_json(const Preprocessing& p) {
     if (f.has_threshold) j["threshold"] = f.threshold;
     inputs.push_back(std::move(j));
   }
-  return Json{{"spec_sha256", p.spec_sha256}, {"inputs", inputs}}.dump();
+  Json doc{{"spec_sha256", p.spec_sha256}, {"inputs", inputs}};
+  if (!p.vocab.empty()) doc["text"] = Json{{"kind", p.vocab.kind}, {"context", p.vocab.context}, {"tokens", p.vocab.tokens}};
+  return doc.dump();
 }
 
 Preprocessing preprocessing_from_json(const std::string& text) {
@@ -212,6 +217,9 @@ Preprocessing preprocessing_from_json(const std::string& text) {
       f.threshold = j.at("threshold").json().get<double>();
     }
     p.inputs.push_back(std::move(in));
+  }
+  if (root.has("text")) {  // text data: the vocabulary, checked as vocab.json is
+    p.vocab = vocab_from_json(root.at("text").json().dump(), file + " (text)");
   }
   return p;
 }

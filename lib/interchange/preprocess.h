@@ -58,6 +58,8 @@ struct OutputUnits {
 struct Preprocessing {
   std::string spec_sha256;
   std::vector<InputPrep> inputs;
+  // Text data: the vocabulary (saved as "text": {"kind", "context", "tokens"}; absent otherwise).
+  Vocab vocab;
   const InputPrep* find(const std::string& name) const;  // nullptr when absent
 };
 

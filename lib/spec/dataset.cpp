@@ -11,6 +11,7 @@
 #include "emit/bind_expr.h"
 #include "io/errors.h"
 #include "spec/random.h"
+#include "spec/text_data.h"
 
 namespace gr {
 
@@ -452,6 +453,7 @@ void gather_rows(const Tensor& src, std::span<const int64_t> rows, double* dst) 
 Datasets load_datasets(const Spec& spec) {
   Datasets out;
   if (!spec.data) return out;
+  if (spec.data->source == DataSpec::Source::Text) return load_text_datasets(spec);  // windows, split by position
   RawTable raw = read_raw(spec);
   const int64_t rows = raw.rows;
   const std::vector<int64_t> fold = spec.data->cv_folds > 0 ? assign_folds(spec, raw) : std::vector<int64_t>{};

@@ -64,8 +64,20 @@ struct InputFit {
 // A category's name as written in predictions and messages: the text, or the number's shortest form.
 std::string category_name(const DataValue& v);
 
+// A text data set's vocabulary (spec/text_data.h): token id i is tokens[i]; kind "chars" (UTF-8
+// code points) or "words"; empty kind: not text data. Saved in the run (vocab.json, and the
+// weights' preprocessing) so predict and generate read new text with the ids training used.
+struct Vocab {
+  std::string kind;
+  int64_t context = 0;
+  std::vector<std::string> tokens;  // sorted byte-wise, each once
+  bool empty() const { return kind.empty(); }
+  bool operator==(const Vocab&) const = default;
+};
+
 struct Datasets {
   DataTable train, validation;
+  Vocab vocab;  // text data only
   // Per input (spec order): the standardization statistics of the training rows, one per column;
   // both empty when the input is not standardized (saved with the weights: interchange/preprocess.h).
   std::vector<std::vector<double>> mean, std;

@@ -36,6 +36,8 @@ auto read_data_file(const Spec& spec, const std::string& key, const std::string&
 std::string RawTable::place(int64_t row) const { return csv ? "line " + std::to_string(lines.line(row)) : "row " + std::to_string(row); }
 
 RawTable read_raw(const Spec& spec) {
+  if (spec.data->source == DataSpec::Source::Text)  // no table: load_datasets and predict read text themselves
+    throw InputError(spec.path, "/data/text", "text data is not a table (this command reads CSV or tensor files only)");
   const DataSpec& d = *spec.data;
   RawTable t;
   if (d.source == DataSpec::Source::Csv) {

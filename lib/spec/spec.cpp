@@ -171,7 +171,9 @@ Spec parse_spec(const std::string& text, const std::string& path, const SpecOrig
     if (!names.insert(name).second) at.fail("name \"" + name + "\" is already defined");
   };
   if (s.data)
-    for (const InputSpec& in : s.data->inputs) define(in.name, JsonAt(doc["data"]["inputs"][in.name], in.pointer, path));
+    for (const InputSpec& in : s.data->inputs)  // text data names its two inputs in /data/tokens, /data/targets
+      define(in.name, s.data->source == DataSpec::Source::Text ? JsonAt(doc["data"], in.pointer, path)
+                                                               : JsonAt(doc["data"]["inputs"][in.name], in.pointer, path));
   if (root.has("params")) {
     const JsonAt ps = root.at("params");
     if (!ps.is_object()) ps.fail("expected an object {name: {shape, init}}");

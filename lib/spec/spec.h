@@ -88,8 +88,14 @@ struct InputSpec {
 };
 
 struct DataSpec {
-  enum class Source { Csv, Safetensors, Npy, Npz };
+  enum class Source { Csv, Safetensors, Npy, Npz, Text };
   Source source = Source::Csv;
+  // "text": FILE **(addition)** (docs/spec.md "Text data"; spec/text_data.h): the file's tokens
+  // ("vocab": "chars", UTF-8 code points, or "words", split on whitespace) cut into windows of
+  // `context` tokens; inputs[0] is the tokens input (ids [B, T]), inputs[1] the targets (the next
+  // token's ids [B, T]).
+  int64_t context = 0;
+  std::string vocab;  // "chars" | "words" (Text only)
   std::map<std::string, std::string> files;  // npy: tensor name → path; others: "" → path (resolved)
   std::vector<InputSpec> inputs;
   double validation = 0.0;

@@ -121,10 +121,39 @@ char read_delimiter(const JsonAt& j) {
   j.fail("unknown delimiter " + j.json().dump() + R"( (known: ",", ";", "\t", "|", and " " for runs of spaces))");
 }
 
+// "text": FILE with "context", "vocab", "tokens", "targets", "validation" (docs/spec.md "Text data").
+DataSpec read_text_data(const JsonAt& j, const std::string& dir) {
+  j.only_keys({"text", "context", "vocab", "tokens", "targets", "validation"});
+  for (const char* k : {"csv", "safetensors", "npy", "npz"})
+    if (j.has(k)) j.at(k).fail("data needs exactly one source: csv, safetensors, npy, npz or text");
+  DataSpec d;
+  d.source = DataSpec::Source::Text;
+  d.files[""] = (std::filesystem::path(dir) / j.at("text").str()).lexically_normal().string();
+  d.context = j.at("context").integer(1, 1 << 20);
+  d.vocab = j.has("vocab") ? j.at("vocab").str() : "chars";
+  if (d.vocab != "chars" && d.vocab != "words")
+    j.at("vocab").fail("unknown vocabulary \"" + d.vocab + "\" (known: chars, words)");
+  InputSpec x, y;
+  x.name = j.has("tokens") ? j.at("tokens").str() : "x";
+  x.pointer = j.has("tokens") ? "/data/tokens" : "/data";
+  y.name = j.has("targets") ? j.at("targets").str() : "y";
+  y.pointer = j.has("targets") ? "/data/targets" : "/data";
+  if (x.name == y.name) j.at(j.has("targets") ? "targets" : "tokens").fail("the tokens and the targets need two different names");
+  x.tensor = "tokens", y.tensor = "targets";
+  x.row_shape = y.row_shape = {d.context};
+  d.inputs = {x, y};
+  if (j.has("validation")) {
+    d.validation = j.at("validation").number();
+    if (d.validation < 0 || d.validation >= 1) j.at("validation").fail("validation must be a fraction in [0, 1)");
+  }
+  return d;
+}
+
 }  // namespace
 
 DataSpec read_data(const JsonAt& j, const std::string& dir) {
-  j.only_keys({"csv", "safetensors", "npy", "npz", "inputs", "validation", "delimiter", "quote", "na_values", "cv"});
+  if (j.has("text")) return read_text_data(j, dir);
+  j.only_keys({"csv", "safetensors", "npy", "npz", "text", "inputs", "validation", "delimiter", "quote", "na_values", "cv"});
   DataSpec d;
   int sources = 0;
   auto path_of = [&](const JsonAt& p) { return (std::filesystem::path(dir) / p.str()).lexically_normal().string(); };
@@ -143,7 +172,7 @@ DataSpec read_data(const JsonAt& j, const std::string& dir) {
         d.files[it.key()] = path_of(npy.at(it.key()));
     }
   }
-  if (sources != 1) j.fail("data needs exactly one source: csv, safetensors, npy or npz");
+  if (sources != 1) j.fail("data needs exactly one source: csv, safetensors, npy, npz or text");
   for (const char* k : {"delimiter", "quote", "na_values"})
     if (j.has(k) && d.source != DataSpec::Source::Csv) j.at(k).fail(std::string("\"") + k + "\" applies to CSV data only");
   if (j.has("delimiter")) d.delimiter = read_delimiter(j.at("delimiter"));

@@ -1,5 +1,7 @@
 #include "train/predict.h"
 
+#include "spec/text_data.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -140,6 +142,11 @@ PredictTarget predict_target(const Program& p, const Preprocessing& prep) {
 
 std::vector<std::string> class_names(const Program& p, const Preprocessing& prep, int64_t width) {
   const Spec& spec = *p.spec;
+  if (!prep.vocab.empty() && width == static_cast<int64_t>(prep.vocab.tokens.size())) {  // text: the classes are the tokens
+    std::vector<std::string> names;
+    for (const std::string& t : prep.vocab.tokens) names.push_back(token_label(t));
+    return names;
+  }
   std::string label = spec.metrics.accuracy ? spec.metrics.labels : "";
   if (label.empty()) {  // the classification loss's labels: softmax_cross_entropy / cross_entropy / bce_with_logits
     for (const NodeSpec& n : spec.graph) {
@@ -217,6 +224,7 @@ Datasets shape_only_data(const Spec& spec, const Preprocessing& prep) {
 }
 
 DataTable read_data_file(const Spec& spec, const Preprocessing& prep, const std::string& file, const std::vector<bool>& needed) {
+  if (spec.data && spec.data->source == DataSpec::Source::Text) return read_text_windows(spec, prep.vocab, file);  // all windows
   Spec s = spec;
   DataSpec& d = *s.data;
   const std::string ext = std::filesystem::path(file).extension().string();

@@ -44,7 +44,8 @@ extern "C" void on_stop_signal(int sig) {
 
 // The gradrun files of a run folder (docs/cli.md, train).
 constexpr const char* kRunFiles[] = {"run.json", "loss.csv", "metrics.csv", "loss.svg", "weights.safetensors",
-                                     "weights.best.safetensors", "init.safetensors", "spec.json", "receipt.json", "checkpoint"};
+                                     "weights.best.safetensors", "init.safetensors", "spec.json", "receipt.json", "checkpoint",
+                                     "vocab.json"};
 
 }  // namespace
 

@@ -18,6 +18,7 @@
 #include "io/limits.h"
 #include "io/safetensors.h"
 #include "io/seal.h"
+#include "spec/text_data.h"
 #include "spec/random.h"
 #include "tensor/diag.h"
 #include "tensor/parallel.h"
@@ -198,6 +199,7 @@ void TrainRun::start_or_resume() {
       // is (status running: killed-or-unknown), so the same run may start there again.
       say_running();
       write_run_spec(o.out_dir, spec);  // the spec as trained: the run folder alone is the model
+      if (!model.data().vocab.empty()) write_file_atomic(o.out_dir + "/vocab.json", vocab_json(model.data().vocab));
       write_sealed_safetensors(o.out_dir + "/init.safetensors", model.param_views(),
                                {{"spec", spec.source}, {"spec_sha256", spec.sha256}, {"steps", "0"}, {"format", kWeightsFormat}});
     }
@@ -241,6 +243,7 @@ void TrainRun::start_or_resume() {
     if (fs::exists(init)) write_file_atomic(o.out_dir + "/init.safetensors", read_file(init));
   }
   if (writer) write_run_spec(o.out_dir, spec);  // also in place: a folder from before spec.json gains one
+  if (writer && !model.data().vocab.empty()) write_file_atomic(o.out_dir + "/vocab.json", vocab_json(model.data().vocab));
   target = r.target_epochs;
   wrote_checkpoint = first_epoch > 0 || first_step > 0;  // a resumed run has its checkpoint on disk already
   checkpoint_where = wrote_checkpoint ? fs::path(resumed_from).parent_path().string() : ckpt_dir;

@@ -1,0 +1,63 @@
+// row_lanes.h — layer_norm over W rows side by side on the CPU tape (forward and backward).
+//
+// Shapes: x, y, g, slot are W contiguous rows of len elements each (row w at offset w·len), the
+// last axis of a [..., len] tensor. Each row's arithmetic is exactly gr_layer_norm_lane_fwd/_bwd's
+// (kernels/gr_ops_lane.h): the same gr_radd/gr_rmul/... steps, every sum one ascending chain of its
+// own row, so every output byte equals the one-row functions'. Why: one row's sums are serial
+// dependency chains (len adds at the add latency each); W independent rows interleaved keep the
+// adder busy (and let the compiler vectorize across rows), which is where layer_norm's time went
+// (issue 43 item 8: 5 layer_norms over 512 rows of 64 per step of the words transformer).
+#pragma once
+#include <cstdint>
+
+#include "gr_ops_lane.h"
+
+namespace gr {
+
+// Rows per block: 8 doubles fill an AVX-512 vector (one lane per row).
+constexpr int kRowBlock = 8;
+
+// mean[w] and r[w] = 1/sqrt(var + eps) of each row, as gr_layer_norm_stats.
+template <int W, class T>
+inline void layer_norm_rows_stats(const T* x, int64_t len, T eps, T* mean, T* r) {
+  T s[W], v[W];
+  for (int w = 0; w < W; ++w) s[w] = T(0), v[w] = T(0);
+  for (int64_t k = 0; k < len; ++k)
+    for (int w = 0; w < W; ++w) s[w] = gr_radd(s[w], x[w * len + k]);
+  for (int w = 0; w < W; ++w) mean[w] = gr_rdiv(s[w], (T)len);
+  for (int64_t k = 0; k < len; ++k)
+    for (int w = 0; w < W; ++w) {
+      const T d = gr_rsub(x[w * len + k], mean[w]);
+      v[w] = gr_radd(v[w], gr_rmul(d, d));
+    }
+  for (int w = 0; w < W; ++w) r[w] = gr_rdiv(T(1), gr_sqrt(gr_radd(gr_rdiv(v[w], (T)len), eps)));
+}
+
+template <int W, class T>
+inline void layer_norm_rows_fwd(const T* x, T* y, int64_t len, T eps) {
+  T mean[W], r[W];
+  layer_norm_rows_stats<W>(x, len, eps, mean, r);
+  for (int w = 0; w < W; ++w)
+    for (int64_t k = 0; k < len; ++k) y[w * len + k] = gr_rmul(gr_rsub(x[w * len + k], mean[w]), r[w]);
+}
+
+template <int W, class T>
+inline void layer_norm_rows_bwd(const T* g, const T* x, const T* y, T* slot, int64_t len, T eps) {
+  T mean[W], r[W], sg[W], sgy[W];
+  layer_norm_rows_stats<W>(x, len, eps, mean, r);
+  for (int w = 0; w < W; ++w) sg[w] = T(0), sgy[w] = T(0);
+  for (int64_t k = 0; k < len; ++k)
+    for (int w = 0; w < W; ++w) {
+      sg[w] = gr_radd(sg[w], g[w * len + k]);
+      sgy[w] = gr_radd(sgy[w], gr_rmul(g[w * len + k], y[w * len + k]));
+    }
+  for (int w = 0; w < W; ++w) {
+    const T mg = gr_rdiv(sg[w], (T)len), mgy = gr_rdiv(sgy[w], (T)len);
+    for (int64_t k = 0; k < len; ++k) {
+      const int64_t i = w * len + k;
+      slot[i] = gr_radd(slot[i], gr_rmul(r[w], gr_rsub(gr_rsub(g[i], mg), gr_rmul(y[i], mgy))));
+    }
+  }
+}
+
+}  // namespace gr
