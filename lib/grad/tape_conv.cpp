@@ -176,6 +176,10 @@ template <class R>
 bool conv_dx(const double* gy, const double* w, const gr_window& g, double* acc, ConvScratch<R>& s) {
   constexpr int L = Simd<R>::W;
   if (g.sh != 1 || g.sw != 1) return false;
+  // Each row computes W·KW column taps of which OW·KW land; under 3/4 (a "valid" conv of a small image)
+  // the product path is faster: LeNet conv2 (OW 10 of W 14) 1.65 against 2.03 ms f64, 1.02 against 1.09
+  // f32, while digits conv2 ("same") is 0.33 against 0.36 and 0.18 against 0.30 (12-04, 06:53).
+  if (4 * g.ow < 3 * g.w) return false;
   for (int64_t e = 0; e < g.f * (g.c / g.groups) * g.kh * g.kw; ++e)
     if (!std::isfinite(static_cast<R>(w[e]))) return false;
   const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow, NB = (g.n + L - 1) / L;
