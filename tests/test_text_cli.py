@@ -229,6 +229,16 @@ refused(("train", bad_spec("inputs", {"text": short, "context": 1, "inputs": {}}
 badutf = os.path.join(tmp, "bad.txt")
 open(badutf, "wb").write(b"ab\ncd\n\xff\n")
 refused(("train", bad_spec("utf", {"text": badutf, "context": 1}), "--out", os.path.join(tmp, "x")), "line 3", "malformed UTF-8")
+# A text with more distinct characters than the example's embedding table (27 rows): the located id
+# error says what to resize.
+wide = os.path.join(tmp, "wide.txt")
+open(wide, "w").write("the Quick brown fox, 0123456789 JUMPS over the lazy dog!\n" * 40)
+ws = json.load(open(os.path.join(ROOT, "specs", "words-transformer.json")))
+ws["data"]["text"] = wide
+wide_spec = os.path.join(tmp, "wide.json")
+json.dump(ws, open(wide_spec, "w"))
+refused(("train", wide_spec, "--out", os.path.join(tmp, "x")), "/graph/0/inputs/0", "embedding's table has 27 rows",
+        "more distinct tokens", "gradrun inspect")
 iris = os.path.join(tmp, "iris")
 run("train", os.path.join(ROOT, "specs", "iris.json"), "--out", iris, "--quiet", "--epochs", "1")
 refused(("generate", iris, "--tokens", "3"), "not trained on text data")

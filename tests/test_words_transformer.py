@@ -13,18 +13,26 @@
   each): the engines are compared here on one epoch instead.
 - f64 and f32: one epoch on the CPU tape, host per-node and host fused gives the same loss.csv and
   weights (bytes).
+- Both exports reproduce `predict`'s next-token probabilities on 32 prompts cut from the validation
+  windows (the exports end in the spec's softmax transform, as predict does): the torch module
+  (float64) to 1e-12, the ONNX model in onnxruntime-node (tools/onnxrt) in f64 to 1e-12 and in f32
+  to 1e-5 (needs torch and onnxruntime-node, as scripts/setup installs).
 - `generate` from the trained model writes the same words on cpu (1 and 2 threads), host and host
   --fuse; the Python sampler reproduces them from `predict --logits` (the padding after the prompt
   is invisible to the causal model).
 Prints the numbers (bigram and transformer validation loss, a sample) for README/docs.
 """
 import csv
+import importlib.util
 import json
 import math
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+
+import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GR = sys.argv[1]
@@ -81,6 +89,43 @@ for dtype in ("f64", "f32"):
         check(tensors(os.path.join(d, "weights.safetensors")) == tensors(os.path.join(runs[0], "weights.safetensors")),
               "%s %s: weights differ from the CPU tape" % (dtype, d))
 
+# ---- both exports against predict ------------------------------------------------------------------
+prompts = ["".join(vocab[i] for i in xs[n_train + k][: 1 + k % T]) for k in range(32)]
+pf, lo = os.path.join(tmp, "prompts.json"), os.path.join(tmp, "val-probs.csv")
+json.dump(prompts, open(pf, "w"))
+run("predict", out, "--data", pf, "--out", lo, "--quiet")
+want = np.array([[float(v) for v in r[2:]] for r in list(csv.reader(open(lo, newline="")))[1:]]) if os.path.exists(lo) else None
+check(want is not None and want.shape == (32, V), "predict: %s" % (None if want is None else want.shape,))
+X = np.zeros((32, T))  # the prompts right-padded with id 0, as predict feeds them (docs/cli.md)
+for k, pr in enumerate(prompts):
+    X[k, : len(pr)] = [vocab.index(c) for c in pr]
+last = [len(pr) - 1 for pr in prompts]
+tdir = os.path.join(tmp, "torch")
+run("export", out, "--format", "torch", "--out", tdir)
+import torch  # noqa: E402  (scripts/setup installs python3-torch)
+spec_mod = importlib.util.spec_from_file_location("words_model", os.path.join(tdir, "model.py"))
+mod = importlib.util.module_from_spec(spec_mod)
+spec_mod.loader.exec_module(mod)
+with torch.no_grad():
+    got = mod.Model.from_dir(tdir)(torch.tensor(X)).numpy()
+got = got[np.arange(32), last]
+err = np.abs(got - want).max() if want is not None else math.inf
+check(err < 1e-12, "torch export vs predict: max |diff| %.3g" % err)
+print("torch export vs predict: max |diff| %.2g" % err)
+feeds = os.path.join(tmp, "feeds.json")
+json.dump({"x": {"dims": [32, T], "data": X.reshape(-1).tolist()}}, open(feeds, "w"))
+for dtype, tol in (("f64", 1e-12), ("f32", 1e-5)):
+    model = os.path.join(tmp, "words-%s.onnx" % dtype)
+    run("export", out, "--format", "onnx", "--dtype", dtype, "--out", model)
+    r = subprocess.run(["node", os.path.join(ROOT, "tools", "onnxrt", "run.js"), model, feeds], capture_output=True, text=True)
+    check(r.returncode == 0, "onnxruntime (%s): %s" % (dtype, r.stderr[-600:]))
+    if r.returncode == 0 and want is not None:
+        o = list(json.loads(r.stdout).values())[0]
+        got = np.array(o["data"]).reshape(o["dims"])[np.arange(32), last]
+        err = np.abs(got - want).max()
+        check(err <= tol, "onnxruntime (%s) vs predict: max |diff| %.3g" % (dtype, err))
+        print("onnxruntime %s vs predict: max |diff| %.2g" % (dtype, err))
+
 # ---- generate ---------------------------------------------------------------------------------------------------
 gen = os.path.join(tmp, "gen.json")
 args = ("--prompt", "", "--tokens", "60", "--seed", "1", "--temperature", "0.8")
@@ -100,4 +145,4 @@ check(mine == made, "the Python sampler gives %s, gradrun %s" % (mine, made))
 print("generated (seed 1, temperature 0.8): " + " ".join(sample.split()))
 
 shutil.rmtree(tmp, ignore_errors=True)
-sys.exit(cli.finish("words_transformer: beats the bigram (%.4f < %.4f), f32 engines agree, generate reproduced" % (e["loss"], bigram)))
+sys.exit(cli.finish("words_transformer: beats the bigram (%.4f < %.4f), golden log, engines f64/f32 agree, exports = predict, generate reproduced" % (e["loss"], bigram)))

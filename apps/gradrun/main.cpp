@@ -93,6 +93,8 @@ TrainedSource trained_source(const std::string& spec_or_run, const std::string& 
   if (std::filesystem::is_directory(spec_or_run, ec))
     throw InputError(spec_or_run, "", "this folder holds no spec.json, so it is not a run folder of this gradrun (a run from "
                                       "before runs kept their spec?); give the spec file and --weights " + spec_or_run);
+  if (!std::filesystem::exists(spec_or_run, ec))  // a mistyped run folder: say so, not "--weights is needed"
+    throw InputError(spec_or_run, "", "no such run folder or spec file");
   if (weights_flag.empty())
     throw UsageError("--weights RUN_DIR|FILE is needed with a spec file (or give the run folder alone: it holds its spec)");
   return {load_with_overrides(spec_or_run, {}), weights_flag};

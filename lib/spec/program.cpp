@@ -402,6 +402,11 @@ void check_node_token_ids(const Program& p, const ProgramNode& pn, const DataTab
     return static_cast<size_t>(r) < table.source_rows.size() ? table.source_rows[static_cast<size_t>(r)] : r;
   };
   const int64_t cols = t.shape().rank() >= 1 && t.shape()[0] > 0 ? t.numel() / t.shape()[0] : 1;
+  // Text data's ids are the vocabulary's: the usual cause is a table sized for another text.
+  const std::string text_hint = p.spec->data && p.spec->data->source == DataSpec::Source::Text
+                                    ? "; the text has more distinct tokens than that: `gradrun inspect` shows how many, size "
+                                      "the table and the logits to match"
+                                    : "";
   for (int64_t e = 0; e < t.numel(); ++e) {
     const double v = t.data()[e];
     if (v >= 0.0 && v < static_cast<double>(V) && v == static_cast<double>(static_cast<int64_t>(v))) continue;
@@ -409,7 +414,7 @@ void check_node_token_ids(const Program& p, const ProgramNode& pn, const DataTab
                      "row " + std::to_string(source_row(e / cols)) + ", column " + std::to_string(e % cols) + " of " +
                          (file.empty() ? whose : file + " (" + whose + ")") + " has id " + number_text(v) + " in \"" + name +
                          "\", not an integer in [0, " + std::to_string(V) + ") (embedding's table has " + std::to_string(V) +
-                         " rows)");
+                         " rows" + text_hint + ")");
   }
 }
 }  // namespace
