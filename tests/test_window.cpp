@@ -1,10 +1,11 @@
 // test_window.cpp — the window ops (conv2d, max_pool2d, avg_pool2d): the CPU tape's values and
 // gradients equal the one definition (kernels/gr_ops_window.h, per element) byte for byte over random
-// geometries, f64 and f32 (conv2d's im2col + matmul path is the fast version of those chains, as
-// matmul_exact is of matmul_reference); the tape's and the spec's located errors; and, with
+// geometries, f64 and f32 (conv2d's direct and im2col + matmul paths and the pools' by-window loops
+// are the fast versions of those chains, as matmul_exact is of matmul_reference); the tape's and the spec's located errors; and, with
 // GR_WINDOW_BENCH=1, the forward/backward GFLOP/s of LeNet's conv2 and a digits-CNN-sized conv.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -22,6 +23,7 @@
 #include "spec/spec.h"
 #include "support/rng.h"
 #include "tensor/matmul.h"
+#include "tensor/matmul_simd.h"
 
 using namespace gr;
 using gr::test::Rng;
@@ -150,6 +152,38 @@ TEST_CASE("window ops: the CPU tape equals the per-element definition byte for b
   std::printf("window: %d random geometries, f64 and f32, values and gradients equal the definition\n", geometries);
 }
 
+// The direct conv paths put one sample per SIMD lane (8 doubles or 16 floats): batches of 1-3 above
+// fill part of one block; these fill several, with a partial last one.
+TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for byte (f64, f32)", "[window]") {
+  Rng rng(0x1A4E5);
+  for (const Op op : {Op::Conv2d, Op::MaxPool2d, Op::AvgPool2d})
+    for (int i = 0; i < 12; ++i) {
+      Geometry g = draw_geometry(rng, op);
+      g.x = Shape{i % 2 ? 19 : 33, g.x[1], g.x[2], g.x[3]};
+      INFO(describe(g));
+      check_geometry<double>(g, 5000 + static_cast<uint64_t>(i));
+      check_geometry<float>(g, 5000 + static_cast<uint64_t>(i));
+    }
+  // 5×5 kernels (LeNet's; the random draws stop at 4): valid, same, and stride 2 with padding
+  for (int i = 0; i < 3; ++i) {
+    Geometry g{Op::Conv2d, Shape{19, 3, 12, 11}, Shape{6, 3, 5, 5}, {}};
+    g.at.pad = i == 1 ? WindowAttrs::Pad::Same : i == 2 ? WindowAttrs::Pad::Explicit : WindowAttrs::Pad::Valid;
+    if (i == 2) g.at.sh = g.at.sw = 2, g.at.ph = g.at.pw = 2;
+    INFO(describe(g));
+    check_geometry<double>(g, 6000 + static_cast<uint64_t>(i));
+    check_geometry<float>(g, 6000 + static_cast<uint64_t>(i));
+  }
+  // one input channel and a Col of >= 2^19 taps: tape_conv.cpp's direct dW (smaller ones take the product)
+  for (int i = 0; i < 2; ++i) {
+    Geometry g{Op::Conv2d, Shape{19, 1, i ? 80 : 60, i ? 77 : 60}, Shape{6, 1, 5, i ? 4 : 5}, {}};
+    g.at.pad = i ? WindowAttrs::Pad::Explicit : WindowAttrs::Pad::Same;
+    if (i) g.at.sh = g.at.sw = 2, g.at.ph = g.at.pw = 2;
+    INFO(describe(g));
+    check_geometry<double>(g, 7000 + static_cast<uint64_t>(i));
+    check_geometry<float>(g, 7000 + static_cast<uint64_t>(i));
+  }
+}
+
 TEST_CASE("window ops: max_pool2d sends the gradient to the first largest cell, a NaN wins", "[window]") {
   Tape t;
   // one window of four: ties at 1 and 3 (the first wins), and a NaN window
@@ -211,7 +245,36 @@ TEST_CASE("window ops: spec attributes, the conv2d bias lowering and located err
         std::string::npos);
 }
 
-// GR_WINDOW_BENCH=1: GFLOP/s of conv2d forward and backward (dx + dW) on the tape, 1 thread.
+// The vector FMA peak of this core in T (12 independent chains of Simd<T>::fma, the step every conv and
+// matmul path uses), GFLOP/s: the denominator of the bench's "% of peak", measured in the same run.
+template <class T>
+double fma_peak_gflops() {
+  using S = gr::detail::Simd<T>;
+  using V = typename S::V;
+  constexpr int kChains = 12;
+  constexpr int64_t kIters = 5'000'000;
+  double best = 0;
+  for (int r = 0; r < 3; ++r) {
+    V acc[kChains];
+    for (int c = 0; c < kChains; ++c) acc[c] = V{} + T(1 + c * 1e-3);  // distinct, so no two chains fold into one
+    T y = T(1e-9);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t it = 0; it < kIters; ++it) {
+      asm volatile("" : "+x"(y));
+#pragma GCC unroll 16
+      for (int c = 0; c < kChains; ++c) acc[c] = S::fma(acc[c], y, acc[c]);
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    T sink = 0;
+    for (int c = 0; c < kChains; ++c) sink += acc[c][0];
+    if (sink == T(42)) std::printf(" ");
+    best = std::max(best, 2.0 * S::W * kChains * static_cast<double>(kIters) / s * 1e-9);
+  }
+  return best;
+}
+
+// GR_WINDOW_BENCH=1: GFLOP/s of conv2d forward and backward (dx + dW) on the tape, 1 thread, and the
+// share of the FMA peak measured in the same run.
 TEST_CASE("window ops: conv2d GFLOP/s (GR_WINDOW_BENCH=1)", "[window][bench]") {
   const char* want = std::getenv("GR_WINDOW_BENCH");  // 1: every layer; else a word of the layer's name
   if (!want) return;
@@ -229,13 +292,20 @@ TEST_CASE("window ops: conv2d GFLOP/s (GR_WINDOW_BENCH=1)", "[window][bench]") {
       {"digits conv2 (64x16x4x4, 32x16x3x3, same)", Shape{64, 16, 4, 4}, Shape{32, 16, 3, 3}, same},
       {"digits conv1 (64x1x8x8, 16x1x3x3, same)", Shape{64, 1, 8, 8}, Shape{16, 1, 3, 3}, same},
   };
+  const double peak64 = fma_peak_gflops<double>(), peak32 = fma_peak_gflops<float>();
+  std::printf("FMA peak (1 core): f64 %.1f GFLOP/s, f32 %.1f GFLOP/s\n", peak64, peak32);
   for (const DType dt : {DType::F64, DType::F32})
     for (const Layer& l : layers) {
       if (!only.empty() && std::string(l.name).find(only) == std::string::npos) continue;
+      const double peak = dt == DType::F32 ? peak32 : peak64;
       Rng rng(7);
       Tape t(dt);
-      const Var x = t.param(l.x, rng.uniform_vec(l.x.numel(), -1.0, 1.0));
-      const Var w = t.param(l.w, rng.uniform_vec(l.w.numel(), -1.0, 1.0));
+      // GR_WINDOW_SIDE=x or w: only that side's gradient (the other input a constant)
+      const char* side_env = std::getenv("GR_WINDOW_SIDE");
+      const std::string side = side_env ? side_env : "";
+      const auto x_vals = rng.uniform_vec(l.x.numel(), -1.0, 1.0), w_vals = rng.uniform_vec(l.w.numel(), -1.0, 1.0);
+      const Var x = side == "w" ? t.constant(l.x, x_vals) : t.param(l.x, x_vals);
+      const Var w = side == "x" ? t.constant(l.w, w_vals) : t.param(l.w, w_vals);
       const int32_t mark = t.mark();
       double fwd = 1e30, bwd = 1e30;
       double flops = 0;
@@ -253,8 +323,11 @@ TEST_CASE("window ops: conv2d GFLOP/s (GR_WINDOW_BENCH=1)", "[window][bench]") {
         const gr_window& g = t.node(y).win;
         flops = 2.0 * static_cast<double>(g.n * g.f * g.oh * g.ow) * static_cast<double>(g.c / g.groups * g.kh * g.kw);
       }
-      std::printf("conv2d %s %-44s forward %7.2f GFLOP/s (%.3f ms)  backward dx+dW %7.2f GFLOP/s (%.3f ms)\n",
-                  dt == DType::F32 ? "f32" : "f64", l.name, flops / fwd * 1e-9, fwd * 1e3, 2 * flops / bwd * 1e-9, bwd * 1e3);
+      const double bwd_flops = side.empty() ? 2 * flops : flops;
+      std::printf("conv2d %s %-44s forward %7.2f GFLOP/s %3.0f%% (%.3f ms)  backward %s %7.2f GFLOP/s %3.0f%% (%.3f ms)\n",
+                  dt == DType::F32 ? "f32" : "f64", l.name, flops / fwd * 1e-9, 100 * flops / fwd * 1e-9 / peak, fwd * 1e3,
+                  side == "x" ? "dx" : side == "w" ? "dW" : "dx+dW", bwd_flops / bwd * 1e-9, 100 * bwd_flops / bwd * 1e-9 / peak,
+                  bwd * 1e3);
     }
 }
 

@@ -1,18 +1,19 @@
 // tape_window.cpp — the window ops (Class Window: conv2d, max_pool2d, avg_pool2d) on the CPU tape:
 // the geometry check and resolution, the forward, and the backward rules (called from backward.cpp).
 //
-// Every element is the one definition of kernels/gr_ops_window.h (docs/numerics.md "conv2d"). The
-// pools call those functions per element. conv2d runs them as products, arranged so that each output
-// element is exactly that fma chain (tests/test_window.cpp checks the bytes against the functions):
-//   forward  per group: Yᵀ[(n,p), f] = Col[(n,p), k] · W[f, k]ᵀ   k = (c, i, j) ascending, p = (oh, ow)
-//   dW       per group: dWᵀ[k, f]    = Col[(n,p), k]ᵀ · G[(n,p), f]  one chain over (n, oh, ow) ascending,
+// Every element is the one definition of kernels/gr_ops_window.h (docs/numerics.md "conv2d"); tests/
+// test_window.cpp checks the bytes of every path below against those functions. The pools run by window
+// (the winner found once per window, the backward a scatter in window order). conv2d:
+//   forward  direct, vectorized across the batch (tape_conv.cpp): each output the fma chain over
+//            (c, i, j) ascending
+//   dx       stride 1: direct, the same way (tape_conv.cpp); else the product D[k, (n,p)] = W[f, k]ᵀ ·
+//            G[(n,p), f]ᵀ (the chain over f), then col2im adds each D into the input cell it came from,
+//            per sample (c, i, j) ascending: per cell (i, j) ascending, then slot = slot + acc
+//   dW       per group: dWᵀ[k, f] = ColT[k, (n,p)] · G[(n,p), f]  one chain over (n, oh, ow) ascending,
 //            then slot = slot + acc
-//   dx       per group: D[k, (n,p)]  = W[f, k]ᵀ · G[(n,p), f]ᵀ       the chain over f, then col2im adds
-//            each D into the input cell it came from, per sample (c, i, j) ascending: per cell (i, j)
-//            ascending, then slot = slot + acc
-// Col is im2col over the padded input, one row per output position (padding 0, so a padded tap is the
+// ColT is im2col transposed over the padded input, a row per tap (padding 0, so a padded tap is the
 // same fma step), built as doubles that hold the tape's values (floats on an f32 tape: matmul_in
-// narrows them as it packs). The tall products (rows = N·OH·OW) are the shape the matmul is fast at.
+// narrows them as it packs); its long rows (k = N·OH·OW) are the shape the matmul is fast at.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -23,6 +24,13 @@
 #include "tensor/matmul.h"
 
 namespace gr {
+
+template <class R>
+void conv2d_direct(const double* x, const double* w, const gr_window& g, double* y);  // tape_conv.cpp
+template <class R>
+bool conv2d_direct_dx(const double* gy, const double* w, const gr_window& g, double* acc);  // tape_conv.cpp
+template <class R>
+bool conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out);  // tape_conv.cpp
 
 namespace {
 
@@ -37,54 +45,35 @@ void same_pads(int64_t in, int64_t k, int64_t s, int64_t d, long long& lo, long 
   hi = total - lo;
 }
 
-// im2col of one group: col[(n·P + p)·K + k] = xp[n, c0 + c, ih, iw] for p = (oh, ow), k = (c, i, j).
-// Row by row (one output position each); a row's taps that all lie inside x's row (dilation 1) are one
-// copy of KW elements, KW a constant when the kernel is at most 7 wide (a few vector moves).
-template <int KW>
-void im2col_rows(const double* x, const gr_window& g, int64_t c0, double* col) {
-  const int64_t cg = g.c / g.groups, K = cg * g.kh * g.kw;
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t oh = 0; oh < g.oh; ++oh)
-      for (int64_t ow = 0; ow < g.ow; ++ow) {
-        double* row = col + ((n * g.oh + oh) * g.ow + ow) * K;
-        const int64_t iw0 = ow * g.sw - g.pl;
-        const bool inside_w = KW > 0 && iw0 >= 0 && iw0 + KW - 1 < g.w;
-        for (int64_t c = 0; c < cg; ++c) {
-          const double* plane = x + (n * g.c + c0 + c) * g.h * g.w;
-          for (int64_t i = 0; i < g.kh; ++i) {
+// Col transposed, colt[k·N·P + n·P + p] (a row per tap k = (c, i, j), over (n, oh, ow)): for dW, whose
+// chains run over (n, oh, ow). A row is OH runs of OW taps; with stride 1 a run is one copy from x's row
+// between zeros, so building it costs about one pass over Col's bytes (im2col's rows are KW short).
+void im2col_t(const double* x, const gr_window& g, int64_t c0, double* colt) {
+  const int64_t cg = g.c / g.groups, P = g.oh * g.ow, NP = g.n * P;
+  for (int64_t c = 0; c < cg; ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) {
+        double* row = colt + ((c * g.kh + i) * g.kw + j) * NP;
+        // the columns ow whose tap j lands inside x's row: 0 <= ow·sw − pl + j·dw < W
+        const int64_t off = j * g.dw - g.pl;
+        const int64_t ow0 = std::min<int64_t>(g.ow, off >= 0 ? 0 : (-off + g.sw - 1) / g.sw);
+        const int64_t ow1 = std::max<int64_t>(ow0, std::min<int64_t>(g.ow, g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1));
+        for (int64_t n = 0; n < g.n; ++n)
+          for (int64_t oh = 0; oh < g.oh; ++oh) {
+            double* out = row + n * P + oh * g.ow;
             const int64_t ih = oh * g.sh - g.pt + i * g.dh;
-            double* out = row + (c * g.kh + i) * g.kw;
             if (ih < 0 || ih >= g.h) {
-              for (int64_t j = 0; j < g.kw; ++j) out[j] = 0.0;
+              std::fill(out, out + g.ow, 0.0);
               continue;
             }
-            const double* src = plane + ih * g.w + iw0;
-            if constexpr (KW > 0) {
-              if (inside_w) {
-                std::memcpy(out, src, sizeof(double) * KW);
-                continue;
-              }
-            }
-            for (int64_t j = 0; j < g.kw; ++j) {
-              const int64_t iw = iw0 + j * g.dw;
-              out[j] = (iw >= 0 && iw < g.w) ? src[j * g.dw] : 0.0;
-            }
+            const double* src = x + ((n * g.c + c0 + c) * g.h + ih) * g.w + off;
+            std::fill(out, out + ow0, 0.0);
+            if (g.sw == 1) std::memcpy(out + ow0, src + ow0, sizeof(double) * static_cast<size_t>(ow1 - ow0));
+            else
+              for (int64_t ow = ow0; ow < ow1; ++ow) out[ow] = src[ow * g.sw];
+            std::fill(out + ow1, out + g.ow, 0.0);
           }
-        }
       }
-}
-
-void im2col(const double* x, const gr_window& g, int64_t c0, double* col) {
-  switch (g.dw == 1 ? g.kw : 0) {
-    case 1: return im2col_rows<1>(x, g, c0, col);
-    case 2: return im2col_rows<2>(x, g, c0, col);
-    case 3: return im2col_rows<3>(x, g, c0, col);
-    case 4: return im2col_rows<4>(x, g, c0, col);
-    case 5: return im2col_rows<5>(x, g, c0, col);
-    case 6: return im2col_rows<6>(x, g, c0, col);
-    case 7: return im2col_rows<7>(x, g, c0, col);
-  }
-  im2col_rows<0>(x, g, c0, col);
 }
 
 // col2im of one group into acc (per cell: acc = acc + d, in R) from D [K, N·P] (a row per tap k =
@@ -114,6 +103,103 @@ void col2im(const double* d, const gr_window& g, int64_t c0, double* acc) {
             } else {
               for (int64_t ow = ow0; ow < ow1; ++ow)
                 dst[ow * g.sw] = static_cast<double>(gr_radd(static_cast<R>(dst[ow * g.sw]), static_cast<R>(src[ow])));
+            }
+          }
+        }
+    }
+}
+
+// The pools by window instead of by element (the per-element rules recompute every window's winner
+// once per cell it covers, and divide indices per element). The backward scatters each window's
+// gradient into an accumulator, windows ascending (n, c, oh, ow): a cell then receives its windows'
+// terms in exactly the order of gr_*_pool2d_win_bwd_a (windows ascending), each from +0, each add in R.
+// The winner is gr_max_pool2d_argmax itself, so ties and NaNs resolve as the definition says.
+//
+// A window wholly inside the input (no padding tap) takes argmax_inside, without branches (on random
+// data "v > m" is a coin flip, and mispredicted branches cost more than the pools' arithmetic). It
+// names the cell gr_max_pool2d_argmax names: that scan keeps its first cell until a strictly larger one
+// or, while it holds a number, a NaN; once it holds a NaN nothing replaces it. So the winner is the
+// first NaN if there is one, else the first cell equal to the maximum (±0 compare equal, and the scan
+// keeps the first of them too).
+template <class R>
+inline long long argmax_inside(const double* x, const gr_window& g, long long n, long long c, long long oh, long long ow) {
+  const long long base = ((n * g.c + c) * g.h + oh * g.sh - g.pt) * g.w + ow * g.sw - g.pl;
+  R mx = static_cast<R>(x[base]);
+  bool nan = false;
+  for (long long i = 0; i < g.kh; ++i)
+    for (long long j = 0; j < g.kw; ++j) {
+      const R v = static_cast<R>(x[base + i * g.dh * g.w + j * g.dw]);
+      mx = v > mx ? v : mx;  // maxss: NaNs are handled by `nan`
+      nan |= v != v;
+    }
+  long long first_max = base, first_nan = base;
+  for (long long i = g.kh - 1; i >= 0; --i)  // backwards: the last assignment is the first cell
+    for (long long j = g.kw - 1; j >= 0; --j) {
+      const long long at = base + i * g.dh * g.w + j * g.dw;
+      const R v = static_cast<R>(x[at]);
+      first_max = v == mx ? at : first_max;
+      first_nan = v != v ? at : first_nan;
+    }
+  return nan ? first_nan : first_max;
+}
+
+// The winner of window (n, c, oh, ow) (gr_max_pool2d_argmax's answer): [oh_lo, oh_hi) × [ow_lo, ow_hi)
+// are the windows with no padding tap.
+struct PoolInside {
+  long long oh_lo, oh_hi, ow_lo, ow_hi;
+  explicit PoolInside(const gr_window& g) {
+    // o·s − p ≥ 0 and o·s − p + (k − 1)·d ≤ in − 1
+    oh_lo = (g.pt + g.sh - 1) / g.sh, ow_lo = (g.pl + g.sw - 1) / g.sw;
+    const long long th = g.h - 1 + g.pt - (g.kh - 1) * g.dh, tw = g.w - 1 + g.pl - (g.kw - 1) * g.dw;
+    oh_hi = th < 0 ? 0 : std::min<long long>(g.oh, th / g.sh + 1);
+    ow_hi = tw < 0 ? 0 : std::min<long long>(g.ow, tw / g.sw + 1);
+  }
+  bool holds(long long oh, long long ow) const { return oh >= oh_lo && oh < oh_hi && ow >= ow_lo && ow < ow_hi; }
+};
+template <class R>
+inline long long pool_argmax(const double* x, const gr_window& g, const PoolInside& in, long long n, long long c, long long oh,
+                             long long ow) {
+  return in.holds(oh, ow) ? argmax_inside<R>(x, g, n, c, oh, ow) : gr_max_pool2d_argmax<R, double>(x, g, n, c, oh, ow);
+}
+
+template <class R>
+void max_pool_fwd(const double* x, const gr_window& g, double* y) {
+  const PoolInside in(g);
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t oh = 0; oh < g.oh; ++oh)
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          const long long at = pool_argmax<R>(x, g, in, n, c, oh, ow);
+          *y++ = at < 0 ? static_cast<double>(R(0)) : static_cast<double>(static_cast<R>(x[at]));
+        }
+}
+
+// acc [N, C, H, W] (zeroed here) = the per-cell sums of max_pool2d's or avg_pool2d's backward.
+template <class R>
+void pool_bwd(Op op, const double* gy, const double* x, const gr_window& g, double* acc) {
+  std::fill(acc, acc + g.n * g.c * g.h * g.w, 0.0);
+  const R div = static_cast<R>(g.kh * g.kw);
+  const PoolInside in(g);
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t c = 0; c < g.c; ++c) {
+      double* plane = acc + (n * g.c + c) * g.h * g.w;
+      for (int64_t oh = 0; oh < g.oh; ++oh)
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          const R gv = static_cast<R>(*gy++);
+          if (op == Op::MaxPool2d) {
+            const long long at = pool_argmax<R>(x, g, in, n, c, oh, ow);
+            if (at >= 0) acc[at] = static_cast<double>(gr_radd(static_cast<R>(acc[at]), gv));
+            continue;
+          }
+          const R v = gr_rdiv(gv, div);  // avg_pool2d: every in-bounds tap of the window
+          for (int64_t i = 0; i < g.kh; ++i) {
+            const int64_t ih = oh * g.sh - g.pt + i * g.dh;
+            if (ih < 0 || ih >= g.h) continue;
+            for (int64_t j = 0; j < g.kw; ++j) {
+              const int64_t iw = ow * g.sw - g.pl + j * g.dw;
+              if (iw < 0 || iw >= g.w) continue;
+              double& cell = plane[ih * g.w + iw];
+              cell = static_cast<double>(gr_radd(static_cast<R>(cell), v));
             }
           }
         }
@@ -219,26 +305,14 @@ template <class R>
 void Tape::window_values(Node& n) {
   const gr_window& g = n.win;
   const double* x = nodes_[n.a].val;
+  if (n.op == Op::MaxPool2d) return max_pool_fwd<R>(x, g, n.val);  // by window (above)
   if (n.op != Op::Conv2d) {  // per element, the row's rule
     const double* w = n.b >= 0 ? nodes_[n.b].val : nullptr;
     for (int64_t e = 0; e < n.numel(); ++e) n.val[e] = static_cast<double>(win_fwd<R>(n.op, x, w, g, e));
     return;
   }
-  // conv2d's fast path: the same chains as products (see the top of this file).
-  const double* w = nodes_[n.b].val;
-  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow, NP = g.n * P;
-  win_col_.resize(static_cast<size_t>(K * NP));
-  win_tmp_.resize(static_cast<size_t>(fg * NP));
-  for (int64_t grp = 0; grp < g.groups; ++grp) {
-    im2col(x, g, grp * cg, win_col_.data());
-    matmul_in(real_, {win_col_.data(), K, 1, w + grp * fg * K, 1, K, win_tmp_.data(), NP, K, fg, MatmulStore::Overwrite});
-    for (int64_t b = 0; b < g.n; ++b)
-      for (int64_t f = 0; f < fg; ++f) {
-        double* out = n.val + (b * g.f + grp * fg + f) * P;
-        const double* src = win_tmp_.data() + b * P * fg + f;
-        for (int64_t p = 0; p < P; ++p) out[p] = src[p * fg];
-      }
-  }
+  // conv2d's fast path: the same chains, direct and vectorized across the batch (tape_conv.cpp).
+  conv2d_direct<R>(x, nodes_[n.b].val, g, n.val);
 }
 
 template <class R>
@@ -257,6 +331,13 @@ void Tape::window_backward(const Node& n, const double* gy) {
     else
       for (int64_t e = 0; e < count; ++e) accumulate_into(slot[e], static_cast<R>(value(e)));
   };
+  if (n.op == Op::MaxPool2d || n.op == Op::AvgPool2d) {  // by window (above); one input
+    if (!want_x) return;
+    win_tmp_.resize(static_cast<size_t>(nodes_[a].numel()));
+    pool_bwd<R>(n.op, gy, x, g, win_tmp_.data());
+    write(a, [&](int64_t e) { return win_tmp_[static_cast<size_t>(e)]; });
+    return;
+  }
   if (n.op != Op::Conv2d) {  // per element, the row's rules: x's side, then w's
     const double* w = b >= 0 ? nodes_[b].val : nullptr;
     if (want_x) write(a, [&](int64_t e) { return win_bwd_a<R>(n.op, gy, x, w, g, e); });
@@ -268,7 +349,9 @@ void Tape::window_backward(const Node& n, const double* gy) {
   const bool want_w = nodes_[b].requires_grad;
   const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow, NP = g.n * P;
   // gt[(n·P + p)·fg + f] = g[n, grp·fg + f, p]: one group's gradient, a row per output position.
-  std::vector<double> gt(static_cast<size_t>(fg * NP));
+  // (kept across calls: a fresh vector was an mmap, page faults and a zero fill of up to MBs per step)
+  thread_local std::vector<double> gt;
+  gt.resize(static_cast<size_t>(fg * NP));
   const auto gather_g = [&](int64_t grp) {
     for (int64_t bb = 0; bb < g.n; ++bb)
       for (int64_t f = 0; f < fg; ++f) {
@@ -285,8 +368,9 @@ void Tape::window_backward(const Node& n, const double* gy) {
     double* acc = slot;
     if (fresh) std::fill(slot, slot + nodes_[a].numel(), 0.0);
     else own.assign(static_cast<size_t>(nodes_[a].numel()), 0.0), acc = own.data();
-    win_col_.resize(static_cast<size_t>(K * NP));
-    for (int64_t grp = 0; grp < g.groups; ++grp) {
+    const bool direct = conv2d_direct_dx<R>(gy, w, g, acc);  // tape_conv.cpp; else the product and col2im
+    if (!direct) win_col_.resize(static_cast<size_t>(K * NP));
+    for (int64_t grp = 0; grp < g.groups && !direct; ++grp) {
       gather_g(grp);
       // D[k, (n,p)] = Σ_f W[f, k]·G[(n,p), f]: B is gt read across its rows (b_rs 1, b_cs fg)
       matmul_in(real_, {w + grp * fg * K, 1, K, gt.data(), 1, fg, win_col_.data(), K, fg, NP, MatmulStore::Overwrite});
@@ -301,9 +385,11 @@ void Tape::window_backward(const Node& n, const double* gy) {
     win_col_.resize(static_cast<size_t>(K * NP));
     win_tmp_.resize(static_cast<size_t>(K * fg));
     for (int64_t grp = 0; grp < g.groups; ++grp) {
-      gather_g(grp);
-      im2col(x, g, grp * cg, win_col_.data());
-      matmul_in(real_, {win_col_.data(), 1, K, gt.data(), fg, 1, win_tmp_.data(), K, NP, fg, MatmulStore::Overwrite});
+      if (!conv2d_direct_dw<R>(x, gy, g, grp, win_tmp_.data())) {  // tape_conv.cpp; else ColT · G
+        gather_g(grp);
+        im2col_t(x, g, grp * cg, win_col_.data());
+        matmul_in(real_, {win_col_.data(), NP, 1, gt.data(), fg, 1, win_tmp_.data(), K, NP, fg, MatmulStore::Overwrite});
+      }
       double* dw = slot + grp * fg * K;
       for (int64_t f = 0; f < fg; ++f)
         for (int64_t k = 0; k < K; ++k) {

@@ -1,0 +1,340 @@
+// tape_conv.cpp — conv2d's forward on the CPU tape as a direct loop, vectorized across the batch.
+//
+// Shapes: x [N, C, H, W] and w [F, C/G, KH, KW] (doubles holding the tape's R values), y [N, F, OH, OW].
+// Scratch: xt [NB, Cg, Hp, Wp, L] = one group's input in R, zero-padded (Hp = H + PT + PB, Wp = W + PL +
+// PR), in blocks of L samples (L = the SIMD lane count, NB = ceil(N / L); a last block's extra samples
+// are zeros whose outputs are dropped), so a block's taps are contiguous vectors; wr [Fg, K] = the
+// group's weights in R, K = Cg·KH·KW; yt [NB, Fg, OH, OW, L] = the group's outputs (whole vector
+// stores), then transposed into y.
+//
+// Every output element is exactly gr_conv2d_win_fwd's chain (kernels/gr_ops_window.h): acc from +0,
+// acc = fma(w[f,c,i,j], xp[n,c,ih,iw], acc) over (c, i, j) ascending, one rounding each, a padded tap
+// an fma with +0 like the definition's. Only the lanes differ: one lane per sample n (8 doubles or 16
+// floats per AVX-512 vector), so every lane of every vector is a real output whatever the geometry
+// (stride, dilation, padding, groups), and a block of FB filters × OB output columns keeps FB·OB
+// accumulators in registers: per tap, OB loads of x, FB broadcasts of w, FB·OB fmas. The f32 tape
+// computes in floats (as the definition does in T = float), not in doubles holding floats.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "gr_ops_window.h"
+#include "grad/tape.h"
+#include "tensor/matmul_simd.h"  // the one fused step of every matmul path (Simd<T>::fma)
+
+namespace gr {
+
+namespace {
+
+using detail::Simd;
+
+template <class R>
+struct ConvScratch {
+  std::vector<R> xt, wr, yt;
+};
+
+// One block: filters f0..f0+FB, output row oh, columns ow0..ow0+OB, samples n0..n0+L.
+// xt, yt: the sample block's slices of the scratch.
+template <class R, int FB, int OB>
+inline void conv_block(const R* xt, const R* wr, const gr_window& g, int64_t cg, int64_t K, int64_t Hp, int64_t Wp,
+                       int64_t f0, int64_t oh, int64_t ow0, R* yt) {
+  using V = typename Simd<R>::V;
+  constexpr int L = Simd<R>::W;
+  V acc[FB][OB];
+  for (int a = 0; a < FB; ++a)
+    for (int b = 0; b < OB; ++b) acc[a][b] = V{};
+  for (int64_t c = 0; c < cg; ++c)
+    for (int64_t i = 0; i < g.kh; ++i) {
+      const R* row = xt + ((c * Hp + oh * g.sh + i * g.dh) * Wp) * L;
+      const R* wk = wr + f0 * K + (c * g.kh + i) * g.kw;
+      for (int64_t j = 0; j < g.kw; ++j) {
+        V xv[OB];
+        for (int b = 0; b < OB; ++b) xv[b] = detail::load_v<R>(row + ((ow0 + b) * g.sw + j * g.dw) * L);
+        for (int a = 0; a < FB; ++a) {
+          const R wv = wk[a * K + j];
+          for (int b = 0; b < OB; ++b) acc[a][b] = Simd<R>::fma(xv[b], wv, acc[a][b]);
+        }
+      }
+    }
+  // lane l is the block's sample l (conv_fwd transposes yt into y)
+  for (int a = 0; a < FB; ++a)
+    for (int b = 0; b < OB; ++b) detail::store_v<R>(yt + (((f0 + a) * g.oh + oh) * g.ow + ow0 + b) * L, acc[a][b]);
+}
+
+// Blocks of FB filters × OB columns; a last partial block of either overlaps the one before it (the
+// overlapped outputs are recomputed to the same bits), so only FB ≤ Fg and OB ≤ OW are needed.
+template <class R, int FB, int OB>
+void conv_blocks(const R* xt, const R* wr, const gr_window& g, int64_t Hp, int64_t Wp, R* yt) {
+  constexpr int L = Simd<R>::W;
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw;
+  for (int64_t nb = 0; nb * L < g.n; ++nb)
+    for (int64_t fb = 0; fb < fg; fb += FB) {
+      const int64_t f0 = std::min<int64_t>(fb, fg - FB);
+      for (int64_t oh = 0; oh < g.oh; ++oh)
+        for (int64_t ob = 0; ob < g.ow; ob += OB)
+          conv_block<R, FB, OB>(xt + nb * cg * Hp * Wp * L, wr, g, cg, K, Hp, Wp, f0, oh, std::min<int64_t>(ob, g.ow - OB),
+                                yt + nb * fg * g.oh * g.ow * L);
+    }
+}
+
+template <class R>
+void conv_fwd(const double* x, const double* w, const gr_window& g, double* y, ConvScratch<R>& s) {
+  constexpr int L = Simd<R>::W;
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow;
+  const int64_t Hp = g.h + g.pt + g.pb, Wp = g.w + g.pl + g.pr, Np = (g.n + L - 1) / L * L;
+  s.xt.assign(static_cast<size_t>(cg * Hp * Wp * Np), R(0));
+  s.wr.resize(static_cast<size_t>(fg * K));
+  s.yt.resize(static_cast<size_t>(fg * P * Np));
+  for (int64_t grp = 0; grp < g.groups; ++grp) {
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t n = 0; n < g.n; ++n) {
+        const double* plane = x + (n * g.c + grp * cg + c) * g.h * g.w;
+        for (int64_t ih = 0; ih < g.h; ++ih) {
+          R* dst = s.xt.data() + (((n / L * cg + c) * Hp + ih + g.pt) * Wp + g.pl) * L + n % L;
+          for (int64_t iw = 0; iw < g.w; ++iw) dst[iw * L] = static_cast<R>(plane[ih * g.w + iw]);
+        }
+      }
+    for (int64_t e = 0; e < fg * K; ++e) s.wr[static_cast<size_t>(e)] = static_cast<R>(w[grp * fg * K + e]);
+    const R* xt = s.xt.data();
+    const R* wr = s.wr.data();
+    const bool wide_f = fg >= 4, wide_w = g.ow >= 4;
+    R* yt = s.yt.data();
+    if (wide_f && wide_w) conv_blocks<R, 4, 4>(xt, wr, g, Hp, Wp, yt);
+    else if (wide_f) conv_blocks<R, 4, 1>(xt, wr, g, Hp, Wp, yt);
+    else if (wide_w) conv_blocks<R, 1, 4>(xt, wr, g, Hp, Wp, yt);
+    else conv_blocks<R, 1, 1>(xt, wr, g, Hp, Wp, yt);
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t f = 0; f < fg; ++f) {
+        double* dst = y + (n * g.f + grp * fg + f) * P;
+        const R* src = yt + (n / L * fg + f) * P * L + n % L;
+        for (int64_t p = 0; p < P; ++p) dst[p] = static_cast<double>(src[p * L]);
+      }
+  }
+}
+
+// ---- dx (stride 1) ---------------------------------------------------------------------------------------
+// gt [NB, OH, Gw, Fg, L]: one group's output gradient in R, f innermost (the chain's walk), columns
+// zero-padded so that every tap j of every input cell reads a slot: output column ow = iw + PL − j·DW sits
+// at storage column ow + ow_off. wd [Cg, KH, KW, Fg]: the group's weights in R, f innermost.
+// dxt [NB, Cg, H, W, L]: the group's input gradient. Per cell and lane, gr_conv2d_win_bwd_a's sum: acc
+// from +0, over the taps (i, j) ascending acc = acc + d, d = the fma chain over f ascending from +0.
+// The taps i whose row misses the output are skipped as in the definition (a row's cells share them);
+// a tap j whose column misses reads zeros, so its d is +0 (for finite weights: conv_dx checks) and
+// acc + (+0) = acc, a sum from +0 never being −0. CB channels × OB cells are independent chains
+// sharing each g load.
+template <class R, int CB, int OB>
+inline void dx_block(const R* gt, const R* wd, const gr_window& g, int64_t fg, int64_t Gw, int64_t ow_off, int64_t c0,
+                     int64_t ih, int64_t iw0, R* dxt) {
+  using V = typename Simd<R>::V;
+  constexpr int L = Simd<R>::W;
+  const int64_t cstride = g.kh * g.kw * fg;
+  // acc lives in dxt (one add per tap after Fg fmas), so the registers hold CB·OB chains of d
+  R* out[CB][OB];
+  for (int a = 0; a < CB; ++a)
+    for (int b = 0; b < OB; ++b) {
+      out[a][b] = dxt + (((c0 + a) * g.h + ih) * g.w + iw0 + b) * L;
+      detail::store_v<R>(out[a][b], V{});
+    }
+  for (int64_t i = 0; i < g.kh; ++i) {
+    const int64_t oh = ih + g.pt - i * g.dh;
+    if (oh < 0 || oh >= g.oh) continue;
+    for (int64_t j = 0; j < g.kw; ++j) {
+      const R* gp = gt + ((oh * Gw + iw0 + g.pl - j * g.dw + ow_off) * fg) * L;
+      const R* wp = wd + (c0 * g.kh + i) * g.kw * fg + j * fg;
+      V d[CB][OB];
+      for (int a = 0; a < CB; ++a)
+        for (int b = 0; b < OB; ++b) d[a][b] = V{};
+      for (int64_t f = 0; f < fg; ++f) {
+        V gv[OB];
+        for (int b = 0; b < OB; ++b) gv[b] = detail::load_v<R>(gp + (b * fg + f) * L);
+        for (int a = 0; a < CB; ++a) {
+          const R wv = wp[a * cstride + f];
+          for (int b = 0; b < OB; ++b) d[a][b] = Simd<R>::fma(gv[b], wv, d[a][b]);
+        }
+      }
+      for (int a = 0; a < CB; ++a)
+        for (int b = 0; b < OB; ++b)  // acc = acc + d, gr_radd per lane
+          detail::store_v<R>(out[a][b], detail::load_v<R>(out[a][b]) + d[a][b]);
+    }
+  }
+}
+
+template <class R, int CB, int OB>
+void dx_blocks(const R* gt, const R* wd, const gr_window& g, int64_t Gw, int64_t ow_off, R* dxt) {
+  constexpr int L = Simd<R>::W;
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups;
+  for (int64_t nb = 0; nb * L < g.n; ++nb)
+    for (int64_t cb = 0; cb < cg; cb += CB)
+      for (int64_t ih = 0; ih < g.h; ++ih)
+        for (int64_t ob = 0; ob < g.w; ob += OB)
+          dx_block<R, CB, OB>(gt + nb * g.oh * Gw * fg * L, wd, g, fg, Gw, ow_off, std::min<int64_t>(cb, cg - CB), ih,
+                              std::min<int64_t>(ob, g.w - OB), dxt + nb * cg * g.h * g.w * L);
+}
+
+template <class R>
+bool conv_dx(const double* gy, const double* w, const gr_window& g, double* acc, ConvScratch<R>& s) {
+  constexpr int L = Simd<R>::W;
+  if (g.sh != 1 || g.sw != 1) return false;
+  // Each row computes W·KW column taps of which OW·KW land; under 3/4 (a "valid" conv of a small image)
+  // the product path is faster: LeNet conv2 (OW 10 of W 14) 1.65 against 2.03 ms f64, 1.02 against 1.09
+  // f32, while digits conv2 ("same") is 0.33 against 0.36 and 0.18 against 0.30 (12-04, 06:53).
+  if (4 * g.ow < 3 * g.w) return false;
+  for (int64_t e = 0; e < g.f * (g.c / g.groups) * g.kh * g.kw; ++e)
+    if (!std::isfinite(static_cast<R>(w[e]))) return false;
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow, NB = (g.n + L - 1) / L;
+  const int64_t ow_off = std::max<int64_t>(0, (g.kw - 1) * g.dw - g.pl);
+  const int64_t Gw = ow_off + std::max<int64_t>(g.ow, g.w + g.pl);
+  s.xt.assign(static_cast<size_t>(NB * g.oh * Gw * fg * L), R(0));  // gt
+  s.yt.resize(static_cast<size_t>(NB * cg * g.h * g.w * L));         // dxt
+  s.wr.resize(static_cast<size_t>(fg * K));                          // wd
+  for (int64_t grp = 0; grp < g.groups; ++grp) {
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t f = 0; f < fg; ++f) {
+        const double* src = gy + (n * g.f + grp * fg + f) * P;
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+          R* dst = s.xt.data() + (((n / L * g.oh + oh) * Gw + ow_off) * fg + f) * L + n % L;
+          for (int64_t ow = 0; ow < g.ow; ++ow) dst[ow * fg * L] = static_cast<R>(src[oh * g.ow + ow]);
+        }
+      }
+    for (int64_t f = 0; f < fg; ++f)
+      for (int64_t k = 0; k < K; ++k) s.wr[static_cast<size_t>(k * fg + f)] = static_cast<R>(w[(grp * fg + f) * K + k]);
+    // CB channels a block: one that divides Cg where it can (a partial block repeats channels)
+    const int cb = cg % 4 == 0 ? 4 : cg % 3 == 0 ? 3 : cg >= 2 ? 2 : 1;
+    const bool wide_w = g.w >= 4;
+    const R* gt = s.xt.data();
+    const R* wd = s.wr.data();
+    R* dxt = s.yt.data();
+    switch (cb * 2 + (wide_w ? 1 : 0)) {
+      case 9: dx_blocks<R, 4, 4>(gt, wd, g, Gw, ow_off, dxt); break;
+      case 8: dx_blocks<R, 4, 1>(gt, wd, g, Gw, ow_off, dxt); break;
+      case 7: dx_blocks<R, 3, 4>(gt, wd, g, Gw, ow_off, dxt); break;
+      case 6: dx_blocks<R, 3, 1>(gt, wd, g, Gw, ow_off, dxt); break;
+      case 5: dx_blocks<R, 2, 4>(gt, wd, g, Gw, ow_off, dxt); break;
+      case 4: dx_blocks<R, 2, 1>(gt, wd, g, Gw, ow_off, dxt); break;
+      case 3: dx_blocks<R, 1, 4>(gt, wd, g, Gw, ow_off, dxt); break;
+      default: dx_blocks<R, 1, 1>(gt, wd, g, Gw, ow_off, dxt); break;
+    }
+    const int64_t HW = g.h * g.w;
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t c = 0; c < cg; ++c) {
+        double* dst = acc + (n * g.c + grp * cg + c) * HW;
+        const R* src = s.yt.data() + (n / L * cg + c) * HW * L + n % L;
+        for (int64_t e = 0; e < HW; ++e) dst[e] = static_cast<double>(src[e * L]);
+      }
+  }
+  return true;
+}
+
+// ---- dW (one input channel, a large Col; dilation 1 along W, KW ≤ L, KH ≤ 5) ----------------------------------------------------------
+// xp [N, Cg, Hp, Wq]: one group's input in R, zero-padded, Wq = Wp + L (a vector read at any column
+// stays inside). For a position (n, oh, ow), the KW taps j of row i are lanes 0..KW−1 of the vector
+// at xp[n, c, oh·SH + i·DH, ow·SW]. dW[f, c, i, j] is gr_conv2d_win_bwd_b's chain: acc from +0,
+// acc = fma(g[n,f,oh,ow], xp[...], acc) over (n, oh, ow) ascending — each lane its own chain, the
+// positions walked in that order; FB filters × KH rows of accumulators, the lanes ≥ KW dropped.
+template <class R, int FB, int KH>
+void dw_channel(const R* xp, const double* gy, const gr_window& g, int64_t grp, int64_t c, int64_t Hp, int64_t Wq, double* out) {
+  using V = typename Simd<R>::V;
+  constexpr int L = Simd<R>::W;
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow;
+  for (int64_t fb = 0; fb < fg; fb += FB) {
+    const int64_t f0 = std::min<int64_t>(fb, fg - FB);
+    V acc[FB][KH];
+    for (int a = 0; a < FB; ++a)
+      for (int b = 0; b < KH; ++b) acc[a][b] = V{};
+    for (int64_t n = 0; n < g.n; ++n) {
+      const double* gn = gy + (n * g.f + grp * fg + f0) * P;
+      const R* xn = xp + (n * cg + c) * Hp * Wq;
+      for (int64_t oh = 0; oh < g.oh; ++oh)
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          const R* xr = xn + oh * g.sh * Wq + ow * g.sw;
+          V xv[KH];
+          for (int b = 0; b < KH; ++b) xv[b] = detail::load_v<R>(xr + b * g.dh * Wq);
+          for (int a = 0; a < FB; ++a) {
+            const R gv = static_cast<R>(gn[a * P + oh * g.ow + ow]);
+            for (int b = 0; b < KH; ++b) acc[a][b] = Simd<R>::fma(xv[b], gv, acc[a][b]);
+          }
+        }
+    }
+    // out [K, Fg] (k = (c, i, j)), the layout of the product path's dWᵀ
+    for (int a = 0; a < FB; ++a)
+      for (int b = 0; b < KH; ++b) {
+        R lanes[L];
+        detail::store_v<R>(lanes, acc[a][b]);
+        for (int64_t j = 0; j < g.kw; ++j) out[((c * g.kh + b) * g.kw + j) * fg + f0 + a] = static_cast<double>(lanes[j]);
+      }
+  }
+  (void)K;
+}
+
+template <class R, int FB>
+void dw_channel_kh(const R* xp, const double* gy, const gr_window& g, int64_t grp, int64_t c, int64_t Hp, int64_t Wq, double* out) {
+  switch (g.kh) {
+    case 1: return dw_channel<R, FB, 1>(xp, gy, g, grp, c, Hp, Wq, out);
+    case 2: return dw_channel<R, FB, 2>(xp, gy, g, grp, c, Hp, Wq, out);
+    case 3: return dw_channel<R, FB, 3>(xp, gy, g, grp, c, Hp, Wq, out);
+    case 4: return dw_channel<R, FB, 4>(xp, gy, g, grp, c, Hp, Wq, out);
+    case 5: return dw_channel<R, FB, 5>(xp, gy, g, grp, c, Hp, Wq, out);
+  }
+}
+
+template <class R>
+bool conv_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out, ConvScratch<R>& s) {
+  constexpr int L = Simd<R>::W;
+  if (g.dw != 1 || g.kw > L || g.kh > 5) return false;
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups;
+  // Only where the product's Col would not stay in cache and the lanes carry little waste per load:
+  // one input channel and a Col of 4 MB or more (LeNet's conv1: 10 MB, 0.99 against 1.2-1.6 ms); with
+  // more channels or a small Col the product is faster (digits conv2: 1.0 against 0.39 ms), 12-04.
+  if (cg != 1 || g.kh * g.kw * g.n * g.oh * g.ow < (int64_t{1} << 19)) return false;
+  const int64_t Hp = g.h + g.pt + g.pb, Wq = g.w + g.pl + g.pr + L;
+  s.xt.assign(static_cast<size_t>(g.n * cg * Hp * Wq), R(0));
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t ih = 0; ih < g.h; ++ih) {
+        const double* src = x + ((n * g.c + grp * cg + c) * g.h + ih) * g.w;
+        R* dst = s.xt.data() + ((n * cg + c) * Hp + ih + g.pt) * Wq + g.pl;
+        for (int64_t iw = 0; iw < g.w; ++iw) dst[iw] = static_cast<R>(src[iw]);
+      }
+  for (int64_t c = 0; c < cg; ++c) {
+    if (fg >= 4) dw_channel_kh<R, 4>(s.xt.data(), gy, g, grp, c, Hp, Wq, out);
+    else dw_channel_kh<R, 1>(s.xt.data(), gy, g, grp, c, Hp, Wq, out);
+  }
+  return true;
+}
+
+}  // namespace
+
+// conv2d's dW chains of group grp into out [K, Fg] (as the product path's dWᵀ), or false where the
+// direct loop does not apply or does not pay (see dW above).
+template <class R>
+bool conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out) {
+  thread_local ConvScratch<R> scratch;
+  return conv_dw<R>(x, gy, g, grp, out, scratch);
+}
+
+template bool conv2d_direct_dw<double>(const double*, const double*, const gr_window&, int64_t, double*);
+template bool conv2d_direct_dw<float>(const double*, const double*, const gr_window&, int64_t, double*);
+
+// conv2d's dx sums (gr_conv2d_win_bwd_a) into acc [N, C, H, W], or false (acc untouched) where the direct
+// loop does not apply (a stride above 1, or a weight that is not finite): see dx above.
+template <class R>
+bool conv2d_direct_dx(const double* gy, const double* w, const gr_window& g, double* acc) {
+  thread_local ConvScratch<R> scratch;
+  return conv_dx<R>(gy, w, g, acc, scratch);
+}
+
+template bool conv2d_direct_dx<double>(const double*, const double*, const gr_window&, double*);
+template bool conv2d_direct_dx<float>(const double*, const double*, const gr_window&, double*);
+
+// conv2d's forward values (called by Tape::window_values): see the top of this file.
+template <class R>
+void conv2d_direct(const double* x, const double* w, const gr_window& g, double* y) {
+  thread_local ConvScratch<R> scratch;  // reused across steps: no allocation per step
+  conv_fwd<R>(x, w, g, y, scratch);
+}
+
+template void conv2d_direct<double>(const double*, const double*, const gr_window&, double*);
+template void conv2d_direct<float>(const double*, const double*, const gr_window&, double*);
+
+}  // namespace gr
