@@ -24,6 +24,7 @@
 #include "spec/spec.h"
 #include "train/model.h"
 
+#include "support/fuse_seq_support.h"
 #include "support/fuse_support.h"
 #include "support/ptx_audit.h"
 #include "support/skip.h"
@@ -34,7 +35,8 @@ using namespace gr::fusetest;
 namespace {
 
 // ---- example specs --------------------------------------------------------------------------------------
-const char* const kSpecs[] = {"xor", "linreg", "iris", "diabetes", "digits", "digits-autoencoder", "attention"};
+const char* const kSpecs[] = {"xor",       "linreg",           "iris",           "diabetes",         "digits",
+                              "digits-autoencoder", "attention", "attention-causal", "words-transformer"};
 
 struct SpecRun {
   size_t per_node = 0, fused = 0, optimizer = 0;
@@ -98,6 +100,27 @@ TEST_CASE("fuse: random graphs, fused == per-node bit for bit (f64, both geometr
   CHECK(cov.param > 0);
   WARN("row " << cov.row << ", serial " << cov.serial << ", heads " << cov.heads << ", param kernels " << cov.param
               << ", per-node fallbacks " << cov.fallback);
+}
+
+// Rank-3 activations [N, T, c] fuse as flattened rows [N·T, c] (docs/fusion.md): matmuls, row-compatible
+// b-sides, layer_norm, gelu, last-axis and causal softmax lanes; [T, c] / [N, 1, c] b-sides and softmax
+// over T must stay per-node. A wrong row mapping (a causal lane's query row, a column b-side that is
+// not one) changes bytes here.
+TEST_CASE("fuse: random rank-3 graphs (flattened rows), fused == per-node bit for bit", "[fuse][random][seq]") {
+  Coverage cov;
+  for (const Geometry& geo : kGeometries)
+    for (uint64_t seed = 201; seed <= 240; ++seed) random_case(seed, geo, DType::F64, &cov, nullptr, build_random_seq);
+  for (uint64_t seed = 301; seed <= 310; ++seed)
+    random_case(seed, kGeometries[1], DType::F32, &cov, nullptr, build_random_seq);
+  INFO("row " << cov.row << " (flattened " << cov.flat << "), causal stages " << cov.causal << ", serial " << cov.serial
+              << ", heads " << cov.heads << ", param kernels " << cov.param << ", per-node fallbacks " << cov.fallback);
+  CHECK(cov.flat > 30);
+  CHECK(cov.causal > 10);
+  CHECK(cov.heads > 0);
+  CHECK(cov.param > 10);
+  WARN("rank-3: row " << cov.row << " (flattened " << cov.flat << "), causal stages " << cov.causal << ", serial "
+                      << cov.serial << ", heads " << cov.heads << ", param kernels " << cov.param << ", per-node fallbacks "
+                      << cov.fallback);
 }
 
 TEST_CASE("fuse: random graphs, f32 plans == per-node f32 bit for bit", "[fuse][random][f32]") {

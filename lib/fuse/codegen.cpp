@@ -53,6 +53,13 @@ std::string bside_operand(const Gen& g, int32_t b, BSide side, const std::string
 // gr_<stem>_<part>: a lane or row op's lane function, named from its row.
 std::string lane_fn(Op op, const char* part) { return "gr_" + std::string(op_info(op).stem) + "_lane_" + part; }
 
+// A causal lane's visible length for flattened row s: the per-node kernels' gr_causal_visible(lane, Tq,
+// Tk), whose lane index is the flattened row index (lanes run over [..., Tq] row-major, as rows do).
+std::string causal_vis(const NodeView& y) {
+  const int64_t r = static_cast<int64_t>(y.shape.rank());
+  return "gr_causal_visible(s, " + L(y.shape[r - 2]) + ", " + L(y.shape[r - 1]) + ")";
+}
+
 std::string col_loop(int64_t W) {
   return "    for (long long c = threadIdx.x; c < " + L(W) + "; c += blockDim.x) {";
 }
@@ -74,7 +81,7 @@ void gen_row_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
   for (size_t i = 0; i < seg.nodes.size(); ++i) {
     const int32_t k = seg.nodes[i];
     const NodeView& y = an.n(k);
-    const int64_t C = y.shape[1];
+    const int64_t C = Analyzer::cols(y.shape);
     const std::string row = "s * " + L(C) + " + c";
     g.line("    // node " + std::to_string(k) + ": " + std::string(op_name(y.op)) + " " + y.shape.str());
     switch (row_stage(y.op)) {
@@ -92,7 +99,7 @@ void gen_row_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
         g.line("    }");
         break;
       case Stage::Matmul: {
-        const int64_t K = an.n(y.a).shape[1];
+        const int64_t K = Analyzer::cols(an.n(y.a).shape);
         g.line(col_loop(C));
         g.line("      " + g.V(k) + "[" + row + "] = gr_dot(" + g.V(y.a) + " + s * " + L(K) + ", 1LL, " + g.V(y.b) + " + c, " + L(C) +
                ", " + L(K) + ");");
@@ -104,6 +111,11 @@ void gen_row_fwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
                L(C) + ", " + L(C) + ", 1LL, GRK_REAL(" + lit(y.scalar) + "));");
         break;
       case Stage::Lane:  // softmax / log_softmax over the last axis: one thread per lane (= row), as the per-node kernel
+        if (y.causal) {  // grk_softmax_causal_fwd's lane s: query row s mod Tq sees its visible prefix
+          g.line("    if (threadIdx.x == 0) gr_softmax_causal_lane_fwd(" + g.V(y.a) + " + s * " + L(C) + ", " + g.V(k) + " + s * " +
+                 L(C) + ", " + L(C) + ", 1LL, " + causal_vis(y) + ");");
+          break;
+        }
         g.line("    if (threadIdx.x == 0) " + lane_fn(y.op, "fwd") + "(" + g.V(y.a) + " + s * " + L(C) + ", " + g.V(k) + " + s * " +
                L(C) + ", " + L(C) + ", 1LL);");
         break;
@@ -196,13 +208,13 @@ void gen_row_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
   bool first = true;
   if (head) {
     const NodeView& h = an.n(seg.head);
-    const Shape& sx = an.n(h.a).shape;
-    const std::string C = L(sx[1]);
+    const Shape& sx = an.n(h.a).shape;  // flattened [rows, C] (sce: rank 2)
+    const std::string C = L(Analyzer::cols(sx));
     g.line("    // node " + std::to_string(seg.head) + ": " + std::string(op_name(h.op)) + " (segment head)");
     switch (serial_stage(h.op)) {
       case Stage::Sce:  // the per-node sce backward: one thread per row
         g.line("    if (threadIdx.x == 0) {");
-        g.line("      const gr_real q = GRK_DIV(" + g.G(seg.head) + "[0], (gr_real)" + L(sx[0]) + ");");
+        g.line("      const gr_real q = GRK_DIV(" + g.G(seg.head) + "[0], (gr_real)" + L(Analyzer::rows(sx)) + ");");
         g.line("      gr_sce_row_bwd(" + g.V(h.a) + " + s * " + C + ", " + g.V(h.b) + " + s * " + C + ", q, " +
                (an.active(h.a) ? g.G(h.a) + " + s * " + C : std::string("(gr_real*)0")) + ", " +
                (an.active(h.b) ? g.G(h.b) + " + s * " + C : std::string("(gr_real*)0")) + ", " + C + ");");
@@ -210,7 +222,7 @@ void gen_row_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
         break;
       case Stage::SumAll: {  // sum / mean over all axes (the per-node sum_all backward)
         const int64_t n = sx.numel();
-        g.line(col_loop(sx[1]));
+        g.line(col_loop(Analyzer::cols(sx)));
         g.line("      const gr_real gi = " +
                (h.op == Op::Mean ? "GRK_DIV(" + g.G(seg.head) + "[0], (gr_real)" + L(n) + ")" : g.G(seg.head) + "[0]") + ";");
         g.line("      " + g.G(h.a) + "[s * " + C + " + c] = gr_accumulate(" + g.G(h.a) + "[s * " + C + " + c], gi);");
@@ -231,7 +243,7 @@ void gen_row_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
     const int32_t k = *it;
     if (!an.active(k)) continue;
     const NodeView& y = an.n(k);
-    const int64_t C = y.shape[1];
+    const int64_t C = Analyzer::cols(y.shape);
     const std::string row = "s * " + L(C) + " + c";
     std::string body;
     auto acc_into = [&](const std::string& slot, const std::string& contrib) {
@@ -256,7 +268,7 @@ void gen_row_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
         break;
       case Stage::Matmul: {
         if (!an.active(y.a)) continue;
-        const int64_t K = an.n(y.a).shape[1];
+        const int64_t K = Analyzer::cols(an.n(y.a).shape);
         body = col_loop(K) + "\n";  // c = k of dA[s, k]
         body += "      " + g.G(y.a) + "[s * " + L(K) + " + c] = GRK_ADD(" + g.G(y.a) + "[s * " + L(K) + " + c], gr_dot(" + g.G(k) +
                 " + s * " + L(C) + ", 1LL, " + g.V(y.b) + " + c * " + L(C) + ", 1LL, " + L(C) + "));\n";
@@ -271,6 +283,11 @@ void gen_row_bwd(const Analyzer& an, Gen& g, const Segment& seg, const std::stri
         break;
       case Stage::Lane:  // softmax / log_softmax lane
         if (!an.active(y.a)) continue;
+        if (y.causal) {  // grk_softmax_causal_bwd's lane s
+          body = "    if (threadIdx.x == 0) gr_softmax_causal_lane_bwd(" + g.G(k) + " + s * " + L(C) + ", " + g.V(k) + " + s * " +
+                 L(C) + ", " + g.G(y.a) + " + s * " + L(C) + ", " + L(C) + ", 1LL, " + causal_vis(y) + ");";
+          break;
+        }
         body = "    if (threadIdx.x == 0) " + lane_fn(y.op, "bwd") + "(" + g.G(k) + " + s * " + L(C) + ", " + g.V(k) + " + s * " +
                L(C) + ", " + g.G(y.a) + " + s * " + L(C) + ", " + L(C) + ", 1LL);";
         break;
@@ -311,9 +328,9 @@ int64_t gen_param_bwd(const Analyzer& an, Gen& g, const BwdSplit& sp, const std:
     for (const Job& j : sp.param.at(t)) {
       const int32_t k = j.consumer;
       const NodeView& y = an.n(k);
-      const int64_t C = y.shape[1];
+      const int64_t C = Analyzer::cols(y.shape);
       if (j.kind == 0) {  // dW[kk, c] = dW + Σ_{r asc} A[r, kk]·g[r, c]  (grk_bmm_bwd_b_impl)
-        const int64_t K = an.n(y.a).shape[1];
+        const int64_t K = Analyzer::cols(an.n(y.a).shape);
         g.line("    {  // matmul node " + std::to_string(k));
         g.line("      const long long kk = i / " + L(C) + ", c = i - kk * " + L(C) + ";");
         g.line("      " + g.G(t) + "[i] = GRK_ADD(" + g.G(t) + "[i], gr_dot(" + g.V(y.a) + " + kk, " + L(K) + ", " + g.G(k) + " + c, " +

@@ -84,7 +84,7 @@ inline Stage serial_stage(Op op) {
 // An integer as a kernel long long literal.
 inline std::string L(int64_t v) { return std::to_string(v) + "LL"; }
 
-// How a binary node's b-side meets its [B, C] output.
+// How a binary node's b-side meets its (flattened) [B, C] output.
 enum class BSide { Row, Col, Scal, None };
 
 struct Analyzer {
@@ -98,34 +98,46 @@ struct Analyzer {
   const NodeView& n(int32_t id) const { return nv[static_cast<size_t>(id)]; }
   bool active(int32_t id) const { return id >= 0 && n(id).active; }
 
+  // A rank >= 2 tensor as flattened rows over its last axis: [d0, ..., d(r-2), C] is [d0·…·d(r-2), C]
+  // row-major, the same bytes (the per-node kernels index it the same way: matmul's [..., M, K] is
+  // [M·…, K], a row op's and a last-axis lane's row is numel / C). Flattened row s is elements
+  // s·C .. s·C + C − 1 of every [*, C] node of a segment.
+  static int64_t cols(const Shape& s) { return s[s.rank() - 1]; }
+  static int64_t rows(const Shape& s) { return s.numel() / cols(s); }
+  static bool flat_ok(const Shape& s) { return s.rank() >= 2 && s[s.rank() - 1] > 0; }
+
+  // How a binary node's b-side meets its flattened [B, C] output. Column means the b-side repeats along
+  // every row: [C] or [1, ..., 1, C] (numpy broadcasting repeats it over all leading axes). A b-side
+  // that varies along some leading axes but not others (the [T, D] position table added to [N, T, D])
+  // is none of these: refused (None), so the node is not row-local.
   BSide bside(int32_t k) const {
     const NodeView& y = n(k);
     const Shape& sb = n(y.b).shape;
-    const int64_t C = y.shape[1];
+    const int64_t C = cols(y.shape);
     if (sb == y.shape) return BSide::Row;
-    if (sb.rank() == 1 && sb[0] == C) return BSide::Col;
-    if (sb.rank() == 2 && sb[0] == 1 && sb[1] == C) return BSide::Col;
-    if (sb.numel() == 1 && sb.rank() <= 2) return BSide::Scal;
+    if (sb.rank() >= 1 && sb.rank() <= y.shape.rank() && sb[sb.rank() - 1] == C && sb.numel() == C) return BSide::Col;
+    if (sb.numel() == 1 && sb.rank() <= y.shape.rank()) return BSide::Scal;
     return BSide::None;
   }
 
-  // Row-local over B = shape[0] (0 = not row-local), by the row's fusion class.
+  // Row-local over B = its flattened row count (0 = not row-local), by the row's fusion class.
   int64_t row_local(int32_t k) const {
     const NodeView& y = n(k);
-    if (y.shape.rank() != 2) return 0;
-    const int64_t B = y.shape[0];
+    if (!flat_ok(y.shape)) return 0;
+    const int64_t B = rows(y.shape);
     switch (op_info(y.op).fusion) {
       case FusionClass::Elementwise:
         if (is_unary(y.op)) return n(y.a).shape == y.shape ? B : 0;
         if (!(n(y.a).shape == y.shape)) return 0;
         return bside(k) == BSide::None ? 0 : B;
-      case FusionClass::Matmul: {
+      case FusionClass::Matmul: {  // act[..., K] · W[K, C]: flattened row s of y from row s of act
         const NodeView &a = n(y.a), &w = n(y.b);
-        if (a.shape.rank() != 2 || a.shape[0] != B || !is_leaf(w.op) || w.shape.rank() != 2) return 0;
+        if (!flat_ok(a.shape) || rows(a.shape) != B || !is_leaf(w.op) || w.shape.rank() != 2) return 0;
         if (y.a == y.b) return 0;
         return B;
       }
-      case FusionClass::Lane: return opt.lanes && y.axis == 1 && !y.causal ? B : 0;  // causal: per-node (docs/fusion.md)
+      case FusionClass::Lane:  // over the last axis; causal: lane s is query row s mod Tq (gr_causal_visible)
+        return opt.lanes && y.axis == static_cast<int32_t>(y.shape.rank()) - 1 ? B : 0;
       case FusionClass::Opaque:
       case FusionClass::Reduce:
       case FusionClass::LaneLoss:

@@ -172,7 +172,9 @@ Plan plan(const replay::Program& prog, PlanOptions options) {
       if (h >= n || used[static_cast<size_t>(h)]) continue;
       const NodeView& hv = an.n(h);
       const Shape& sx = an.n(hv.a).shape;
-      const bool rows_ok = sx.rank() == 2 && sx[0] == seg.rows;
+      // Its input as the segment's flattened rows (sce's per-node kernels take [N, C] only: rank 2).
+      const bool rows_ok = Analyzer::flat_ok(sx) && Analyzer::rows(sx) == seg.rows &&
+                           (serial_stage(hv.op) != Stage::Sce || sx.rank() == 2);
       if (an.row_head(h) && rows_ok) seg.head = h;
     }
 

@@ -117,7 +117,7 @@ class Program final : public Episode {
     int32_t a = -1, b = -1;
     int32_t axis = 0;  // normalized, or kAllAxes
     double scalar = 0.0;
-    bool causal = false;  // a causal softmax (gr_softmax_causal_lane_*): never a fused lane stage
+    bool causal = false;  // a causal softmax (gr_softmax_causal_lane_*; fused lane stage: row s is lane s)
     bool active = false;  // backward-active: has a gradient buffer
   };
   NodeView node_view(int32_t id) const;

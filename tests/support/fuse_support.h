@@ -191,12 +191,14 @@ inline void build_random(Graph& gr, uint64_t seed) {
 
 struct Coverage {
   int row = 0, serial = 0, heads = 0, param = 0, fallback = 0;
+  int flat = 0, causal = 0;  // row segments over flattened rank > 2 rows; causal softmax row stages
 };
 
 inline void random_case(uint64_t seed, const Geometry& geo, DType dt, Coverage* cov,
-                 const std::function<std::unique_ptr<device::Backend>()>& make = nullptr) {
+                 const std::function<std::unique_ptr<device::Backend>()>& make = nullptr,
+                 void (*build)(Graph&, uint64_t) = build_random) {
   Graph gr;
-  build_random(gr, seed);
+  build(gr, seed);
   REQUIRE(gr.tape.ok());
   REQUIRE(gr.tape.backward(gr.loss));
   auto be_ref = make ? make() : host(geo.fibers), be_fused = make ? make() : host(geo.fibers);
@@ -209,6 +211,13 @@ inline void random_case(uint64_t seed, const Geometry& geo, DType dt, Coverage* 
     cov->heads += sg.head >= 0 && sg.bwd_fused;
     cov->param += !sg.bwd_param.empty();
     cov->fallback += !sg.bwd_fused;
+    bool flat = false;
+    for (int32_t k : sg.nodes) {
+      const replay::Program::NodeView v = prog.node_view(k);
+      flat = flat || v.shape.rank() > 2;
+      cov->causal += v.causal;
+    }
+    cov->flat += sg.kind == fuse::SegKind::Row && flat;
   }
   fuse::FusedProgram fp(prog, std::move(pl));
   Rng rng(seed ^ 0xABCDEF);
