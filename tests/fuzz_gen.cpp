@@ -28,39 +28,39 @@ namespace gr::fuzz {
 
 using gen::Gen;
 
-Case generate(uint64_t seed, bool scalar) {
+namespace {
+
+// A case of the seed with its flags, filled by `fill` (a Gen of the case's own stream and names).
+template <class Fill>
+Case make_case(uint64_t seed, bool scalar, bool image, Fill fill) {
   Case c;
   c.seed = seed;
   c.scalar = scalar;
-  Gen g(seed, c);
-  if (scalar) g.scalar_case();
-  else g.tensor_case();
+  c.image = image;
+  fill(c);
   return c;
+}
+
+}  // namespace
+
+Case generate(uint64_t seed, bool scalar) {
+  return make_case(seed, scalar, false, [&](Case& c) {
+    Gen g(seed, c);
+    if (scalar) g.scalar_case();
+    else g.tensor_case();
+  });
 }
 
 Case generate_image(uint64_t seed) {
-  Case c;
-  c.seed = seed;
-  c.image = true;
-  Gen g(seed, c, true);
-  g.image_case();
-  return c;
+  return make_case(seed, false, true, [&](Case& c) { Gen(seed, c, true).image_case(); });
 }
 
 Case generate_batch(uint64_t seed) {
-  Case c;
-  c.seed = seed;
-  Gen g(seed, c, "b", 0xBA7C4);
-  g.batch_case();
-  return c;
+  return make_case(seed, false, false, [&](Case& c) { Gen(seed, c, "b", 0xBA7C4).batch_case(); });
 }
 
 Case generate_tokens(uint64_t seed) {
-  Case c;
-  c.seed = seed;
-  Gen g(seed, c, "t", 0x70CE5);
-  g.token_case();
-  return c;
+  return make_case(seed, false, false, [&](Case& c) { Gen(seed, c, "t", 0x70CE5).token_case(); });
 }
 
 Graph bundle(const std::vector<const Case*>& cases) {

@@ -4,6 +4,14 @@
 
 namespace gr::fuzz::gen {
 
+// The batch and token cases' tail: from cur (added to the pool), 0..3 random moves, then a loss.
+void Gen::moves_to_loss(Val cur) {
+  pool_.push_back(cur);
+  const int steps = static_cast<int>(pick(4));
+  cur = moves(cur, steps);
+  c_.graph.losses.push_back(loss(cur).name);
+}
+
 // A batch case: a batch-statistics op (batch_norm) over a computed activation, [B, C] (B >= 2) or
 // reshaped to [B, C, H, W] (B·H·W >= 2), training on every path (its running statistics are state
 // the replay check compares too), a param scale after it, then random moves and a loss.
@@ -30,11 +38,7 @@ void Gen::batch_case() {
   } else {
     y = op(name, {h}, attrs, h.shape, bound);
   }
-  Val cur = op("mul", {y, leaf(true, {F}, 0.5, 1.5)}, json::object(), y.shape, 1.5 * bound);
-  pool_.push_back(cur);
-  const int steps = static_cast<int>(pick(4));
-  cur = moves(cur, steps);
-  c_.graph.losses.push_back(loss(cur).name);
+  moves_to_loss(op("mul", {y, leaf(true, {F}, 0.5, 1.5)}, json::object(), y.shape, 1.5 * bound));
 }
 
 // A token case: integer ids [B, T] (a const, ids drawn in [0, V)) through embedding into a param table
@@ -55,11 +59,7 @@ void Gen::token_case() {
     e = op("add", {e, op("embedding", {i1, table}, json::object(), {B, T, D}, table.bound)}, json::object(), {B, T, D},
            2 * table.bound);
   }
-  Val cur = reshape(e, {B, T * D}, coin());
-  pool_.push_back(cur);
-  const int steps = static_cast<int>(pick(4));
-  cur = moves(cur, steps);
-  c_.graph.losses.push_back(loss(cur).name);
+  moves_to_loss(reshape(e, {B, T * D}, coin()));
 }
 
 

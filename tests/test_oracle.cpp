@@ -41,6 +41,28 @@ using gr::DType;
 using gr::Op;
 using gr::test::TempDir;
 
+namespace {
+
+// The comparison within `tol`: no structural problem, loss, gradients and node values under the gates.
+void check_within(const Comparison& c, const Tolerances& tol) {
+  INFO(c.summary());
+  CHECK(c.problem.empty());
+  CHECK(c.loss_rel <= tol.loss);
+  CHECK(c.worst_grad_rel <= tol.grad);
+  CHECK(c.worst_value_rel <= tol.value);
+}
+
+// The running statistics (batch_norm) against torch's, within tol.value; printed with `what` ("f32 ").
+void check_states(Graph& g, const OracleResult& r, const Tolerances& tol, const char* what) {
+  std::string at;
+  const double state_rel = compare_states(g, r, at);
+  std::printf("oracle: %srunning statistics (batch_norm) worst rel err %.3g (at %s)\n", what, state_rel, at.c_str());
+  INFO("running statistics: " << at);
+  CHECK(state_rel <= tol.value);
+}
+
+}  // namespace
+
 TEST_CASE("tape agrees with a PyTorch float64 oracle on every op", "[oracle]") {
   const auto t0 = std::chrono::steady_clock::now();
   Graph g;
@@ -60,16 +82,8 @@ TEST_CASE("tape agrees with a PyTorch float64 oracle on every op", "[oracle]") {
   for (int32_t id = 0; id < g.tape.size(); ++id) ops.insert(g.tape.node(id).op);
   std::printf("oracle ops: %s\n", gr::test::op_list(ops).c_str());
   if (!c.pass()) dir.keep = true;  // leave program.txt / result.txt for diagnosis
-  INFO(c.summary());
-  CHECK(c.problem.empty());
-  CHECK(c.loss_rel <= kLossTol);
-  CHECK(c.worst_grad_rel <= kGradTol);
-  CHECK(c.worst_value_rel <= kValueTol);
-  std::string at;
-  const double state_rel = compare_states(g, *r, at);
-  std::printf("oracle: running statistics (batch_norm) worst rel err %.3g (at %s)\n", state_rel, at.c_str());
-  INFO("running statistics: " << at);
-  CHECK(state_rel <= kValueTol);
+  check_within(c, kF64Tol);
+  check_states(g, *r, kF64Tol, "");
 }
 
 TEST_CASE("the oracle comparison rejects small discrepancies", "[oracle]") {
@@ -141,16 +155,8 @@ TEST_CASE("the f32 tape agrees with a PyTorch float32 oracle on every op", "[ora
   const Comparison c = compare(g, *r, kF32Tol);
   std::printf("%s (f32 tape vs torch float32)\n", c.summary().c_str());
   if (!c.pass()) dir.keep = true;
-  INFO(c.summary());
-  CHECK(c.problem.empty());
-  CHECK(c.loss_rel <= kF32Tol.loss);
-  CHECK(c.worst_grad_rel <= kF32Tol.grad);
-  CHECK(c.worst_value_rel <= kF32Tol.value);
-  std::string state_at;
-  const double state_rel = compare_states(g, *r, state_at);
-  std::printf("oracle: f32 running statistics (batch_norm) worst rel err %.3g (at %s)\n", state_rel, state_at.c_str());
-  INFO("running statistics: " << state_at);
-  CHECK(state_rel <= kF32Tol.value);
+  check_within(c, kF32Tol);
+  check_states(g, *r, kF32Tol, "f32 ");
 
   // It computed in float (against float64 torch it is off by float rounding, far beyond the f64
   // gates), and the f32 gate still rejects a 1e-3 relative error in one gradient element.

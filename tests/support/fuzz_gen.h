@@ -254,6 +254,7 @@ class Gen {
   void special_branch(const Val& a);
 
   // fuzz_gen_cases.cpp: the batch, token, image and scalar cases.
+  void moves_to_loss(Val cur);  // from cur (pooled): 0..3 random moves, then a loss
   void batch_case();
   void token_case();
   Val window_move(const Val& a);
