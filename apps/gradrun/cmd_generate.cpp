@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "io/atomic_file.h"
+#include "io/csv.h"
 #include "io/errors.h"
 #include "spec/text_data.h"
 #include "train/predict.h"
@@ -30,14 +31,6 @@ std::string shortest(double v) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
-}
-
-std::string csv_cell(const std::string& v) {
-  const bool plain = !v.empty() && v.find_first_of(",;\t|\"'\r\n") == std::string::npos && v.front() != ' ' && v.back() != ' ';
-  if (plain) return v;
-  std::string q = "\"";
-  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
 }
 
 void run_generate(const GenerateFlags& f) {

@@ -569,4 +569,12 @@ int64_t CsvReader::column(std::string_view name) const {
 }
 CsvData CsvReader::read(const std::vector<std::vector<CsvField>>& groups) { return impl_->read(groups); }
 
+std::string csv_cell(const std::string& v) {
+  const bool plain = !v.empty() && v.find_first_of(",;\t|\"'\r\n") == std::string::npos && v.front() != ' ' && v.back() != ' ';
+  if (plain) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 }  // namespace gr

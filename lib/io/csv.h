@@ -46,6 +46,10 @@ struct CsvDialect {
 // How a delimiter is written in messages and the spec: "','", "'\\t'", "' ' (runs of spaces)".
 std::string describe_delimiter(char delimiter);
 
+// A cell gradrun writes into a CSV (predictions, generated tokens): quoted (RFC 4180, "" for a quote)
+// when it holds a delimiter any reader might guess, a quote, a line break or edge blanks; else as is.
+std::string csv_cell(const std::string& v);
+
 // The 1-based source line of each data row, kept as breakpoints (a row whose line is not the line
 // after the previous row's last line starts a new one), so a million rows cost a few entries.
 class CsvLines {

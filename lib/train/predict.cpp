@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "io/csv.h"
 #include "io/errors.h"
 #include "io/seal.h"
 #include "tensor/diag.h"
@@ -337,19 +338,6 @@ Predictions predict_rows_device(Model& model, const PredictTarget& target, const
   }
   return p;
 }
-
-namespace {
-
-// A CSV cell: quoted (RFC 4180) when it holds a delimiter, a quote, a line break or edge blanks.
-std::string csv_cell(const std::string& v) {
-  const bool plain = !v.empty() && v.find_first_of(",;\t|\"'\r\n") == std::string::npos && v.front() != ' ' && v.back() != ' ';
-  if (plain) return v;
-  std::string q = "\"";
-  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
-}  // namespace
 
 std::string render_predictions(const Predictions& p, const PredictTarget& target, const std::string& path) {
   const bool named = target.classifier && !target.class_names.empty();
