@@ -39,7 +39,6 @@ namespace gr {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 using Clock = std::chrono::steady_clock;
 constexpr double kCheckpointSeconds = 2.0;
 constexpr int64_t kFirstCheckpointSteps = 100;  // the first checkpoint: after epoch 1 or this many steps, whichever is sooner
@@ -50,7 +49,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 double epoch_mean(const std::vector<double>& steps, size_t begin, int64_t count) {
   double sum = 0.0;
   for (size_t i = begin; i < steps.size(); ++i) sum = sum + steps[i];
-  return steps.size() < begin + static_cast<size_t>(count) ? kNaN : sum / static_cast<double>(count);
+  return steps.size() < begin + static_cast<size_t>(count) ? kNaNMetric : sum / static_cast<double>(count);
 }
 
 // What to try when a run diverges: the optimizer's settings, one line.
@@ -402,7 +401,7 @@ bool TrainRun::end_epoch(int64_t epoch, size_t epoch_begin, double epoch_sum) {
   const double mean = epoch_sum / static_cast<double>(steps_per_epoch);
   engine->sync();  // parameters to the tape (validation, files), optimizer state to opt
   // Divergence: the epoch's mean train loss against the first epoch's (in epoch 1, the first step's).
-  const double ref = r.log.epochs.empty() ? (r.log.step_loss.empty() ? kNaN : r.log.step_loss.front()) : r.log.epochs.front().train_loss;
+  const double ref = r.log.epochs.empty() ? (r.log.step_loss.empty() ? kNaNMetric : r.log.step_loss.front()) : r.log.epochs.front().train_loss;
   if (!r.log.step_loss.empty() && std::isfinite(ref) && ref > 0 && mean > spec.train.diverge_factor * ref) {
     size_t worst = epoch_begin;
     while (worst + 1 < r.log.step_loss.size() && !(r.log.step_loss[worst] > spec.train.diverge_factor * ref)) ++worst;
