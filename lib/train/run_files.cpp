@@ -41,15 +41,6 @@ std::string render_loss_csv(const RunLog& log) {
   return s;
 }
 
-// The shortest text that reads back as the same double (std::to_chars), e.g. 0.99, not 0.98999999999999999.
-std::string format_shortest(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[40];
-  const auto res = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, res.ptr);
-}
-
 std::string render_metrics_csv(const RunLog& log, int64_t classes) {
   const bool lr = !log.step_lr.empty();  // a schedule: the rate of the epoch's last step
   // The columns of before come first, in their order (scripts read them by position).
