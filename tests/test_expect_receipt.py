@@ -60,6 +60,12 @@ with tempfile.TemporaryDirectory() as tmp:
         check(key in rc, f"receipt.json lacks {key}")
     check({"loss.csv", "metrics.csv", "weights.safetensors"} <= set(rc.get("files", {})), f"receipt files {rc.get('files')}")
     check(rc["data"]["train_rows"] == 120 and rc["data"]["validation_rows"] == 30, f"receipt data {rc['data']}")
+    # provenance names the commit the binary was built from: HEAD at build time, not at configure
+    # time (a build folder outlives commits; cmake/git_commit.cmake). Run after a build of this tree.
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
+    want = head.stdout.strip() if head.returncode == 0 else ""
+    got = rc.get("provenance", {}).get("git_commit")
+    check(got == want, f"receipt git_commit {got!r}, but HEAD is {want!r} (rebuild after committing?)")
 
     # the same run passes, from the folder and from the receipt
     for tag, g in (("folder", golden), ("receipt", os.path.join(golden, "receipt.json"))):

@@ -126,8 +126,8 @@ TEST_CASE("Adam moments and step counter can be written back (checkpoint resume)
     opt.add(t, p, 0.01);
     if (resume_from) {
       opt.set_t(resume_from->t());
-      std::memcpy(opt.m(0).data(), resume_from->m(0).data(), opt.m(0).size_bytes());
-      std::memcpy(opt.v(0).data(), resume_from->v(0).data(), opt.v(0).size_bytes());
+      opt.set_m(0, resume_from->m(0));
+      opt.set_v(0, resume_from->v(0));
     }
     const int32_t mark = t.mark();
     for (int s = 0; s < steps; ++s) {
@@ -339,8 +339,9 @@ TEST_CASE("Adam without clipping on 1, 2, 3 and 8 threads: the same weights, mom
         }
         std::vector<double> w, mv;
         for (Var p : ps) w.insert(w.end(), t.param_value(p).begin(), t.param_value(p).end());
-        mv.insert(mv.end(), opt.m_flat().begin(), opt.m_flat().end());
-        mv.insert(mv.end(), opt.v_flat().begin(), opt.v_flat().end());
+        mv = opt.m_flat();
+        const std::vector<double> v = opt.v_flat();
+        mv.insert(mv.end(), v.begin(), v.end());
         weights.push_back(w);
         moments.push_back(mv);
       }

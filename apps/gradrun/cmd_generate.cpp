@@ -10,6 +10,7 @@
 #include "io/atomic_file.h"
 #include "io/csv.h"
 #include "io/errors.h"
+#include "io/number_text.h"
 #include "spec/text_data.h"
 #include "train/predict.h"
 #include "train/text_gen.h"
@@ -26,12 +27,6 @@ struct GenerateFlags {
   uint64_t seed = 0;
   bool fuse = false, quiet = false;
 };
-
-std::string shortest(double v) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
 
 void run_generate(const GenerateFlags& f) {
   apply_threads(f.threads);
@@ -111,7 +106,7 @@ void predict_text(const Spec& spec, const TrainedWeights& w, Engine& engine, con
     const std::vector<double> p = logits ? z : next_token_probabilities(z);
     const size_t best = static_cast<size_t>(std::max_element(z.begin(), z.end()) - z.begin());
     csv += csv_cell(prompts[i]) + "," + csv_cell(token_label(vocab.tokens[best]));
-    for (double v : p) csv += "," + shortest(v);
+    for (double v : p) csv += "," + format_shortest(v);
     csv += "\n";
   }
   write_file_atomic(out, csv);

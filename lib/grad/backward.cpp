@@ -90,6 +90,7 @@ struct TapeRules {
       return;
     }
     if (is_row_vector_of(sb, sa)) return bias(ca, cb);  // as the forward: after the single element
+    if (ChannelRun cr; is_channel_vector_of(sb, sa, cr)) return channel_bias(ca, cb, cr);
     BroadcastMap m{n.shape};  // validated by the forward; n.shape is the broadcast shape
     aligned_strides(in(n.a).shape, n.shape, m.a_stride);
     aligned_strides(in(n.b).shape, n.shape, m.b_stride);
@@ -111,7 +112,9 @@ struct TapeRules {
   void bias(CA ca, CB cb) {
     const RowsCols rc = rows_cols(n.shape);
     const int64_t N = rc.n;
-    double* da = wants(n.a) ? t.ensure_grad(n.a) : nullptr;
+    // The a-side writes each of its elements once, so a fresh slot takes first_into (+0 + c) and
+    // needs no zeroing pass first (mlp1024: a 2 MB memset and its reread per step).
+    const Slot da = slot(n.a);
     double* db = wants(n.b) ? t.ensure_grad(n.b) : nullptr;
     const auto b_side = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
       for (int64_t i = r0; i < r1; ++i)
@@ -121,10 +124,47 @@ struct TapeRules {
     for_each_output_block(rc.m, N, kOwnedMinElems, [&](const OutputBlock& k) {
       if (da)
         for (int64_t i = k.r0; i < k.r1; ++i)
-          for (int64_t j = k.c0; j < k.c1; ++j) accumulate_into(da[i * N + j], ca(i * N + j, i * N + j, j));
+          write_range(da, i * N + k.c0, i * N + k.c1, [&](int64_t e) { return ca(e, e, e - i * N); });
       if (db && !split_rows) b_side(k.r0, k.r1, k.c0, k.c1);
     });
     if (db && split_rows) b_side(0, rc.m, 0, N);
+  }
+
+  // A channel bias, b a channel vector of a (owned.h: a as [P, C, Q], ib = c): the broadcast map's
+  // sums without its odometer. The a-side, then the b-side; slot c sums over p, then q, ascending —
+  // e's order — in a register (the slot's bits between two adds are R's, so keeping R is exact),
+  // four channels' chains side by side so their adds overlap.
+  template <class CA, class CB>
+  void channel_bias(CA ca, CB cb, const ChannelRun& cr) {
+    const int64_t C = cr.c, Q = cr.q;
+    if (wants(n.a)) {
+      double* da = t.ensure_grad(n.a);
+      for (int64_t p = 0, e = 0; p < cr.p; ++p)
+        for (int64_t c = 0; c < C; ++c, e += Q)
+          for (int64_t q = 0; q < Q; ++q) accumulate_into(da[e + q], ca(e + q, e + q, c));
+    }
+    if (!wants(n.b)) return;
+    double* db = t.ensure_grad(n.b);
+    for (int64_t p = 0; p < cr.p; ++p) {
+      int64_t c = 0;
+      for (; c + 4 <= C; c += 4) {
+        const int64_t e0 = (p * C + c) * Q;
+        R s0 = R(db[c]), s1 = R(db[c + 1]), s2 = R(db[c + 2]), s3 = R(db[c + 3]);
+        for (int64_t q = 0; q < Q; ++q) {
+          s0 = gr_accumulate(s0, cb(e0 + q, e0 + q, c));
+          s1 = gr_accumulate(s1, cb(e0 + Q + q, e0 + Q + q, c + 1));
+          s2 = gr_accumulate(s2, cb(e0 + 2 * Q + q, e0 + 2 * Q + q, c + 2));
+          s3 = gr_accumulate(s3, cb(e0 + 3 * Q + q, e0 + 3 * Q + q, c + 3));
+        }
+        db[c] = double(s0), db[c + 1] = double(s1), db[c + 2] = double(s2), db[c + 3] = double(s3);
+      }
+      for (; c < C; ++c) {
+        const int64_t e0 = (p * C + c) * Q;
+        R s = R(db[c]);
+        for (int64_t q = 0; q < Q; ++q) s = gr_accumulate(s, cb(e0 + q, e0 + q, c));
+        db[c] = double(s);
+      }
+    }
   }
 
   // slot[e] += c(e) for a same-shaped single input.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <tuple>
+#include <type_traits>
 
 #include "gr_device.h"
 #include "gr_optim.h"
@@ -119,19 +120,19 @@ void sgd_update(double* __restrict w, const double* __restrict g, int64_t n, dou
   for (int64_t i = 0; i < n; ++i) w[i] = gr_opt_sgd(R(w[i]), gr_opt_ge(R(g[i]), cs, ar, R(w[i])), lr);
 }
 
-template <class R>
-void sgd_momentum_update(double* __restrict w, const double* __restrict g, double* __restrict b, int64_t n, double a,
+template <class R, class M>
+void sgd_momentum_update(double* __restrict w, const double* __restrict g, M* __restrict b, int64_t n, double a,
                          const AdamScalars& k, bool nesterov) {
   const R cs = R(k.cs), ar = R(a), lr = R(k.lr), mu = R(k.mu);
   for (int64_t i = 0; i < n; ++i) {
     R bi = R(b[i]);
     w[i] = gr_opt_sgd_momentum(R(w[i]), gr_opt_ge(R(g[i]), cs, ar, R(w[i])), &bi, lr, mu, nesterov);
-    b[i] = bi;
+    b[i] = static_cast<M>(bi);
   }
 }
 
-template <class R>
-void adam_update(double* __restrict w, const double* __restrict g, double* __restrict m, double* __restrict v, int64_t n,
+template <class R, class M>
+void adam_update(double* __restrict w, const double* __restrict g, M* __restrict m, M* __restrict v, int64_t n,
                  double a, const AdamScalars& k) {
   const R cs = R(k.cs), ar = R(a), lr = R(k.lr), wd = R(k.wd), lr_t = R(k.lr_t), b1 = R(k.b1), b2 = R(k.b2),
           omb1 = R(k.omb1), omb2 = R(k.omb2), eps = R(k.eps);
@@ -139,8 +140,8 @@ void adam_update(double* __restrict w, const double* __restrict g, double* __res
     const R ge = gr_opt_ge(R(g[i]), cs, ar, R(w[i]));
     R mi = R(m[i]), vi = R(v[i]);
     w[i] = gr_opt_adam(gr_opt_decay(R(w[i]), lr, wd), ge, &mi, &vi, lr_t, b1, b2, omb1, omb2, eps);
-    m[i] = mi;
-    v[i] = vi;
+    m[i] = static_cast<M>(mi);
+    v[i] = static_cast<M>(vi);
   }
 }
 
@@ -153,10 +154,39 @@ void Optimizer::add(Tape& tape, Var p, double l2) {
   real_ = tape.real();
   for (const Entry& e : params_)
     if (e.var == p) throw Error("optimizer: parameter " + std::to_string(p.id) + " is registered twice");
-  const int64_t offset = static_cast<int64_t>(m_.size());
+  const int64_t offset = flat_;
   params_.push_back({p, l2, offset, n.numel()});
-  m_.resize(static_cast<size_t>(offset + n.numel()), 0.0);
-  v_.resize(static_cast<size_t>(offset + n.numel()), 0.0);
+  flat_ = offset + n.numel();
+  if (real_ == DType::F32) {
+    mf_.resize(static_cast<size_t>(flat_), 0.0f);
+    vf_.resize(static_cast<size_t>(flat_), 0.0f);
+  } else {
+    m_.resize(static_cast<size_t>(flat_), 0.0);
+    v_.resize(static_cast<size_t>(flat_), 0.0);
+  }
+}
+
+std::vector<double> Optimizer::read(int which, int64_t off, int64_t n) const {
+  std::vector<double> out(static_cast<size_t>(n));
+  if (real_ == DType::F32) {
+    const float* src = (which == 0 ? mf_ : vf_).data() + off;
+    for (int64_t k = 0; k < n; ++k) out[static_cast<size_t>(k)] = static_cast<double>(src[k]);
+  } else {
+    const double* src = (which == 0 ? m_ : v_).data() + off;
+    std::copy(src, src + n, out.begin());
+  }
+  return out;
+}
+
+void Optimizer::write(int which, int64_t off, int64_t n, std::span<const double> x) {
+  if (static_cast<int64_t>(x.size()) != n)
+    throw Error("optimizer: moments of " + std::to_string(n) + " elements, given " + std::to_string(x.size()));
+  if (real_ == DType::F32) {
+    float* dst = (which == 0 ? mf_ : vf_).data() + off;
+    for (int64_t k = 0; k < n; ++k) dst[k] = static_cast<float>(x[static_cast<size_t>(k)]);
+  } else {
+    std::copy(x.begin(), x.end(), (which == 0 ? m_ : v_).data() + off);
+  }
 }
 
 double Optimizer::adam_lr_t(int64_t t) const {
@@ -201,10 +231,14 @@ void Optimizer::update_serial(Tape& tape, size_t i, int64_t lo, int64_t n, const
   const double b1 = adam_.beta1, b2 = adam_.beta2;
   const AdamScalars k{last_cs_, b1, b2, 1.0 - b1, 1.0 - b2, adam_.eps, last_lr_t_, lr_, adam_.weight_decay, sgd_.momentum};
   double* w = tape.param_value(e.var).data() + lo;
-  double* m = m_.data() + e.offset + lo;
-  double* v = v_.data() + e.offset + lo;
   const auto run = [&](auto zero) {
     using R = decltype(zero);
+    R* m;
+    R* v;
+    if constexpr (std::is_same_v<R, float>) m = mf_.data(), v = vf_.data();
+    else m = m_.data(), v = v_.data();
+    m += e.offset + lo;
+    v += e.offset + lo;
     const auto update = [&](int64_t a, int64_t len) {
       if (kind_ == OptimizerKind::Adam) adam_update<R>(w + a, g + a, m + a, v + a, len, e.l2, k);
       else if (sgd_.momentum != 0.0) sgd_momentum_update<R>(w + a, g + a, m + a, len, e.l2, k, sgd_.nesterov);
@@ -269,7 +303,7 @@ void Optimizer::step_norm_alongside(Tape& tape) {
 }
 
 void Optimizer::step(Tape& tape) {
-  if (clip_ <= 0.0 && num_threads() >= 2 && m_.size() >= static_cast<size_t>(kParallelElems))
+  if (clip_ <= 0.0 && num_threads() >= 2 && flat_ >= kParallelElems)
     return step_norm_alongside(tape);
   // Clipping needs the norm first (sixteen lanes are a short pass); then the elements are split
   // over the threads.

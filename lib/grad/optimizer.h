@@ -56,8 +56,9 @@ class Optimizer {
   // The flat parameter vector is the registered parameters' elements in registration order
   // (parameter i at offset(i)); step(tape) is begin_step(grad_norm(tape)) then step_range over all
   // of it with the tape's gradients.
-  int64_t flat_size() const { return static_cast<int64_t>(m_.size()); }
+  int64_t flat_size() const { return flat_; }
   int64_t offset(size_t i) const { return params_[i].offset; }
+  int64_t len(size_t i) const { return params_[i].len; }
   // The step's scalars from the global gradient norm: clip scale, then advance().
   void begin_step(double norm);
   // The step counter's part of a step: Adam's t += 1 and lr_t for it (SGD: nothing). The device
@@ -88,13 +89,18 @@ class Optimizer {
   size_t count() const { return params_.size(); }
   Var param(size_t i) const { return params_[i].var; }
   double l2(size_t i) const { return params_[i].l2; }
-  // Adam moments (or SGD's momentum buffer, m) of parameter i (registration order): readable and
-  // writable for checkpoints.
-  std::span<double> m(size_t i) { return {m_.data() + params_[i].offset, static_cast<size_t>(params_[i].len)}; }
+  // Adam moments (or SGD's momentum buffer, m) of parameter i (registration order), copied out as
+  // doubles and written back (checkpoints, the device optimizer). On an f32 tape they are held as
+  // floats, so what is written is rounded to float (a float's value is kept exactly).
+  std::vector<double> m(size_t i) const { return read(0, params_[i].offset, params_[i].len); }
+  std::vector<double> v(size_t i) const { return read(1, params_[i].offset, params_[i].len); }
+  void set_m(size_t i, std::span<const double> x) { write(0, params_[i].offset, params_[i].len, x); }
+  void set_v(size_t i, std::span<const double> x) { write(1, params_[i].offset, params_[i].len, x); }
   // The moments as flat vectors over the flat parameter vector (offset(i) is parameter i's start).
-  std::span<double> m_flat() { return m_; }
-  std::span<double> v_flat() { return v_; }
-  std::span<double> v(size_t i) { return {v_.data() + params_[i].offset, static_cast<size_t>(params_[i].len)}; }
+  std::vector<double> m_flat() const { return read(0, 0, flat_); }
+  std::vector<double> v_flat() const { return read(1, 0, flat_); }
+  void set_m_flat(std::span<const double> x) { write(0, 0, flat_, x); }
+  void set_v_flat(std::span<const double> x) { write(1, 0, flat_, x); }
   // Per-step scalars of the last step (devices take them as inputs).
   double last_clip_scale() const { return last_cs_; }
   double last_grad_norm() const { return last_norm_; }  // grad_norm() of the last step's gradients
@@ -120,7 +126,14 @@ class Optimizer {
   double clip_ = 0.0;
   int64_t t_ = 0;
   std::vector<Entry> params_;
-  std::vector<double> m_, v_;  // on an f32 tape: floats, exactly (the device's f32 moments)
+  // The moments in the tape's precision: an f64 tape's in m_, v_; an f32 tape's as floats in mf_,
+  // vf_ (the device's f32 moments), which halves the update's moment traffic against doubles
+  // holding floats (mlp1024 f32, docs/performance.md "mlp1024 f32 step").
+  std::vector<double> m_, v_;
+  std::vector<float> mf_, vf_;
+  int64_t flat_ = 0;
+  std::vector<double> read(int which, int64_t off, int64_t n) const;  // which: 0 m, 1 v
+  void write(int which, int64_t off, int64_t n, std::span<const double> x);
   DType real_ = DType::F64;      // the registered parameters' tape's (add)
   double last_cs_ = 1.0, last_lr_t_ = 0.0, last_norm_ = 0.0;
 };

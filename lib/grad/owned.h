@@ -49,4 +49,27 @@ inline bool is_row_vector_of(const Shape& b, const Shape& a) {
   return b.numel() == b[b.rank() - 1];
 }
 
+// b is a channel vector of a: a read as [P, C, Q] and b as [C], b's element for a's element
+// e = (p·C + c)·Q + q being c — b's dims other than 1 are one run of a's dims (aligned from the
+// right, as broadcasting aligns them) and a has the broadcast shape. A conv bias [F, 1, 1] over
+// [N, F, OH, OW] is P = N, C = F, Q = OH·OW. The loops over (p, c, q) visit e in ascending order.
+struct ChannelRun {
+  int64_t p = 1, c = 1, q = 1;
+};
+inline bool is_channel_vector_of(const Shape& b, const Shape& a, ChannelRun& run) {
+  const int ra = a.rank(), rb = b.rank();
+  if (rb > ra || rb == 0 || b.numel() <= 1) return false;
+  int first = -1, last = -1;  // the run of b's dims other than 1, in a's numbering
+  for (int d = 0; d < rb; ++d) {
+    if (b[d] == 1) continue;
+    const int da = d + ra - rb;
+    if (b[d] != a[da] || (last >= 0 && da != last + 1)) return false;
+    if (first < 0) first = da;
+    last = da;
+  }
+  run = ChannelRun{};
+  for (int d = 0; d < ra; ++d) (d < first ? run.p : d <= last ? run.c : run.q) *= a[d];
+  return true;
+}
+
 }  // namespace gr

@@ -134,7 +134,12 @@ void DeviceOptimizer::upload_moments(size_t i, std::span<const double> m, std::s
 }
 
 void DeviceOptimizer::store_moments() {
-  for (size_t i = 0; i < params_.size(); ++i) download_moments(i, owner_.m(i), owner_.v(i));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    std::vector<double> m(static_cast<size_t>(params_[i].len)), v(m.size());
+    download_moments(i, m, v);
+    owner_.set_m(i, m);
+    owner_.set_v(i, v);
+  }
 }
 
 

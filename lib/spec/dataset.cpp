@@ -10,6 +10,7 @@
 
 #include "emit/bind_expr.h"
 #include "io/errors.h"
+#include "io/number_text.h"
 #include "spec/random.h"
 #include "spec/text_data.h"
 
@@ -17,12 +18,6 @@ namespace gr {
 
 namespace {
 
-
-std::string shortest(double v) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
 
 // How messages name an input's data: column "c" (CSV) or tensor "t".
 std::string source_name(const RawTable& t, const InputSpec& in) {
@@ -58,7 +53,7 @@ class CategoryIndex {
     return csv_number(s, v) ? of_number(v) : -1;
   }
   int64_t of_number(double v) const {
-    if (!numeric_) return of_text(shortest(v));
+    if (!numeric_) return of_text(format_shortest(v));
     const auto it = std::lower_bound(by_number_.begin(), by_number_.end(), v, [](const auto& e, double x) { return e.first < x; });
     return it != by_number_.end() && it->first == v ? it->second : -1;
   }
@@ -239,7 +234,7 @@ std::string origin_place(const RawTable& t, std::span<const int64_t> origin, int
 
 }  // namespace
 
-std::string category_name(const DataValue& v) { return v.is_text ? v.text : shortest(v.number); }
+std::string category_name(const DataValue& v) { return v.is_text ? v.text : format_shortest(v.number); }
 
 
 namespace {
@@ -280,7 +275,7 @@ RawInput apply_rows(RawInput& raw, const InputFit& fit, std::span<const int64_t>
         id = raw.text ? by_code[static_cast<size_t>(v)] : index.of_number(v);
       }
       if (id < 0 && !fit.unknown_zeros) {
-        const std::string cell = std::isnan(v) ? category_name(fit.fill[0]) : raw.text ? raw.texts[static_cast<size_t>(v)] : shortest(v);
+        const std::string cell = std::isnan(v) ? category_name(fit.fill[0]) : raw.text ? raw.texts[static_cast<size_t>(v)] : format_shortest(v);
         throw InputError(table.file, origin_place(table, origin, r) + (table.csv ? ", " + what : ""),
                          "\"" + printable(cell) + "\" is not one of the " + std::to_string(k) + " categories of input \"" + in.name + "\" (" +
                              list_of(fit.categories) + "); set \"unknown\": \"zeros\" to encode it as a row of zeros");

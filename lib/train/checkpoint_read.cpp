@@ -159,10 +159,9 @@ Checkpoint read_checkpoint(const std::string& dir, Model& model, Optimizer& opt,
       const std::string& name = model.program().params[model.param_index(opt.param(i))].name;
       for (const std::string& kind : kinds) {
         const Tensor* t = f.find(kind + name);
-        if (!t || t->numel() != static_cast<int64_t>(opt.m(i).size()))
-          throw InputError(path, kind + name, "missing or of the wrong size");
-        std::span<double> dst = kind == "adam_v/" ? opt.v(i) : opt.m(i);
-        std::copy(t->values().begin(), t->values().end(), dst.begin());
+        if (!t || t->numel() != opt.len(i)) throw InputError(path, kind + name, "missing or of the wrong size");
+        if (kind == "adam_v/") opt.set_v(i, t->values());
+        else opt.set_m(i, t->values());
       }
     }
     opt.set_t(c.adam_t);

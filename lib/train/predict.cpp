@@ -9,6 +9,7 @@
 
 #include "io/csv.h"
 #include "io/errors.h"
+#include "io/number_text.h"
 #include "io/seal.h"
 #include "tensor/diag.h"
 #include "train/run_model.h"
@@ -22,12 +23,6 @@ namespace {
 bool ends_with(const std::string& s, const char* suffix) {
   const size_t n = std::strlen(suffix);
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
-std::string shortest(double v) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
 }
 
 std::string shape_str(const std::vector<int64_t>& dims) {
@@ -383,7 +378,7 @@ std::string render_predictions(const Predictions& p, const PredictTarget& target
       for (int64_t t = 0; t < p.positions; ++t) {
         const int64_t line = r * p.positions + t;
         s += std::to_string(r) + "," + std::to_string(t);
-        for (int64_t j = 0; j < p.width; ++j) s += "," + shortest(p.values[static_cast<size_t>(line * p.width + j)]);
+        for (int64_t j = 0; j < p.width; ++j) s += "," + format_shortest(p.values[static_cast<size_t>(line * p.width + j)]);
         const int64_t c = p.classes[static_cast<size_t>(line)];
         s += "," + (named ? csv_cell(target.class_names[static_cast<size_t>(c)]) : std::to_string(c)) + "\n";
       }
@@ -392,7 +387,7 @@ std::string render_predictions(const Predictions& p, const PredictTarget& target
   for (int64_t j = 0; j < p.width; ++j) s += (j ? "," : "") + target.name + "_" + std::to_string(j);
   s += target.classifier ? ",class\n" : "\n";
   for (int64_t r = 0; r < p.rows; ++r) {
-    for (int64_t j = 0; j < p.width; ++j) s += (j ? "," : "") + shortest(p.values[static_cast<size_t>(r * p.width + j)]);
+    for (int64_t j = 0; j < p.width; ++j) s += (j ? "," : "") + format_shortest(p.values[static_cast<size_t>(r * p.width + j)]);
     if (target.classifier) {
       const int64_t c = p.classes[static_cast<size_t>(r)];
       s += "," + (named ? csv_cell(target.class_names[static_cast<size_t>(c)]) : std::to_string(c));

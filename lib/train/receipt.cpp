@@ -18,9 +18,7 @@
 #ifndef GR_BUILD_FLAGS
 #define GR_BUILD_FLAGS "unknown"
 #endif
-#ifndef GR_GIT_COMMIT
-#define GR_GIT_COMMIT ""
-#endif
+#include "gr_git_commit.h"  // GR_GIT_COMMIT, written at build time (cmake/git_commit.cmake)
 
 namespace gr {
 

@@ -1,5 +1,6 @@
 #include "train/run_files.h"
 
+#include <deque>
 #include <charconv>
 #include <cmath>
 #include <cerrno>
@@ -40,15 +41,6 @@ std::string render_loss_csv(const RunLog& log) {
   return s;
 }
 
-// The shortest text that reads back as the same double (std::to_chars), e.g. 0.99, not 0.98999999999999999.
-std::string format_shortest(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[40];
-  const auto res = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, res.ptr);
-}
-
 std::string render_metrics_csv(const RunLog& log, int64_t classes) {
   const bool lr = !log.step_lr.empty();  // a schedule: the rate of the epoch's last step
   // The columns of before come first, in their order (scripts read them by position).
@@ -86,11 +78,12 @@ void write_checkpoint(const std::string& dir, const Model& model, Optimizer& opt
     for (size_t i = 0; i < best.params.size(); ++i)
       tensors.emplace_back("best/" + model.program().params[i].name, ConstTensorView{model.program().params[i].shape, best.params[i].data()});
   const bool adam = opt.kind() == OptimizerKind::Adam;
+  std::deque<std::vector<double>> moments;  // copies (an f32 tape's are floats), alive until written
   for (size_t i = 0; i < opt.count() && opt.has_moments(); ++i) {  // SGD momentum: its buffer, in m
     const ProgramParam& pp = model.program().params[model.param_index(opt.param(i))];  // frozen ones have none
     const Shape& s = pp.shape;
-    tensors.emplace_back((adam ? "adam_m/" : "momentum/") + pp.name, ConstTensorView{s, opt.m(i).data()});
-    if (adam) tensors.emplace_back("adam_v/" + pp.name, ConstTensorView{s, opt.v(i).data()});
+    tensors.emplace_back((adam ? "adam_m/" : "momentum/") + pp.name, ConstTensorView{s, moments.emplace_back(opt.m(i)).data()});
+    if (adam) tensors.emplace_back("adam_v/" + pp.name, ConstTensorView{s, moments.emplace_back(opt.v(i)).data()});
   }
   std::vector<double> epochs(log.step_epoch.begin(), log.step_epoch.end());
   const int64_t steps = static_cast<int64_t>(log.step_loss.size());

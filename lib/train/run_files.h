@@ -8,6 +8,7 @@
 
 #include "grad/optimizer.h"
 #include "io/errors.h"
+#include "io/number_text.h"  // format_shortest, which the run files use for every number
 #include "train/model.h"
 
 namespace gr {
@@ -40,8 +41,6 @@ struct RunLog {
 // "%.17g": 17 significant digits round-trip every double exactly.
 // loss.csv keeps it: the golden loss logs (tests/golden, compared as text by --expect) are in it.
 std::string format_double(double v);
-// Shortest round-trip form (std::to_chars): metrics.csv.
-std::string format_shortest(double v);
 
 std::string render_loss_csv(const RunLog& log);
 // metrics.csv; `classes`: the classifier's class count (0: not a classifier), which adds the

@@ -206,9 +206,12 @@ void ShardedStep::exchange_and_update(const std::vector<double>& local_losses, b
 void ShardedStep::gather_optimizer_state() {
   if (R_ == 1 || !opt_.has_moments()) return;
   const int64_t lo = lo_[static_cast<size_t>(r_)], mine = lo_[static_cast<size_t>(r_) + 1] - lo;
-  for (std::span<double> flat : {opt_.m_flat(), opt_.v_flat()}) {
+  for (int which = 0; which < 2; ++which) {
+    std::vector<double> flat = which == 0 ? opt_.m_flat() : opt_.v_flat();
     std::memcpy(send_.data(), flat.data() + lo, static_cast<size_t>(mine) * sizeof(double));
     comm_.gatherv0(send_.data(), mine, flat.data(), pcount_, pdispl_);
+    if (which == 0) opt_.set_m_flat(flat);
+    else opt_.set_v_flat(flat);
   }
 }
 
