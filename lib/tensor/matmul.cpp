@@ -168,8 +168,9 @@ void reference(const MatmulArgsOf<T>& x) {
 
 // C's rows are ldc apart (x.n for the whole product; more for a column block of a threaded one).
 // With trans_c, C is stored transposed: element (i, j) at x.c[j*ldc + i].
-// S != T (A, B and C stored wider than the arithmetic): A and B always packed, narrowed on the
-// way; C read and written by the kernel's stores, converted there.
+// S != T (A, B and C stored wider than the arithmetic): B always packed, narrowed on the way; A
+// packed likewise, or for a narrow C read in place by kernels that narrow each value as they
+// broadcast it; C read and written by the kernel's stores, converted there.
 template <class T, class S>
 void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = false) {
   constexpr bool in_place_ok = std::is_same_v<T, S>;  // A or B may be read where they are
@@ -247,7 +248,12 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
   const bool direct_b = in_place_ok && x.b_cs == 1 && M <= kDirectBRows && x.b_rs <= kDirectBLd;
   // Narrow C: each A value is used by only a few column panels, so packing A costs about what it
   // saves; the kernel broadcasts A's values from where they are (each a scalar load either way).
-  const bool direct_a = in_place_ok && N <= kDirectANc;
+  // Also for doubles holding floats (the f32 tape), narrowed one by one in the kernel: packing
+  // 6-row panels of a row-major A was 11% of the words transformer's f32 step, and a vectorized
+  // pack (8x8 register transposes) took as long — reading A is the cost, and in place A is read
+  // once, by the kernel. Interleaved A/B, best of 3: that step 3325 -> 3059 us (-8%); LeNet,
+  // the digits CNN and the MLPs unchanged within noise.
+  const bool direct_a = N <= kDirectANc;
   const KernelGrid<T, S>& kernels = kernel_grid<T, S>(direct_a);
   // Accumulate with more than one k slice parks the running acc for an M x nc block in scratch.
   const bool park_in_scratch = accumulate && K > KC;
@@ -307,11 +313,9 @@ void matmul_serial(const MatmulArgsOf<T, S>& x, int64_t ldc, bool trans_c = fals
           } else if (!first || cont) {  // Overwrite: the running acc is parked in C itself
             init = c_tile, ld_init = ldc, trans |= t_c & kTransInit;
           }
-          if constexpr (in_place_ok) {
-            if (direct_a)
-              return fn(x.a + i * x.a_rs + k0 * x.a_cs, x.a_rs, x.a_cs, p.b, p.ldb, kc, init, ld_init, dst, ld_dst,
-                        acc_store, p.n_valid, trans, tiles);
-          }
+          if (direct_a)  // A stored as S (the kernel narrows each value when S is wider)
+            return fn(reinterpret_cast<const T*>(x.a + i * x.a_rs + k0 * x.a_cs), x.a_rs, x.a_cs, p.b, p.ldb, kc, init,
+                      ld_init, dst, ld_dst, acc_store, p.n_valid, trans, tiles);
           fn(ap + ip * kc, 1, MR, p.b, p.ldb, kc, init, ld_init, dst, ld_dst, acc_store, p.n_valid, trans, tiles);
         };
         // The MR-row (or fewer) kernel for a panel of nv vectors, reading A packed or in place.

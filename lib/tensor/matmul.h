@@ -42,9 +42,10 @@ using MatmulArgsF32 = MatmulArgsOf<float>;
 void matmul_exact(const MatmulArgs& args);
 void matmul_exact(const MatmulArgsF32& args);
 // The float contract (MatmulArgsF32's bytes) over A, B and C stored as doubles that hold floats
-// exactly (the f32 CPU tape's storage, lib/grad/tape_real.h): A and B are narrowed as they are
-// packed (always packed, never read in place) and C is converted in the kernel's loads and stores,
-// so there is no separate conversion pass; C receives the floats, widened.
+// exactly (the f32 CPU tape's storage, lib/grad/tape_real.h): B is narrowed as it is packed, A
+// too, or for a narrow C (N <= 128) read in place and narrowed value by value as the kernel
+// broadcasts it, and C is converted in the kernel's loads and stores, so there is no separate
+// conversion pass; C receives the floats, widened.
 void matmul_exact_f32(const MatmulArgs& args);
 
 // Threads and data placement. matmul_exact splits an [M, N] output into blocks of whole rows x

@@ -50,18 +50,21 @@ inline void store_c(C* p, typename Simd<T>::V v) {
 // With tiles > 1 the kernel runs that many tiles down the rows, each mr rows below the last (one
 // call per column panel rather than per tile: on small products the call costs as much as a tile).
 template <class T, class C, int mr, int nv, bool direct_a>
-void kernel(const T* __restrict a_first, int64_t ars, int64_t acs, const T* __restrict b_first, int64_t ldb, int64_t kc,
+void kernel(const T* __restrict a_given, int64_t ars, int64_t acs, const T* __restrict b_first, int64_t ldb, int64_t kc,
             const C* init, int64_t ld_init, C* dst, int64_t ld_dst, bool accumulate, int n_valid, int trans,
             int tiles) {
   using V = typename Simd<T>::V;
   constexpr int W = Tile<T>::W;
+  // A in place is stored as C (doubles holding floats on the f32 tape: narrowed as each is read).
+  using AS = std::conditional_t<direct_a, C, T>;
+  const AS* a_first = reinterpret_cast<const AS*>(a_given);
   if (!direct_a) ars = 1, acs = MR;  // compile-time strides for the packed panel
   const bool full = n_valid == nv * W;
   const int64_t a_step = direct_a ? mr * ars : MR * kc;
   const int64_t init_step = trans & kTransInit ? mr : mr * ld_init;
   const int64_t dst_step = trans & kTransDst ? mr : mr * ld_dst;
   for (int tile = 0; tile < tiles; ++tile, a_first += a_step, dst += dst_step, init = init ? init + init_step : init) {
-    const T* __restrict ap = a_first;
+    const AS* __restrict ap = a_first;
     const T* __restrict bp = b_first;
     V acc[mr][nv];
     if (init == nullptr) {
@@ -104,7 +107,7 @@ void kernel(const T* __restrict a_first, int64_t ars, int64_t acs, const T* __re
       for (int v = 0; v < nv; ++v) b[v] = load_v(bp + v * W);
 #pragma GCC unroll 16
       for (int r = 0; r < mr; ++r) {
-        const T a = ap[r * ars];
+        const T a = static_cast<T>(ap[r * ars]);
 #pragma GCC unroll 8
         for (int v = 0; v < nv; ++v) acc[r][v] = Simd<T>::fma(b[v], a, acc[r][v]);  // one rounding per lane
       }
@@ -169,7 +172,6 @@ constexpr void fill_wide(KernelFn<T, C>* wide, std::integer_sequence<int, rs...>
 }
 template <class T, class C, bool direct_a, int... rs>
 constexpr KernelGrid<T, C> make_grid_rows(std::integer_sequence<int, rs...>) {
-  static_assert(std::is_same_v<T, C> || !direct_a, "with C stored wider than T, A is always packed");
   KernelGrid<T, C> g{};
   (fill_row<T, C, direct_a, rs + 1>(g.fn[rs], std::make_integer_sequence<int, NV>{}), ...);
   if constexpr (std::is_same_v<T, C>) fill_wide<T, C, direct_a>(g.wide, std::make_integer_sequence<int, kWideRows>{});

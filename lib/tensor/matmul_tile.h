@@ -56,10 +56,11 @@ struct KernelGrid {
   KernelFn<T, C> wide[kWideRows];   // [rows - 1]: 2*NV vectors (two panels, B in place); T == C only
   KernelFn<T, C> tall[2];           // [vectors - 1]: 2*MR rows of 1 or 2 vectors; direct A, T == C only
 };
-// With C stored wider than T (float arithmetic on doubles: the f32 tape), A is always packed.
+// With C stored wider than T (float arithmetic on doubles: the f32 tape), a direct A is read as C
+// (doubles holding floats), each value narrowed as the kernel broadcasts it.
 extern const KernelGrid<double, double> kF64Packed, kF64Direct;  // matmul_kernels_f64*.cpp
 extern const KernelGrid<float, float> kF32Packed, kF32Direct;    // matmul_kernels_f32*.cpp
-extern const KernelGrid<float, double> kF32InF64Packed;          // matmul_kernels_f32_in_f64.cpp
+extern const KernelGrid<float, double> kF32InF64Packed, kF32InF64Direct;  // matmul_kernels_f32_in_f64*.cpp
 
 template <class T, class C>
 const KernelGrid<T, C>& kernel_grid(bool direct_a) {
@@ -68,7 +69,7 @@ const KernelGrid<T, C>& kernel_grid(bool direct_a) {
   else if constexpr (std::is_same_v<C, float>)
     return direct_a ? kF32Direct : kF32Packed;
   else
-    return kF32InF64Packed;
+    return direct_a ? kF32InF64Direct : kF32InF64Packed;
 }
 
 }  // namespace gr::detail
