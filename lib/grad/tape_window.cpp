@@ -123,24 +123,21 @@ void col2im(const double* d, const gr_window& g, int64_t c0, double* acc) {
 // keeps the first of them too).
 template <class R>
 inline long long argmax_inside(const double* x, const gr_window& g, long long n, long long c, long long oh, long long ow) {
+  // One pass: `at` moves only on a strictly larger value, so it ends on the first cell equal to the
+  // maximum (a NaN never compares larger; ±0 compare equal); the first NaN is tracked beside it.
   const long long base = ((n * g.c + c) * g.h + oh * g.sh - g.pt) * g.w + ow * g.sw - g.pl;
   R mx = static_cast<R>(x[base]);
-  bool nan = false;
+  long long at = base, first_nan = -1;
   for (long long i = 0; i < g.kh; ++i)
     for (long long j = 0; j < g.kw; ++j) {
-      const R v = static_cast<R>(x[base + i * g.dh * g.w + j * g.dw]);
-      mx = v > mx ? v : mx;  // maxss: NaNs are handled by `nan`
-      nan |= v != v;
+      const long long cell = base + i * g.dh * g.w + j * g.dw;
+      const R v = static_cast<R>(x[cell]);
+      const bool larger = v > mx;
+      at = larger ? cell : at;
+      mx = larger ? v : mx;
+      first_nan = v != v && first_nan < 0 ? cell : first_nan;
     }
-  long long first_max = base, first_nan = base;
-  for (long long i = g.kh - 1; i >= 0; --i)  // backwards: the last assignment is the first cell
-    for (long long j = g.kw - 1; j >= 0; --j) {
-      const long long at = base + i * g.dh * g.w + j * g.dw;
-      const R v = static_cast<R>(x[at]);
-      first_max = v == mx ? at : first_max;
-      first_nan = v != v ? at : first_nan;
-    }
-  return nan ? first_nan : first_max;
+  return first_nan >= 0 ? first_nan : at;
 }
 
 // The winner of window (n, c, oh, ow) (gr_max_pool2d_argmax's answer): [oh_lo, oh_hi) × [ow_lo, ow_hi)
@@ -333,6 +330,27 @@ void Tape::window_backward(const Node& n, const double* gy) {
   };
   if (n.op == Op::MaxPool2d || n.op == Op::AvgPool2d) {  // by window (above); one input
     if (!want_x) return;
+    if (n.op == Op::MaxPool2d && g.sh >= g.dh * (g.kh - 1) + 1 && g.sw >= g.dw * (g.kw - 1) + 1) {
+      // Windows that do not overlap (a stride of at least the dilated kernel, as pool 2 / stride 2):
+      // each cell gets at most one gradient, so into a fresh slot every cell is +0 + (+0 + gy) at
+      // its window's winner and +0 elsewhere — pool_bwd's sums and write()'s first_into, without
+      // the scratch tensor and its extra pass.
+      bool fresh = false;
+      double* slot = grad_slot(a, fresh);
+      if (fresh) {
+        std::fill(slot, slot + nodes_[a].numel(), 0.0);
+        const PoolInside in(g);
+        for (int64_t bn = 0; bn < g.n; ++bn)
+          for (int64_t c = 0; c < g.c; ++c)
+            for (int64_t oh = 0; oh < g.oh; ++oh)
+              for (int64_t ow = 0; ow < g.ow; ++ow) {
+                const R gv = static_cast<R>(*gy++);
+                const long long at = pool_argmax<R>(x, g, in, bn, c, oh, ow);
+                if (at >= 0) slot[at] = static_cast<double>(gr_accumulate(R(0), gr_radd(R(0), gv)));
+              }
+        return;
+      }
+    }
     win_tmp_.resize(static_cast<size_t>(nodes_[a].numel()));
     pool_bwd<R>(n.op, gy, x, g, win_tmp_.data());
     write(a, [&](int64_t e) { return win_tmp_[static_cast<size_t>(e)]; });
