@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "gr_ops_window.h"
 #include "grad/tape.h"
@@ -79,15 +81,16 @@ void im2col_t(const double* x, const gr_window& g, int64_t c0, double* colt) {
 // col2im of one group into acc (per cell: acc = acc + d, in R) from D [K, N·P] (a row per tap k =
 // (c, i, j)): per sample, k ascending, so each cell sums its taps (i, j) ascending — the documented
 // order (gr_conv2d_win_bwd_a); along a row of cells the adds are independent (they vectorize).
-template <class R>
-void col2im(const double* d, const gr_window& g, int64_t c0, double* acc) {
+// D is stored as S: double, or on the f32 tape float (the product computed on floats, below).
+template <class R, class S>
+void col2im(const S* d, const gr_window& g, int64_t c0, double* acc) {
   const int64_t cg = g.c / g.groups, P = g.oh * g.ow, NP = g.n * P;
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t c = 0; c < cg; ++c) {
       double* plane = acc + (n * g.c + c0 + c) * g.h * g.w;
       for (int64_t i = 0; i < g.kh; ++i)
         for (int64_t j = 0; j < g.kw; ++j) {
-          const double* row = d + ((c * g.kh + i) * g.kw + j) * NP + n * P;
+          const S* row = d + ((c * g.kh + i) * g.kw + j) * NP + n * P;
           // the outputs ow whose tap j lands inside the row: 0 <= ow·sw − pl + j·dw < W
           const int64_t off = j * g.dw - g.pl;
           const int64_t ow0 = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
@@ -95,7 +98,7 @@ void col2im(const double* d, const gr_window& g, int64_t c0, double* acc) {
           for (int64_t oh = 0; oh < g.oh; ++oh) {
             const int64_t ih = oh * g.sh - g.pt + i * g.dh;
             if (ih < 0 || ih >= g.h) continue;
-            const double* src = row + oh * g.ow;
+            const S* src = row + oh * g.ow;
             double* dst = plane + ih * g.w + off;
             if (g.sw == 1) {
               for (int64_t ow = ow0; ow < ow1; ++ow)
@@ -387,12 +390,27 @@ void Tape::window_backward(const Node& n, const double* gy) {
     if (fresh) std::fill(slot, slot + nodes_[a].numel(), 0.0);
     else own.assign(static_cast<size_t>(nodes_[a].numel()), 0.0), acc = own.data();
     const bool direct = conv2d_direct_dx<R>(gy, w, g, acc);  // tape_conv.cpp; else the product and col2im
-    if (!direct) win_col_.resize(static_cast<size_t>(K * NP));
+    if (!direct && std::is_same_v<R, double>) win_col_.resize(static_cast<size_t>(K * NP));
     for (int64_t grp = 0; grp < g.groups && !direct; ++grp) {
       gather_g(grp);
       // D[k, (n,p)] = Σ_f W[f, k]·G[(n,p), f]: B is gt read across its rows (b_rs 1, b_cs fg)
-      matmul_in(real_, {w + grp * fg * K, 1, K, gt.data(), 1, fg, win_col_.data(), K, fg, NP, MatmulStore::Overwrite});
-      col2im<R>(win_col_.data(), g, grp * cg, acc);
+      if constexpr (std::is_same_v<R, double>) {
+        matmul_in(real_, {w + grp * fg * K, 1, K, gt.data(), 1, fg, win_col_.data(), K, fg, NP, MatmulStore::Overwrite});
+        col2im<R>(win_col_.data(), g, grp * cg, acc);
+      } else {
+        // On floats end to end: D [K, N·P] is the largest buffer of the step (LeNet conv2: 150 x 6400),
+        // and as doubles holding floats it was written by the product and read back by col2im at twice
+        // the bytes. The float matmul on the narrowed operands gives matmul_exact_f32's bytes (the
+        // float contract: tests/test_matmul_f32.cpp checks the two against each other).
+        thread_local std::vector<float> wf, gf, df;
+        wf.resize(static_cast<size_t>(fg * K));
+        gf.resize(static_cast<size_t>(NP * fg));
+        df.resize(static_cast<size_t>(K * NP));
+        for (int64_t e = 0; e < fg * K; ++e) wf[static_cast<size_t>(e)] = static_cast<float>(w[grp * fg * K + e]);
+        for (int64_t e = 0; e < NP * fg; ++e) gf[static_cast<size_t>(e)] = static_cast<float>(gt[static_cast<size_t>(e)]);
+        matmul_exact(MatmulArgsF32{wf.data(), 1, K, gf.data(), 1, fg, df.data(), K, fg, NP, MatmulStore::Overwrite});
+        col2im<R>(df.data(), g, grp * cg, acc);
+      }
     }
     if (!fresh)
       for (int64_t e = 0; e < nodes_[a].numel(); ++e) accumulate_into(slot[e], static_cast<R>(acc[e]));
