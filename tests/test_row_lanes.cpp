@@ -1,7 +1,8 @@
 // test_row_lanes.cpp — layer_norm's blocked CPU path (lib/grad/row_lanes.h: 8 rows side by side)
 // against the one-row rule of kernels/gr_ops_lane.h, byte for byte: the functions themselves on
 // random rows (f64 and f32, several lengths), and the tape's layer_norm forward and backward on 13
-// rows (one block of 8 and a remainder of 5 through the one-row rule), f64 and f32. The values
+// rows (one block of 8 and a remainder of 5 through the one-row rule), f64 and f32; cross_entropy's
+// rows (exps first) against gr_ce_row_fwd/_bwd. The values
 // span many magnitudes so a sum in another order rounds differently (a reordered chain fails this).
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -81,5 +82,38 @@ TEST_CASE("row_lanes: the tape's layer_norm on 13 rows (a block and a remainder)
     }
     CHECK(std::memcmp(t.value(y).data, want_y.data(), n * sizeof(double)) == 0);
     CHECK(std::memcmp(t.grad(X).data, want_g.data(), n * sizeof(double)) == 0);
+  }
+}
+
+namespace {
+// ce_row_fwd / ce_row_bwd (the exps first, then the sum) against gr_ce_row_fwd / gr_ce_row_bwd
+// (the sum carried through the exps), byte for byte: logits spanning ±30 so that a sum in another
+// order rounds differently, every class id, one outside the row and a NaN id (the NaN results).
+template <class T>
+void ce_against_one_row(int64_t len) {
+  std::vector<T> x = wild<T>(static_cast<size_t>(len), 300 + static_cast<uint64_t>(len));
+  for (auto& v : x) v = static_cast<T>(std::fmod(static_cast<double>(v), 30.0));
+  const std::vector<T> slot0 = wild<T>(static_cast<size_t>(len), 400 + static_cast<uint64_t>(len));
+  std::vector<T> e(static_cast<size_t>(len));
+  std::vector<T> ids;
+  for (int64_t c = 0; c < len; ++c) ids.push_back(static_cast<T>(c));
+  ids.push_back(static_cast<T>(len));
+  ids.push_back(static_cast<T>(NAN));
+  const T q = static_cast<T>(0.0625);
+  for (const T c : ids) {
+    const T got = ce_row_fwd(x.data(), c, len, e.data()), want = gr_ce_row_fwd(x.data(), c, static_cast<long long>(len));
+    CHECK(std::memcmp(&got, &want, sizeof(T)) == 0);
+    std::vector<T> s = slot0, s1 = slot0;
+    ce_row_bwd(x.data(), c, q, s.data(), len, e.data());
+    gr_ce_row_bwd(x.data(), c, q, s1.data(), static_cast<long long>(len));
+    CHECK(std::memcmp(s.data(), s1.data(), s.size() * sizeof(T)) == 0);
+  }
+}
+}  // namespace
+
+TEST_CASE("row_lanes: cross_entropy's rows with the exps first equal the one-row rule byte for byte", "[tape][cross_entropy]") {
+  for (const int64_t len : {1, 2, 10, 27, 100}) {
+    ce_against_one_row<double>(len);
+    ce_against_one_row<float>(len);
   }
 }

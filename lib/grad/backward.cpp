@@ -10,6 +10,7 @@
 // R is the tape's arithmetic type (tape_real.h): double, or float over floats stored in doubles.
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "gr_ops_lane.h"
 #include "grad/row_lanes.h"
@@ -449,14 +450,15 @@ struct TapeRules {
     const int64_t C = X.shape[X.shape.rank() - 1], rows = X.shape.numel() / C;  // [N,T,C]: N·T rows
     double* sx = t.ensure_grad(n.a);
     const R q = gr_rdiv(R(g[0]), static_cast<R>(rows));
+    std::vector<R> e(static_cast<size_t>(C));  // a row's exps (row_lanes.h ce_row_bwd)
     for (int64_t r = 0; r < rows; ++r) {
       if constexpr (std::is_same_v<R, double>) {
-        gr_ce_row_bwd(X.val + r * C, in(n.b).val[r], q, sx + r * C, C);
+        ce_row_bwd(X.val + r * C, in(n.b).val[r], q, sx + r * C, C, e.data());
       } else {
         float* w = t.scratch(static_cast<size_t>(2 * C));
         narrow_lane(X.val + r * C, C, 1, w);
         narrow_lane(sx + r * C, C, 1, w + C);
-        gr_ce_row_bwd(w, static_cast<float>(in(n.b).val[r]), q, w + C, C);
+        ce_row_bwd(w, static_cast<float>(in(n.b).val[r]), q, w + C, C, e.data());
         widen_lane(w + C, C, sx + r * C, 1);
       }
     }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "gr_ops_lane.h"
 #include "grad/row_lanes.h"
@@ -187,13 +188,14 @@ Var Tape::cross_entropy(Var logits, Var ids) {
   n->val[0] = by_real([&](auto zero) {
     using R = decltype(zero);
     R total = 0;
+    std::vector<R> e(static_cast<size_t>(C));  // a row's exps (row_lanes.h ce_row_fwd)
     for (int64_t r = 0; r < rows; ++r) {
       if constexpr (std::is_same_v<R, double>) {
-        total = gr_radd(total, gr_ce_row_fwd(px + r * C, pc[r], C));
+        total = gr_radd(total, ce_row_fwd(px + r * C, pc[r], C, e.data()));
       } else {
         float* x = scratch(static_cast<size_t>(C));
         narrow_lane(px + r * C, C, 1, x);
-        total = gr_radd(total, gr_ce_row_fwd(x, static_cast<float>(pc[r]), C));
+        total = gr_radd(total, ce_row_fwd(x, static_cast<float>(pc[r]), C, e.data()));
       }
     }
     return static_cast<double>(gr_sce_finish(total, rows));
