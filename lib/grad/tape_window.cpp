@@ -349,7 +349,7 @@ void Tape::window_backward(const Node& n, const double* gy) {
               for (int64_t ow = 0; ow < g.ow; ++ow) {
                 const R gv = static_cast<R>(*gy++);
                 const long long at = pool_argmax<R>(x, g, in, bn, c, oh, ow);
-                if (at >= 0) slot[at] = static_cast<double>(gr_accumulate(R(0), gr_radd(R(0), gv)));
+                if (at >= 0) first_into(slot[at], gr_radd(R(0), gv));
               }
         return;
       }
@@ -406,8 +406,8 @@ void Tape::window_backward(const Node& n, const double* gy) {
         wf.resize(static_cast<size_t>(fg * K));
         gf.resize(static_cast<size_t>(NP * fg));
         df.resize(static_cast<size_t>(K * NP));
-        for (int64_t e = 0; e < fg * K; ++e) wf[static_cast<size_t>(e)] = static_cast<float>(w[grp * fg * K + e]);
-        for (int64_t e = 0; e < NP * fg; ++e) gf[static_cast<size_t>(e)] = static_cast<float>(gt[static_cast<size_t>(e)]);
+        narrow_lane(w + grp * fg * K, fg * K, 1, wf.data());
+        narrow_lane(gt.data(), NP * fg, 1, gf.data());
         matmul_exact(MatmulArgsF32{wf.data(), 1, K, gf.data(), 1, fg, df.data(), K, fg, NP, MatmulStore::Overwrite});
         col2im<R>(df.data(), g, grp * cg, acc);
       }
