@@ -393,6 +393,17 @@ const Shape kShapes32[] = {
     {72, 16, 4096, true, true, false, "digits c2 dcol"},
     {4096, 9, 8, false, true, false, "digits c1 fwd"},
     {9, 4096, 8, true, false, false, "digits c1 dW"},
+    // The words transformer's products on the f32 tape (the f64 table's rows above).
+    {512, 64, 64, false, false, false, "words qkvo fwd"},
+    {512, 64, 128, false, false, false, "words up fwd"},
+    {512, 128, 64, false, false, false, "words down fwd"},
+    {512, 64, 27, false, false, false, "words head fwd"},
+    {64, 512, 64, true, false, true, "words qkvo dW"},
+    {64, 512, 128, true, false, true, "words up dW"},
+    {128, 512, 64, true, false, true, "words down dW"},
+    {512, 64, 64, false, true, true, "words qkvo dX"},
+    {512, 128, 64, false, true, true, "words up dX"},
+    {512, 64, 128, false, true, true, "words down dX"},
 };
 constexpr size_t kNumShapes32 = sizeof kShapes32 / sizeof kShapes32[0];
 
