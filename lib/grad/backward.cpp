@@ -493,6 +493,8 @@ struct TapeRules {
     const double* x = n.a >= 0 ? in(n.a).val : nullptr;
     const double* b = n.b >= 0 ? in(n.b).val : nullptr;
     const R s = static_cast<R>(n.scalar);  // rounded once, as a device kernel's GRK_REAL
+    if (n.gelu_t)  // a GELU that kept its tanh (Tape::gelu_keeping_tanh): gr_gelu_bwd with t read
+      return unary([&](int64_t e) { return gr_gelu_bwd_t(R(g[e]), R(x[e]), R(n.gelu_t[e])); });
     switch (n.op) {
       case Op::Param:
       case Op::Const: return;

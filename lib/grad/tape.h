@@ -60,6 +60,7 @@ struct Node {
   gr_window win{};                // window ops (conv2d, pools): the resolved geometry (gr_ops_window.h)
   double* val = nullptr;          // null: no host value (lazy or dropped const, or downstream of one)
   double* grad = nullptr;         // null: no gradient memory (never reached by backward)
+  double* gelu_t = nullptr;       // a GELU with a value: gr_gelu_tanh(x) per element, kept for backward
   Arena::Pos pos_before;          // arena position before this node's value
   Arena::Pos grad_pos;            // where its gradient was allocated
   int64_t numel() const { return shape.numel(); }
@@ -238,6 +239,8 @@ class Tape {
   // `view_of_a`: the node's value is a's memory, not a copy (a reshape of an op's output: a
   // recorded op's value never changes, and reset_to releases a with or before the view).
   Node* push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a = false, int32_t c = -1);
+  // GELU, keeping its tanh for backward (tape_ops.cpp).
+  Var gelu_keeping_tanh(Var x);
   // The gradient slot of node `id`, marked touched. ensure_grad returns it ready to accumulate
   // into (an untouched slot is zeroed first); grad_slot leaves an untouched slot as it is and sets
   // `fresh`: the caller must then write every element, as `+0 + c` (gr_accumulate onto +0, the

@@ -100,9 +100,35 @@ Var Tape::unary(Op op, Var x, double s, F f) {
   return Var{size() - 1};
 }
 
+// GELU keeps its tanh: t = gr_gelu_tanh(x) goes to a block of its own after the value and y =
+// gr_gelu_fwd_t(x, t); backward's gr_gelu_bwd_t reads t instead of computing the tanh — an exp,
+// most of GELU's time — a second time (issue 43 item 8: the words transformer's GELU backward was
+// 7-8% of its step). The bytes are gr_gelu_fwd/_bwd's: those are the _t forms with t computed inline.
+Var Tape::gelu_keeping_tanh(Var x) {
+  if (!usable(Op::Gelu, x)) return Var{};
+  Node* n = push(Op::Gelu, x.id, -1, nodes_[x.id].shape);
+  if (!n->val) return Var{size() - 1};
+  n->gelu_t = arena_.alloc(n->numel());
+  value_end_ = arena_.pos();
+  by_real([&](auto r) {
+    using R = decltype(r);
+    const double* px = nodes_[x.id].val;
+    double *y = n->val, *t = n->gelu_t;
+    for_each_owned(n->shape, [&](int64_t base, int64_t c0, int64_t c1) {
+      for (int64_t e = base + c0; e < base + c1; ++e) {
+        const R xe = R(px[e]), te = gr_gelu_tanh(xe);
+        t[e] = te;
+        y[e] = gr_gelu_fwd_t(xe, te);
+      }
+    });
+  });
+  return Var{size() - 1};
+}
+
 // Every elementwise op through its row: gr_ew_<stem>::fwd is the row's gr_<stem>_fwd, in R; the
 // scalar attribute is rounded to R once, as a device kernel's GRK_REAL does.
 Var Tape::unary_op(Op op, Var x, double s) {
+  if (op == Op::Gelu) return gelu_keeping_tanh(x);
   if (!(op_info(op).attrs & kAttrScalar)) s = 0.0;
   switch (op) {
 #define GR_TAPE_UNARY_FWD(E, name, arity, cls, attrs, stem, ...) \

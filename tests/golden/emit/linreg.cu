@@ -528,18 +528,19 @@ template <class T> GR_HD static inline T gr_gelu_tanh(T x) {
   const T c = T(0.7978845608028654), a = T(0.044715);  // √(2/π), PyTorch's constant
   return gr_tanh_fwd(gr_rmul(c, gr_radd(x, gr_rmul(gr_rmul(a, gr_rmul(x, x)), x))));
 }
-template <class T> GR_HD static inline T gr_gelu_fwd(T x) {
-  return gr_rmul(gr_rmul(T(0.5), x), gr_radd(T(1), gr_gelu_tanh(x)));
-}
-template <class T> GR_HD static inline T gr_gelu_bwd(T g, T x) {
+// The _t forms take t = gr_gelu_tanh(x) computed already: the CPU tape computes it once in the
+// forward, keeps it, and its backward reads it instead of computing the tanh (an exp) again.
+template <class T> GR_HD static inline T gr_gelu_fwd_t(T x, T t) { return gr_rmul(gr_rmul(T(0.5), x), gr_radd(T(1), t)); }
+template <class T> GR_HD static inline T gr_gelu_fwd(T x) { return gr_gelu_fwd_t(x, gr_gelu_tanh(x)); }
+template <class T> GR_HD static inline T gr_gelu_bwd_t(T g, T x, T t) {
   const T c = T(0.7978845608028654), a3 = T(0.134145);  // 3·0.044715
-  const T t = gr_gelu_tanh(x);
   const T sech2 = gr_rsub(T(1), gr_rmul(t, t));
   const T first = gr_rmul(T(0.5), gr_radd(T(1), t));
   const T second = sech2 == T(0) ? T(0)
                                  : gr_rmul(gr_rmul(gr_rmul(T(0.5), x), sech2), gr_rmul(c, gr_radd(T(1), gr_rmul(a3, gr_rmul(x, x)))));
   return gr_rmul(g, gr_radd(first, second));
 }
+template <class T> GR_HD static inline T gr_gelu_bwd(T g, T x) { return gr_gelu_bwd_t(g, x, gr_gelu_tanh(x)); }
 
 // Binary cross-entropy on a logit a with target b, per element (PyTorch's reduction='none'; a spec
 // takes its mean): max(a, 0) − a·b + log(1 + exp(−|a|)), stable for any |a| because exp sees
