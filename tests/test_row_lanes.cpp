@@ -1,5 +1,6 @@
 // test_row_lanes.cpp — layer_norm's blocked CPU path (lib/grad/row_lanes.h: 8 rows side by side)
-// against the one-row rule of kernels/gr_ops_lane.h, byte for byte: the functions themselves on
+// against the one-row rule of kernels/gr_ops_lane.h, byte for byte: the functions themselves (and
+// the backward from the forward's kept 1/sigma, layer_norm_rows_bwd_r) on
 // random rows (f64 and f32, several lengths), and the tape's layer_norm forward and backward on 13
 // rows (one block of 8 and a remainder of 5 through the one-row rule), f64 and f32; cross_entropy's
 // rows (exps first) against gr_ce_row_fwd/_bwd. The values
@@ -33,9 +34,11 @@ void rows_against_one_row(int64_t len) {
   const std::vector<T> x = wild<T>(n, 1 + static_cast<uint64_t>(len)), g = wild<T>(n, 99 + static_cast<uint64_t>(len));
   const std::vector<T> slot0 = wild<T>(n, 7 + static_cast<uint64_t>(len));
   const T eps = static_cast<T>(1e-5);
-  std::vector<T> y(n), y1(n), s = slot0, s1 = slot0;
-  layer_norm_rows_fwd<W>(x.data(), y.data(), len, eps);
+  std::vector<T> y(n), y1(n), s = slot0, s1 = slot0, s_kept = slot0;
+  T r[W];  // each row's 1/sigma, as the tape keeps it for backward
+  layer_norm_rows_fwd<W>(x.data(), y.data(), len, eps, r);
   layer_norm_rows_bwd<W>(g.data(), x.data(), y.data(), s.data(), len, eps);
+  layer_norm_rows_bwd_r<W>(g.data(), y.data(), r, s_kept.data(), len);
   for (int w = 0; w < W; ++w) {
     const size_t o = static_cast<size_t>(w * len);
     gr_layer_norm_lane_fwd(x.data() + o, y1.data() + o, static_cast<long long>(len), 1LL, eps);
@@ -43,6 +46,7 @@ void rows_against_one_row(int64_t len) {
   }
   CHECK(std::memcmp(y.data(), y1.data(), n * sizeof(T)) == 0);
   CHECK(std::memcmp(s.data(), s1.data(), n * sizeof(T)) == 0);
+  CHECK(std::memcmp(s_kept.data(), s1.data(), n * sizeof(T)) == 0);
 }
 }  // namespace
 

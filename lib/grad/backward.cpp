@@ -335,15 +335,16 @@ struct TapeRules {
     const int64_t L = n.shape[n.shape.rank() - 1], rows = n.numel() / L;
     const double* x = in(n.a).val;
     const R eps = static_cast<R>(n.scalar);
-    // Rows r .. r+h-1 through fn(g, x, y, slot) in R (f32: float copies, the slot goes back).
-    const auto run = [&](int64_t r, int64_t h, auto&& fn) {
+    // Rows r .. r+h-1 through fn(g, x, y, slot) in R (f32: float copies, the slot goes back; x
+    // copied only `with_x`).
+    const auto run = [&](int64_t r, int64_t h, bool with_x, auto&& fn) {
       const int64_t o = r * L, B = h * L;
       if constexpr (std::is_same_v<R, double>) {
         fn(g + o, x + o, n.val + o, slot + o);
       } else {
         float* w = t.scratch(static_cast<size_t>(4 * B));
         narrow_lane(g + o, B, 1, w);
-        narrow_lane(x + o, B, 1, w + B);
+        if (with_x) narrow_lane(x + o, B, 1, w + B);
         narrow_lane(n.val + o, B, 1, w + 2 * B);
         narrow_lane(slot + o, B, 1, w + 3 * B);
         fn(w, w + B, w + 2 * B, w + 3 * B);
@@ -352,10 +353,17 @@ struct TapeRules {
     };
     // layer_norm: kRowBlock rows side by side (row_lanes.h: each row's bytes as the one-row rule's).
     const int64_t blocked = n.op == Op::LayerNorm ? rows / kRowBlock * kRowBlock : 0;
+    // With each row's r kept by the forward (Tape::row_op) x is not read.
     for (int64_t r = 0; r < blocked; r += kRowBlock)
-      run(r, kRowBlock, [&](const R* gl, const R* xl, const R* yl, R* sl) { layer_norm_rows_bwd<kRowBlock>(gl, xl, yl, sl, L, eps); });
+      if (n.kept) {
+        R rr[kRowBlock];
+        for (int w = 0; w < kRowBlock; ++w) rr[w] = R(n.kept[r + w]);
+        run(r, kRowBlock, false, [&](const R* gl, const R*, const R* yl, R* sl) { layer_norm_rows_bwd_r<kRowBlock>(gl, yl, rr, sl, L); });
+      } else {
+        run(r, kRowBlock, true, [&](const R* gl, const R* xl, const R* yl, R* sl) { layer_norm_rows_bwd<kRowBlock>(gl, xl, yl, sl, L, eps); });
+      }
     for (int64_t r = blocked; r < rows; ++r)
-      run(r, 1, [&](const R* gl, const R* xl, const R* yl, R* sl) { row_bwd(n.op, gl, xl, yl, sl, L, eps); });
+      run(r, 1, true, [&](const R* gl, const R* xl, const R* yl, R* sl) { row_bwd(n.op, gl, xl, yl, sl, L, eps); });
   }
 
   // A batch-statistics op (batch_norm): its row's gr_<stem>_chan_bwd per channel (gr_ops_batch.h),
@@ -493,8 +501,8 @@ struct TapeRules {
     const double* x = n.a >= 0 ? in(n.a).val : nullptr;
     const double* b = n.b >= 0 ? in(n.b).val : nullptr;
     const R s = static_cast<R>(n.scalar);  // rounded once, as a device kernel's GRK_REAL
-    if (n.gelu_t)  // a GELU that kept its tanh (Tape::gelu_keeping_tanh): gr_gelu_bwd with t read
-      return unary([&](int64_t e) { return gr_gelu_bwd_t(R(g[e]), R(x[e]), R(n.gelu_t[e])); });
+    if (n.op == Op::Gelu && n.kept)  // it kept its tanh (Tape::gelu_keeping_tanh): gr_gelu_bwd with t read
+      return unary([&](int64_t e) { return gr_gelu_bwd_t(R(g[e]), R(x[e]), R(n.kept[e])); });
     switch (n.op) {
       case Op::Param:
       case Op::Const: return;

@@ -34,18 +34,22 @@ inline void layer_norm_rows_stats(const T* x, int64_t len, T eps, T* mean, T* r)
   for (int w = 0; w < W; ++w) r[w] = gr_rdiv(T(1), gr_sqrt(gr_radd(gr_rdiv(v[w], (T)len), eps)));
 }
 
+// r_out (optional): each row's r, for layer_norm_rows_bwd_r (the tape keeps it for backward).
 template <int W, class T>
-inline void layer_norm_rows_fwd(const T* x, T* y, int64_t len, T eps) {
+inline void layer_norm_rows_fwd(const T* x, T* y, int64_t len, T eps, T* r_out = nullptr) {
   T mean[W], r[W];
   layer_norm_rows_stats<W>(x, len, eps, mean, r);
   for (int w = 0; w < W; ++w)
     for (int64_t k = 0; k < len; ++k) y[w * len + k] = gr_rmul(gr_rsub(x[w * len + k], mean[w]), r[w]);
+  if (r_out)
+    for (int w = 0; w < W; ++w) r_out[w] = r[w];
 }
 
+// The backward given each row's r: it reads g and y only (x enters through r alone), so a forward
+// that kept r spares the backward both passes of the statistics over x.
 template <int W, class T>
-inline void layer_norm_rows_bwd(const T* g, const T* x, const T* y, T* slot, int64_t len, T eps) {
-  T mean[W], r[W], sg[W], sgy[W];
-  layer_norm_rows_stats<W>(x, len, eps, mean, r);
+inline void layer_norm_rows_bwd_r(const T* g, const T* y, const T* r, T* slot, int64_t len) {
+  T sg[W], sgy[W];
   for (int w = 0; w < W; ++w) sg[w] = T(0), sgy[w] = T(0);
   for (int64_t k = 0; k < len; ++k)
     for (int w = 0; w < W; ++w) {
@@ -59,6 +63,13 @@ inline void layer_norm_rows_bwd(const T* g, const T* x, const T* y, T* slot, int
       slot[i] = gr_radd(slot[i], gr_rmul(r[w], gr_rsub(gr_rsub(g[i], mg), gr_rmul(y[i], mgy))));
     }
   }
+}
+
+template <int W, class T>
+inline void layer_norm_rows_bwd(const T* g, const T* x, const T* y, T* slot, int64_t len, T eps) {
+  T mean[W], r[W];
+  layer_norm_rows_stats<W>(x, len, eps, mean, r);
+  layer_norm_rows_bwd_r<W>(g, y, r, slot, len);
 }
 
 // cross_entropy's rules for one row of logits (gr_ce_row_fwd / gr_ce_row_bwd, kernels/gr_ops_lane.h)

@@ -60,7 +60,9 @@ struct Node {
   gr_window win{};                // window ops (conv2d, pools): the resolved geometry (gr_ops_window.h)
   double* val = nullptr;          // null: no host value (lazy or dropped const, or downstream of one)
   double* grad = nullptr;         // null: no gradient memory (never reached by backward)
-  double* gelu_t = nullptr;       // a GELU with a value: gr_gelu_tanh(x) per element, kept for backward
+  double* kept = nullptr;         // what the forward computed and backward reads instead of computing it
+                                  // again: GELU gr_gelu_tanh(x) per element; layer_norm each blocked
+                                  // row's r = 1/sqrt(var + eps) (row_lanes.h). Null: recompute.
   Arena::Pos pos_before;          // arena position before this node's value
   Arena::Pos grad_pos;            // where its gradient was allocated
   int64_t numel() const { return shape.numel(); }

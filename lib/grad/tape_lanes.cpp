@@ -146,17 +146,25 @@ Var Tape::row_op(Op op, Var x, double eps) {
   const double* px = nodes_[x.id].val;
   const int64_t rows = in.numel() / L;
   // layer_norm: kRowBlock rows side by side (row_lanes.h: each row's bytes as the one-row rule's).
+  // Each blocked row's r is kept for backward (Node::kept: layer_norm_rows_bwd_r reads g and y only).
   const int64_t blocked = op == Op::LayerNorm ? rows / kRowBlock * kRowBlock : 0;
+  if (blocked > 0) {
+    n->kept = arena_.alloc(blocked);
+    value_end_ = arena_.pos();
+  }
   if (real_ == DType::F64) {
-    for (int64_t r = 0; r < blocked; r += kRowBlock) layer_norm_rows_fwd<kRowBlock>(px + r * L, n->val + r * L, L, eps);
+    for (int64_t r = 0; r < blocked; r += kRowBlock)
+      layer_norm_rows_fwd<kRowBlock>(px + r * L, n->val + r * L, L, eps, n->kept + r);
     for (int64_t r = blocked; r < rows; ++r) row_fwd(op, px + r * L, n->val + r * L, L, eps);
     return Var{size() - 1};
   }
   for (int64_t r = 0; r < blocked; r += kRowBlock) {
     float* w = scratch(static_cast<size_t>(2 * kRowBlock * L));
+    float rr[kRowBlock];
     narrow_lane(px + r * L, kRowBlock * L, 1, w);
-    layer_norm_rows_fwd<kRowBlock>(w, w + kRowBlock * L, L, static_cast<float>(eps));
+    layer_norm_rows_fwd<kRowBlock>(w, w + kRowBlock * L, L, static_cast<float>(eps), rr);
     widen_lane(w + kRowBlock * L, kRowBlock * L, n->val + r * L, 1);
+    widen_lane(rr, kRowBlock, n->kept + r, 1);
   }
   for (int64_t r = blocked; r < rows; ++r) {
     float* row = scratch(static_cast<size_t>(2 * L));

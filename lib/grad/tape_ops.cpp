@@ -108,12 +108,12 @@ Var Tape::gelu_keeping_tanh(Var x) {
   if (!usable(Op::Gelu, x)) return Var{};
   Node* n = push(Op::Gelu, x.id, -1, nodes_[x.id].shape);
   if (!n->val) return Var{size() - 1};
-  n->gelu_t = arena_.alloc(n->numel());
+  n->kept = arena_.alloc(n->numel());
   value_end_ = arena_.pos();
   by_real([&](auto r) {
     using R = decltype(r);
     const double* px = nodes_[x.id].val;
-    double *y = n->val, *t = n->gelu_t;
+    double *y = n->val, *t = n->kept;
     for_each_owned(n->shape, [&](int64_t base, int64_t c0, int64_t c1) {
       for (int64_t e = base + c0; e < base + c1; ++e) {
         const R xe = R(px[e]), te = gr_gelu_tanh(xe);
