@@ -90,7 +90,8 @@ TEST_CASE("row_lanes: the tape's layer_norm on 13 rows (a block and a remainder)
 }
 
 namespace {
-// ce_row_fwd / ce_row_bwd (the exps first, then the sum) against gr_ce_row_fwd / gr_ce_row_bwd
+// ce_row_fwd / ce_row_bwd (the exps first, then the sum) and ce_row_bwd_ml (from the forward's
+// max and log-sum-exp) against gr_ce_row_fwd / gr_ce_row_bwd
 // (the sum carried through the exps), byte for byte: logits spanning ±30 so that a sum in another
 // order rounds differently, every class id, one outside the row and a NaN id (the NaN results).
 template <class T>
@@ -105,12 +106,15 @@ void ce_against_one_row(int64_t len) {
   ids.push_back(static_cast<T>(NAN));
   const T q = static_cast<T>(0.0625);
   for (const T c : ids) {
-    const T got = ce_row_fwd(x.data(), c, len, e.data()), want = gr_ce_row_fwd(x.data(), c, static_cast<long long>(len));
+    T ml[2];  // the row's max and log-sum-exp, as the tape keeps them for backward
+    const T got = ce_row_fwd(x.data(), c, len, e.data(), ml), want = gr_ce_row_fwd(x.data(), c, static_cast<long long>(len));
     CHECK(std::memcmp(&got, &want, sizeof(T)) == 0);
-    std::vector<T> s = slot0, s1 = slot0;
+    std::vector<T> s = slot0, s1 = slot0, s_kept = slot0;
     ce_row_bwd(x.data(), c, q, s.data(), len, e.data());
+    ce_row_bwd_ml(x.data(), c, q, s_kept.data(), len, ml[0], ml[1]);
     gr_ce_row_bwd(x.data(), c, q, s1.data(), static_cast<long long>(len));
     CHECK(std::memcmp(s.data(), s1.data(), s.size() * sizeof(T)) == 0);
+    CHECK(std::memcmp(s_kept.data(), s1.data(), s.size() * sizeof(T)) == 0);
   }
 }
 }  // namespace

@@ -459,14 +459,21 @@ struct TapeRules {
     double* sx = t.ensure_grad(n.a);
     const R q = gr_rdiv(R(g[0]), static_cast<R>(rows));
     std::vector<R> e(static_cast<size_t>(C));  // a row's exps (row_lanes.h ce_row_bwd)
+    // Each row's rule: ce_row_bwd_ml from the max and log-sum-exp the forward kept, or from scratch.
+    const auto row_bwd = [&](int64_t r, const R* xr, R c, R* sr) {
+      if (n.kept)
+        ce_row_bwd_ml(xr, c, q, sr, C, R(n.kept[2 * r]), R(n.kept[2 * r + 1]));
+      else
+        ce_row_bwd(xr, c, q, sr, C, e.data());
+    };
     for (int64_t r = 0; r < rows; ++r) {
       if constexpr (std::is_same_v<R, double>) {
-        ce_row_bwd(X.val + r * C, in(n.b).val[r], q, sx + r * C, C, e.data());
+        row_bwd(r, X.val + r * C, in(n.b).val[r], sx + r * C);
       } else {
         float* w = t.scratch(static_cast<size_t>(2 * C));
         narrow_lane(X.val + r * C, C, 1, w);
         narrow_lane(sx + r * C, C, 1, w + C);
-        ce_row_bwd(w, static_cast<float>(in(n.b).val[r]), q, w + C, C, e.data());
+        row_bwd(r, w, static_cast<float>(in(n.b).val[r]), w + C);
         widen_lane(w + C, C, sx + r * C, 1);
       }
     }

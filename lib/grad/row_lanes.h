@@ -86,25 +86,34 @@ inline T ce_row_sumexp(const T* x, int64_t len, T m, T* e) {
   return s;
 }
 
+// ml (optional): the row's max m and l = log Σ exp(x − m), for ce_row_bwd_ml (the tape keeps them).
 template <class T>
-inline T ce_row_fwd(const T* x, T c, int64_t len, T* e) {
+inline T ce_row_fwd(const T* x, T c, int64_t len, T* e, T* ml = nullptr) {
   const long long k = gr_class_index(c, len);
   const T m = gr_lane_max(x, len, 1);
   const T l = gr_log(ce_row_sumexp(x, len, m, e));
+  if (ml) ml[0] = m, ml[1] = l;
   if (k < 0) return gr_rdiv(T(0), T(0));
   return gr_rsub(gr_rsub(x[k], m), l);
 }
 
+// The backward given the forward's m and l: one exp per element instead of two (the sum's exps are
+// the forward's), and no max pass.
 template <class T>
-inline void ce_row_bwd(const T* x, T c, T q, T* slot_x, int64_t len, T* e) {
+inline void ce_row_bwd_ml(const T* x, T c, T q, T* slot_x, int64_t len, T m, T l) {
   const long long cls = gr_class_index(c, len);
-  const T m = gr_lane_max(x, len, 1);
-  const T l = gr_log(ce_row_sumexp(x, len, m, e));
   for (int64_t k = 0; k < len; ++k) {
     const T p = gr_exp(gr_rsub(gr_rsub(x[k], m), l));
     const T t = k == cls ? T(1) : T(0);
     slot_x[k] = gr_radd(slot_x[k], cls < 0 ? gr_rdiv(T(0), T(0)) : gr_rmul(q, gr_rsub(p, t)));
   }
+}
+
+template <class T>
+inline void ce_row_bwd(const T* x, T c, T q, T* slot_x, int64_t len, T* e) {
+  const T m = gr_lane_max(x, len, 1);
+  const T l = gr_log(ce_row_sumexp(x, len, m, e));
+  ce_row_bwd_ml(x, c, q, slot_x, len, m, l);
 }
 
 }  // namespace gr

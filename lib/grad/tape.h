@@ -62,7 +62,8 @@ struct Node {
   double* grad = nullptr;         // null: no gradient memory (never reached by backward)
   double* kept = nullptr;         // what the forward computed and backward reads instead of computing it
                                   // again: GELU gr_gelu_tanh(x) per element; layer_norm each blocked
-                                  // row's r = 1/sqrt(var + eps) (row_lanes.h). Null: recompute.
+                                  // row's r = 1/sqrt(var + eps); cross_entropy each row's max and
+                                  // log-sum-exp (row_lanes.h). Null: recompute.
   Arena::Pos pos_before;          // arena position before this node's value
   Arena::Pos grad_pos;            // where its gradient was allocated
   int64_t numel() const { return shape.numel(); }

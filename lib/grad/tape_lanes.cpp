@@ -193,18 +193,22 @@ Var Tape::cross_entropy(Var logits, Var ids) {
   const int64_t C = sx[sx.rank() - 1], rows = sx.numel() / C;
   const double* px = nodes_[logits.id].val;
   const double* pc = nodes_[ids.id].val;
+  n->kept = arena_.alloc(2 * rows);  // each row's max and log-sum-exp, for backward (ce_row_bwd_ml)
+  value_end_ = arena_.pos();
   n->val[0] = by_real([&](auto zero) {
     using R = decltype(zero);
     R total = 0;
     std::vector<R> e(static_cast<size_t>(C));  // a row's exps (row_lanes.h ce_row_fwd)
+    R ml[2];
     for (int64_t r = 0; r < rows; ++r) {
       if constexpr (std::is_same_v<R, double>) {
-        total = gr_radd(total, ce_row_fwd(px + r * C, pc[r], C, e.data()));
+        total = gr_radd(total, ce_row_fwd(px + r * C, pc[r], C, e.data(), ml));
       } else {
         float* x = scratch(static_cast<size_t>(C));
         narrow_lane(px + r * C, C, 1, x);
-        total = gr_radd(total, ce_row_fwd(x, static_cast<float>(pc[r]), C, e.data()));
+        total = gr_radd(total, ce_row_fwd(x, static_cast<float>(pc[r]), C, e.data(), ml));
       }
+      n->kept[2 * r] = static_cast<double>(ml[0]), n->kept[2 * r + 1] = static_cast<double>(ml[1]);
     }
     return static_cast<double>(gr_sce_finish(total, rows));
   });
