@@ -138,6 +138,18 @@ struct TapeRules {
   template <class CA, class CB>
   void channel_bias(CA ca, CB cb, const ChannelRun& cr) {
     const int64_t C = cr.c, Q = cr.q;
+    if (Q == 1) {  // b a trailing block of a ([T, D] over [N, T, D]): rows of C, the loops over c run wide
+      if (wants(n.a)) {
+        double* da = t.ensure_grad(n.a);
+        for (int64_t p = 0; p < cr.p; ++p)
+          for (int64_t c = 0; c < C; ++c) accumulate_into(da[p * C + c], ca(p * C + c, p * C + c, c));
+      }
+      if (!wants(n.b)) return;
+      double* db = t.ensure_grad(n.b);
+      for (int64_t p = 0; p < cr.p; ++p)  // slot c still sums over p ascending
+        for (int64_t c = 0; c < C; ++c) accumulate_into(db[c], cb(p * C + c, p * C + c, c));
+      return;
+    }
     if (wants(n.a)) {
       double* da = t.ensure_grad(n.a);
       for (int64_t p = 0, e = 0; p < cr.p; ++p)

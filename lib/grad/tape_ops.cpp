@@ -55,17 +55,22 @@ Var Tape::binary(Op op, Var a, Var b, F f) {
     }
   }
   if (is_row_vector_of(nodes_[b.id].shape, nodes_[a.id].shape)) return owned(true);  // a bias: [.., N] + [N]
-  if (ChannelRun cr; is_channel_vector_of(nodes_[b.id].shape, nodes_[a.id].shape, cr)) {  // a conv bias, [.., C, 1, 1]
+  if (ChannelRun cr; is_channel_vector_of(nodes_[b.id].shape, nodes_[a.id].shape, cr)) {  // a conv bias [.., C, 1, 1], a position table
     Node* n = push(op, a.id, b.id, nodes_[a.id].shape);
     if (n->val) {
       const double* pa = nodes_[a.id].val;
       const double* pb = nodes_[b.id].val;
       double* y = n->val;
-      for (int64_t p = 0, e = 0; p < cr.p; ++p)
-        for (int64_t c = 0; c < cr.c; ++c, e += cr.q) {
-          const R bc = R(pb[c]);
-          for (int64_t q = 0; q < cr.q; ++q) y[e + q] = f(R(pa[e + q]), bc);
-        }
+      if (cr.q == 1) {  // b a trailing block of a ([T, D] over [N, T, D]): rows of cr.c, the loop over c runs wide
+        for (int64_t p = 0; p < cr.p; ++p)
+          for (int64_t c = 0; c < cr.c; ++c) y[p * cr.c + c] = f(R(pa[p * cr.c + c]), R(pb[c]));
+      } else {
+        for (int64_t p = 0, e = 0; p < cr.p; ++p)
+          for (int64_t c = 0; c < cr.c; ++c, e += cr.q) {
+            const R bc = R(pb[c]);
+            for (int64_t q = 0; q < cr.q; ++q) y[e + q] = f(R(pa[e + q]), bc);
+          }
+      }
     }
     return Var{size() - 1};
   }

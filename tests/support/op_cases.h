@@ -294,6 +294,9 @@ inline std::vector<OpCase> hand_cases() {
       {"sub middle broadcast", Op::Sub, {{{2, 3, 4}}, {{2, 1, 4}}}, [](Tape& t, V v) { return t.sub(v[0], v[1]); }},
       {"sub column broadcast", Op::Sub, {{{3, 4}}, {{3, 1}}}, [](Tape& t, V v) { return t.sub(v[0], v[1]); }},
       {"mul broadcast", Op::Mul, {{{2, 3, 4}}, {{3, 1}}}, [](Tape& t, V v) { return t.mul(v[0], v[1]); }},
+      // b a trailing block of a (a position table [T, D] over [N, T, D]): the channel path with Q = 1
+      {"add a trailing block", Op::Add, {{{6, 4, 5}}, {{4, 5}}}, [](Tape& t, V v) { return t.add(v[0], v[1]); }},
+      {"mul a trailing block", Op::Mul, {{{6, 4, 5}}, {{4, 5}}}, [](Tape& t, V v) { return t.mul(v[0], v[1]); }},
       {"mul both stretched", Op::Mul, {{{2, 1, 4}}, {{3, 1}}}, [](Tape& t, V v) { return t.mul(v[0], v[1]); }},
       {"mul fan-out x*x", Op::Mul, {{{5}}}, [](Tape& t, V v) { return t.mul(v[0], v[0]); }},
       {"mul const side", Op::Mul, {{{3, 4}}, {{4}, Dom::Any, true}}, [](Tape& t, V v) { return t.mul(v[0], v[1]); }},
