@@ -139,11 +139,9 @@ struct TapeRules {
   void channel_bias(CA ca, CB cb, const ChannelRun& cr) {
     const int64_t C = cr.c, Q = cr.q;
     if (Q == 1) {  // b a trailing block of a ([T, D] over [N, T, D]): rows of C, the loops over c run wide
-      if (wants(n.a)) {
-        double* da = t.ensure_grad(n.a);
-        for (int64_t p = 0; p < cr.p; ++p)
-          for (int64_t c = 0; c < C; ++c) accumulate_into(da[p * C + c], ca(p * C + c, p * C + c, c));
-      }
+      // The a-side writes each element once: a fresh slot takes first_into, no zeroing pass (as bias()).
+      if (const Slot da = slot(n.a))
+        for (int64_t p = 0; p < cr.p; ++p) write_range(da, p * C, p * C + C, [&](int64_t e) { return ca(e, e, e - p * C); });
       if (!wants(n.b)) return;
       double* db = t.ensure_grad(n.b);
       for (int64_t p = 0; p < cr.p; ++p)  // slot c still sums over p ascending
