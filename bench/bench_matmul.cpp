@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_matmul_shapes.h"
 #include "tensor/matmul.h"
 
 #if defined(__AVX512F__)
@@ -252,14 +253,6 @@ struct Aligned64 {
 template <class T>
 using AlignedVec = std::vector<T, Aligned64<T>>;
 
-// C = A·B with A M×K (stored K×M when a_trans) and B K×N (stored N×K when b_trans); Overwrite is
-// BLAS's beta = 0, Accumulate (what backward does) beta = 1.
-struct Shape {
-  int64_t m, k, n;
-  bool a_trans, b_trans, accumulate;
-  const char* what;
-};
-
 struct Problem {
   Shape s;
   AlignedVec<double> a, b, c;
@@ -287,6 +280,9 @@ struct Problem {
 };
 
 // The f32 square products (issue 15: "f32 >= 90% of its peak"): ours (gr::MatmulArgsF32) and sgemm.
+// Seconds per timing rep.
+constexpr double kSquareTarget = 0.05, kShapeTarget = 0.02;
+
 struct ProblemF32 {
   int64_t n;
   AlignedVec<float> a, b, c;
@@ -306,106 +302,6 @@ struct ProblemF32 {
   }
   double flops() const { return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n); }
 };
-
-const int64_t kSquare[] = {64, 128, 256, 512, 1024};
-constexpr double kSquareTarget = 0.05, kShapeTarget = 0.02;  // seconds per timing rep
-
-// Every product the examples and benchmarks run (forward, and backward's dW = Xᵀ·g with a
-// transposed A and dX = g·Wᵀ with a transposed B, both accumulating).
-const Shape kShapes[] = {
-    {4, 2, 16, false, false, false, "tiny"},
-    {1, 64, 64, false, false, false, "one row"},
-    {32, 32, 32, false, false, false, "small square"},
-    {200, 6, 64, false, false, false, "autoenc fwd 6-64"},
-    {200, 64, 32, false, false, false, "autoenc fwd 64-32"},
-    {200, 32, 64, false, false, false, "autoenc fwd 32-64"},
-    {200, 64, 6, false, false, false, "autoenc fwd 64-6"},
-    {6, 200, 64, true, false, true, "autoenc dW 6-64"},
-    {64, 200, 32, true, false, true, "autoenc dW 64-32"},
-    {32, 200, 64, true, false, true, "autoenc dW 32-64"},
-    {64, 200, 6, true, false, true, "autoenc dW 64-6"},
-    {200, 32, 64, false, true, true, "autoenc dX 64-32"},
-    {200, 64, 32, false, true, true, "autoenc dX 32-64"},
-    {200, 6, 64, false, true, true, "autoenc dX 64-6"},
-    {64, 784, 256, false, false, false, "mlp784 fwd 1"},
-    {64, 256, 128, false, false, false, "mlp784 fwd 2"},
-    {64, 128, 10, false, false, false, "mlp784 fwd 3"},
-    {784, 64, 256, true, false, true, "mlp784 dW1"},
-    {256, 64, 128, true, false, true, "mlp784 dW2"},
-    {128, 64, 10, true, false, true, "mlp784 dW3"},
-    {64, 128, 256, false, true, true, "mlp784 dX2"},
-    {64, 10, 128, false, true, true, "mlp784 dX3"},
-    {256, 1024, 1024, false, false, false, "mlp1024 fwd 1"},
-    {256, 1024, 10, false, false, false, "mlp1024 fwd 2"},
-    {1024, 256, 1024, true, false, true, "mlp1024 dW1"},
-    {1024, 256, 10, true, false, true, "mlp1024 dW2"},
-    {256, 10, 1024, false, true, true, "mlp1024 dX2"},
-    // A conv layer as im2col + matmul (issue 42), as lib/grad/tape_window.cpp runs it: F filters,
-    // K = C·kh·kw taps, NP = N·OH·OW output cells, Col [NP, K]. Yᵀ = Col·Wᵀ, dWᵀ = Colᵀ·G (k = NP,
-    // the (n, oh, ow) order), D = Wᵀ·Gᵀ (k = F). LeNet-5's conv2 at batch 64: 6→16, 5×5, 10×10;
-    // conv1: 1→6, 5×5, padding 2, 28×28; the digits CNN's 8→16 and 1→8, 3×3 "same" on 8×8.
-    {6400, 150, 16, false, true, false, "lenet c2 fwd"},
-    {150, 6400, 16, true, false, false, "lenet c2 dW"},
-    {150, 16, 6400, true, true, false, "lenet c2 dcol"},
-    {50176, 25, 6, false, true, false, "lenet c1 fwd"},
-    {25, 50176, 6, true, false, false, "lenet c1 dW"},
-    {4096, 72, 16, false, true, false, "digits c2 fwd"},
-    {72, 4096, 16, true, false, false, "digits c2 dW"},
-    {72, 16, 4096, true, true, false, "digits c2 dcol"},
-    {4096, 9, 8, false, true, false, "digits c1 fwd"},
-    {9, 4096, 8, true, false, false, "digits c1 dW"},
-    // The words transformer (specs/words-transformer.json, batch 32 × context 16 = 512 rows, width
-    // 64, MLP 128, vocabulary 27): linear layers on [N,T,D] as [512, D] products, dW one chain over
-    // the 512 rows (docs/numerics.md), dX against Wᵀ.
-    {512, 64, 64, false, false, false, "words qkvo fwd"},
-    {512, 64, 128, false, false, false, "words up fwd"},
-    {512, 128, 64, false, false, false, "words down fwd"},
-    {512, 64, 27, false, false, false, "words head fwd"},
-    {64, 512, 64, true, false, false, "words qkvo dW"},
-    {64, 512, 128, true, false, false, "words up dW"},
-    {128, 512, 64, true, false, false, "words down dW"},
-    {64, 512, 27, true, false, false, "words head dW"},
-    {512, 64, 64, false, true, false, "words qkvo dX"},
-    {512, 128, 64, false, true, false, "words up dX"},
-    {512, 64, 128, false, true, false, "words down dX"},
-    {512, 27, 64, false, true, false, "words head dX"},
-    {16, 64, 16, false, true, false, "words scores fwd"},
-};
-constexpr size_t kNumShapes = sizeof kShapes / sizeof kShapes[0];
-
-// The f32 products of the models: timed as the f32 CPU tape calls them (matmul_exact_f32: A, B and
-// C stored as doubles holding floats) and on floats (MatmulArgsF32), both against sgemm on floats.
-const Shape kShapes32[] = {
-    {256, 1024, 1024, false, false, false, "mlp1024 fwd 1"},
-    {256, 1024, 10, false, false, false, "mlp1024 fwd 2"},
-    {1024, 256, 1024, true, false, true, "mlp1024 dW1"},
-    {1024, 256, 10, true, false, true, "mlp1024 dW2"},
-    {256, 10, 1024, false, true, true, "mlp1024 dX2"},
-    {64, 784, 256, false, false, false, "mlp784 fwd 1"},
-    {784, 64, 256, true, false, true, "mlp784 dW1"},
-    {6400, 150, 16, false, true, false, "lenet c2 fwd"},
-    {150, 6400, 16, true, false, false, "lenet c2 dW"},
-    {150, 16, 6400, true, true, false, "lenet c2 dcol"},
-    {50176, 25, 6, false, true, false, "lenet c1 fwd"},
-    {25, 50176, 6, true, false, false, "lenet c1 dW"},
-    {4096, 72, 16, false, true, false, "digits c2 fwd"},
-    {72, 4096, 16, true, false, false, "digits c2 dW"},
-    {72, 16, 4096, true, true, false, "digits c2 dcol"},
-    {4096, 9, 8, false, true, false, "digits c1 fwd"},
-    {9, 4096, 8, true, false, false, "digits c1 dW"},
-    // The words transformer's products on the f32 tape (the f64 table's rows above).
-    {512, 64, 64, false, false, false, "words qkvo fwd"},
-    {512, 64, 128, false, false, false, "words up fwd"},
-    {512, 128, 64, false, false, false, "words down fwd"},
-    {512, 64, 27, false, false, false, "words head fwd"},
-    {64, 512, 64, true, false, true, "words qkvo dW"},
-    {64, 512, 128, true, false, true, "words up dW"},
-    {128, 512, 64, true, false, true, "words down dW"},
-    {512, 64, 64, false, true, true, "words qkvo dX"},
-    {512, 128, 64, false, true, true, "words up dX"},
-    {512, 64, 128, false, true, true, "words down dX"},
-};
-constexpr size_t kNumShapes32 = sizeof kShapes32 / sizeof kShapes32[0];
 
 // One of kShapes32: the same floats as floats (for sgemm and MatmulArgsF32) and widened to doubles
 // (the f32 tape's storage, for matmul_exact_f32).
