@@ -63,6 +63,12 @@ Node* Tape::push(Op op, int32_t a, int32_t b, const Shape& shape_in, bool view_o
   return &n;
 }
 
+double* Tape::keep(Node* n, int64_t count) {
+  n->kept = arena_.alloc(count);
+  value_end_ = arena_.pos();
+  return n->kept;
+}
+
 Var Tape::leaf(Op op, const Shape& shape, std::span<const double> values, bool lazy, bool frozen) {
   if (!ok_) return Var{};
   if (shape.rank() == 0) return poison(op, "shape has rank 0; a scalar is shape [1]");

@@ -244,6 +244,8 @@ class Tape {
   Node* push(Op op, int32_t a, int32_t b, const Shape& shape, bool view_of_a = false, int32_t c = -1);
   // GELU, keeping its tanh for backward (tape_ops.cpp).
   Var gelu_keeping_tanh(Var x);
+  // n's kept block (Node::kept): `count` elements after its value, released with it by reset_to.
+  double* keep(Node* n, int64_t count);
   // The gradient slot of node `id`, marked touched. ensure_grad returns it ready to accumulate
   // into (an untouched slot is zeroed first); grad_slot leaves an untouched slot as it is and sets
   // `fresh`: the caller must then write every element, as `+0 + c` (gr_accumulate onto +0, the

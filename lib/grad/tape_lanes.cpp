@@ -148,10 +148,7 @@ Var Tape::row_op(Op op, Var x, double eps) {
   // layer_norm: kRowBlock rows side by side (row_lanes.h: each row's bytes as the one-row rule's).
   // Each blocked row's r is kept for backward (Node::kept: layer_norm_rows_bwd_r reads g and y only).
   const int64_t blocked = op == Op::LayerNorm ? rows / kRowBlock * kRowBlock : 0;
-  if (blocked > 0) {
-    n->kept = arena_.alloc(blocked);
-    value_end_ = arena_.pos();
-  }
+  if (blocked > 0) keep(n, blocked);
   if (real_ == DType::F64) {
     for (int64_t r = 0; r < blocked; r += kRowBlock)
       layer_norm_rows_fwd<kRowBlock>(px + r * L, n->val + r * L, L, eps, n->kept + r);
@@ -193,8 +190,7 @@ Var Tape::cross_entropy(Var logits, Var ids) {
   const int64_t C = sx[sx.rank() - 1], rows = sx.numel() / C;
   const double* px = nodes_[logits.id].val;
   const double* pc = nodes_[ids.id].val;
-  n->kept = arena_.alloc(2 * rows);  // each row's max and log-sum-exp, for backward (ce_row_bwd_ml)
-  value_end_ = arena_.pos();
+  keep(n, 2 * rows);  // each row's max and log-sum-exp, for backward (ce_row_bwd_ml)
   n->val[0] = by_real([&](auto zero) {
     using R = decltype(zero);
     R total = 0;

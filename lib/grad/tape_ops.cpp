@@ -113,8 +113,7 @@ Var Tape::gelu_keeping_tanh(Var x) {
   if (!usable(Op::Gelu, x)) return Var{};
   Node* n = push(Op::Gelu, x.id, -1, nodes_[x.id].shape);
   if (!n->val) return Var{size() - 1};
-  n->kept = arena_.alloc(n->numel());
-  value_end_ = arena_.pos();
+  keep(n, n->numel());
   by_real([&](auto r) {
     using R = decltype(r);
     const double* px = nodes_[x.id].val;
