@@ -15,6 +15,23 @@ struct Shape {
 
 const int64_t kSquare[] = {64, 128, 256, 512, 1024};
 
+// The CNNs' conv layers as im2col + matmul (issue 42), as lib/grad/tape_window.cpp runs them: F
+// filters, K = C·kh·kw taps, NP = N·OH·OW output cells, Col [NP, K]. Yᵀ = Col·Wᵀ, dWᵀ = Colᵀ·G (k =
+// NP, the (n, oh, ow) order), D = Wᵀ·Gᵀ (k = F). LeNet-5's conv2 at batch 64: 6→16, 5×5, 10×10;
+// conv1: 1→6, 5×5, padding 2, 28×28; the digits CNN's 8→16 and 1→8, 3×3 "same" on 8×8. The same
+// rows in the f64 and the f32 table.
+#define GR_BENCH_CONV_SHAPES \
+    {6400, 150, 16, false, true, false, "lenet c2 fwd"}, \
+    {150, 6400, 16, true, false, false, "lenet c2 dW"}, \
+    {150, 16, 6400, true, true, false, "lenet c2 dcol"}, \
+    {50176, 25, 6, false, true, false, "lenet c1 fwd"}, \
+    {25, 50176, 6, true, false, false, "lenet c1 dW"}, \
+    {4096, 72, 16, false, true, false, "digits c2 fwd"}, \
+    {72, 4096, 16, true, false, false, "digits c2 dW"}, \
+    {72, 16, 4096, true, true, false, "digits c2 dcol"}, \
+    {4096, 9, 8, false, true, false, "digits c1 fwd"}, \
+    {9, 4096, 8, true, false, false, "digits c1 dW"},
+
 // Every product the examples and benchmarks run (forward, and backward's dW = Xᵀ·g with a
 // transposed A and dX = g·Wᵀ with a transposed B, both accumulating).
 const Shape kShapes[] = {
@@ -45,20 +62,7 @@ const Shape kShapes[] = {
     {1024, 256, 1024, true, false, true, "mlp1024 dW1"},
     {1024, 256, 10, true, false, true, "mlp1024 dW2"},
     {256, 10, 1024, false, true, true, "mlp1024 dX2"},
-    // A conv layer as im2col + matmul (issue 42), as lib/grad/tape_window.cpp runs it: F filters,
-    // K = C·kh·kw taps, NP = N·OH·OW output cells, Col [NP, K]. Yᵀ = Col·Wᵀ, dWᵀ = Colᵀ·G (k = NP,
-    // the (n, oh, ow) order), D = Wᵀ·Gᵀ (k = F). LeNet-5's conv2 at batch 64: 6→16, 5×5, 10×10;
-    // conv1: 1→6, 5×5, padding 2, 28×28; the digits CNN's 8→16 and 1→8, 3×3 "same" on 8×8.
-    {6400, 150, 16, false, true, false, "lenet c2 fwd"},
-    {150, 6400, 16, true, false, false, "lenet c2 dW"},
-    {150, 16, 6400, true, true, false, "lenet c2 dcol"},
-    {50176, 25, 6, false, true, false, "lenet c1 fwd"},
-    {25, 50176, 6, true, false, false, "lenet c1 dW"},
-    {4096, 72, 16, false, true, false, "digits c2 fwd"},
-    {72, 4096, 16, true, false, false, "digits c2 dW"},
-    {72, 16, 4096, true, true, false, "digits c2 dcol"},
-    {4096, 9, 8, false, true, false, "digits c1 fwd"},
-    {9, 4096, 8, true, false, false, "digits c1 dW"},
+    GR_BENCH_CONV_SHAPES  // the conv layers (above)
     // The words transformer (specs/words-transformer.json, batch 32 × context 16 = 512 rows, width
     // 64, MLP 128, vocabulary 27): linear layers on [N,T,D] as [512, D] products, dW one chain over
     // the 512 rows (docs/numerics.md), dX against Wᵀ.
@@ -88,16 +92,7 @@ const Shape kShapes32[] = {
     {256, 10, 1024, false, true, true, "mlp1024 dX2"},
     {64, 784, 256, false, false, false, "mlp784 fwd 1"},
     {784, 64, 256, true, false, true, "mlp784 dW1"},
-    {6400, 150, 16, false, true, false, "lenet c2 fwd"},
-    {150, 6400, 16, true, false, false, "lenet c2 dW"},
-    {150, 16, 6400, true, true, false, "lenet c2 dcol"},
-    {50176, 25, 6, false, true, false, "lenet c1 fwd"},
-    {25, 50176, 6, true, false, false, "lenet c1 dW"},
-    {4096, 72, 16, false, true, false, "digits c2 fwd"},
-    {72, 4096, 16, true, false, false, "digits c2 dW"},
-    {72, 16, 4096, true, true, false, "digits c2 dcol"},
-    {4096, 9, 8, false, true, false, "digits c1 fwd"},
-    {9, 4096, 8, true, false, false, "digits c1 dW"},
+    GR_BENCH_CONV_SHAPES
     // The words transformer's products on the f32 tape (the f64 table's rows above).
     {512, 64, 64, false, false, false, "words qkvo fwd"},
     {512, 64, 128, false, false, false, "words up fwd"},
