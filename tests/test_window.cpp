@@ -173,7 +173,18 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
     check_geometry<double>(g, 6000 + static_cast<uint64_t>(i));
     check_geometry<float>(g, 6000 + static_cast<uint64_t>(i));
   }
-  // one input channel and a Col of >= 2^19 taps: tape_conv.cpp's direct dW (smaller ones take the product)
+  // dW by filters (tape_conv.cpp): more filters than one pass of 4 vectors holds (40: f64 4 + 1 vectors,
+  // f32 2 + 1), 27 taps (whole blocks, then 4s, then single taps), stride 2 and dilation 2
+  for (int i = 0; i < 2; ++i) {
+    Geometry g{Op::Conv2d, Shape{5, 3, 9, 10}, Shape{40, 3, 3, 3}, {}};
+    g.at.pad = WindowAttrs::Pad::Same;
+    if (i) g.at.sh = g.at.sw = 2, g.at.dh = g.at.dw = 2;
+    INFO(describe(g));
+    check_geometry<double>(g, 6100 + static_cast<uint64_t>(i));
+    check_geometry<float>(g, 6100 + static_cast<uint64_t>(i));
+  }
+  // large images: dW's samples in chunks of one (each sample's gradient rows above 128 KB), the chains
+  // paused and resumed between them
   for (int i = 0; i < 2; ++i) {
     Geometry g{Op::Conv2d, Shape{19, 1, i ? 80 : 60, i ? 77 : 60}, Shape{6, 1, 5, i ? 4 : 5}, {}};
     g.at.pad = i ? WindowAttrs::Pad::Explicit : WindowAttrs::Pad::Same;
@@ -286,11 +297,19 @@ TEST_CASE("window ops: conv2d GFLOP/s (GR_WINDOW_BENCH=1)", "[window][bench]") {
   };
   WindowAttrs same;
   same.pad = WindowAttrs::Pad::Same;
+  WindowAttrs same2 = same;
+  same2.sh = same2.sw = 2;
+  WindowAttrs depthwise = same;
+  depthwise.groups = 32;
   const Layer layers[] = {
       {"LeNet conv2 (64x6x14x14, 16x6x5x5)", Shape{64, 6, 14, 14}, Shape{16, 6, 5, 5}, {}},
       {"LeNet conv1 (64x1x28x28, 6x1x5x5, same)", Shape{64, 1, 28, 28}, Shape{6, 1, 5, 5}, same},
       {"digits conv2 (64x16x4x4, 32x16x3x3, same)", Shape{64, 16, 4, 4}, Shape{32, 16, 3, 3}, same},
       {"digits conv1 (64x1x8x8, 16x1x3x3, same)", Shape{64, 1, 8, 8}, Shape{16, 1, 3, 3}, same},
+      // larger than the examples: where a path that wins on small layers could lose (cache reuse)
+      {"wide conv (32x64x16x16, 128x64x3x3, same)", Shape{32, 64, 16, 16}, Shape{128, 64, 3, 3}, same},
+      {"stride 2 (32x32x32x32, 64x32x3x3, stride 2, same)", Shape{32, 32, 32, 32}, Shape{64, 32, 3, 3}, same2},
+      {"depthwise (32x32x16x16, 32x1x3x3, groups 32, same)", Shape{32, 32, 16, 16}, Shape{32, 1, 3, 3}, depthwise},
   };
   const double peak64 = fma_peak_gflops<double>(), peak32 = fma_peak_gflops<float>();
   std::printf("FMA peak (1 core): f64 %.1f GFLOP/s, f32 %.1f GFLOP/s\n", peak64, peak32);

@@ -32,6 +32,7 @@ using detail::Simd;
 template <class R>
 struct ConvScratch {
   std::vector<R> xt, wr, yt;
+  std::vector<int64_t> toff;
 };
 
 // One block: filters f0..f0+FB, output row oh, columns ow0..ow0+OB, samples n0..n0+L.
@@ -226,95 +227,120 @@ bool conv_dx(const double* gy, const double* w, const gr_window& g, double* acc,
   return true;
 }
 
-// ---- dW (one input channel, a large Col; dilation 1 along W, KW ≤ L, KH ≤ 5) ----------------------------------------------------------
-// xp [N, Cg, Hp, Wq]: one group's input in R, zero-padded, Wq = Wp + L (a vector read at any column
-// stays inside). For a position (n, oh, ow), the KW taps j of row i are lanes 0..KW−1 of the vector
-// at xp[n, c, oh·SH + i·DH, ow·SW]. dW[f, c, i, j] is gr_conv2d_win_bwd_b's chain: acc from +0,
-// acc = fma(g[n,f,oh,ow], xp[...], acc) over (n, oh, ow) ascending — each lane its own chain, the
-// positions walked in that order; FB filters × KH rows of accumulators, the lanes ≥ KW dropped.
-template <class R, int FB, int KH>
-void dw_channel(const R* xp, const double* gy, const gr_window& g, int64_t grp, int64_t c, int64_t Hp, int64_t Wq, double* out) {
-  using V = typename Simd<R>::V;
+// ---- dW by filters (any geometry) -----------------------------------------------------------------------
+// gt [N·P, Fp]: one group's output gradient in R, a row per position (n, oh, ow), f innermost, Fp = Fg
+// rounded up to whole vectors (zero lanes, their chains dropped). xp [N, Cg, Hp, Wp]: the group's input in
+// R, zero-padded. Tap k = (c, i, j) of position (n, oh, ow) is xp[n][toff[k] + oh·SH·Wp + ow·SW], toff[k]
+// = (c·Hp + i·DH)·Wp + j·DW. dW[f, k] is gr_conv2d_win_bwd_b's chain — acc from +0, acc = fma(g, x, acc)
+// over (n, oh, ow) ascending — with the filters as lanes: per position, V vectors of g loaded once and TB
+// taps broadcast, TB·V chains in registers (a padded tap an fma with +0, as the definition's). The samples
+// go in chunks whose gt rows stay in L2 while every tap block walks them; a block's chains rest in acc
+// [K, Fp] between chunks (stored and loaded as they are: the same chains, paused).
+template <class R, int TB, int V>
+void dwf_block(const R* gt, const R* xp, const int64_t* toff, const gr_window& g, int64_t n0, int64_t n1, int64_t Hp,
+               int64_t Wp, int64_t Fp, int64_t fv, R* acc_mem) {
+  using Vec = typename Simd<R>::V;
   constexpr int L = Simd<R>::W;
-  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow;
-  for (int64_t fb = 0; fb < fg; fb += FB) {
-    const int64_t f0 = std::min<int64_t>(fb, fg - FB);
-    V acc[FB][KH];
-    for (int a = 0; a < FB; ++a)
-      for (int b = 0; b < KH; ++b) acc[a][b] = V{};
-    for (int64_t n = 0; n < g.n; ++n) {
-      const double* gn = gy + (n * g.f + grp * fg + f0) * P;
-      const R* xn = xp + (n * cg + c) * Hp * Wq;
-      for (int64_t oh = 0; oh < g.oh; ++oh)
-        for (int64_t ow = 0; ow < g.ow; ++ow) {
-          const R* xr = xn + oh * g.sh * Wq + ow * g.sw;
-          V xv[KH];
-          for (int b = 0; b < KH; ++b) xv[b] = detail::load_v<R>(xr + b * g.dh * Wq);
-          for (int a = 0; a < FB; ++a) {
-            const R gv = static_cast<R>(gn[a * P + oh * g.ow + ow]);
-            for (int b = 0; b < KH; ++b) acc[a][b] = Simd<R>::fma(xv[b], gv, acc[a][b]);
-          }
+  const int64_t cg = g.c / g.groups;
+  Vec acc[TB][V];
+  for (int t = 0; t < TB; ++t)
+    for (int v = 0; v < V; ++v) acc[t][v] = detail::load_v<R>(acc_mem + t * Fp + (fv + v) * L);
+  const R* gp = gt + n0 * g.oh * g.ow * Fp + fv * L;
+  for (int64_t n = n0; n < n1; ++n) {
+    const R* xn = xp + n * cg * Hp * Wp;
+    for (int64_t oh = 0; oh < g.oh; ++oh) {
+      const R* xr = xn + oh * g.sh * Wp;
+      for (int64_t ow = 0; ow < g.ow; ++ow, gp += Fp) {
+        const R* xb = xr + ow * g.sw;
+        Vec gv[V];
+        for (int v = 0; v < V; ++v) gv[v] = detail::load_v<R>(gp + v * L);
+        for (int t = 0; t < TB; ++t) {
+          const R xv = xb[toff[t]];
+          for (int v = 0; v < V; ++v) acc[t][v] = Simd<R>::fma(gv[v], xv, acc[t][v]);
         }
-    }
-    // out [K, Fg] (k = (c, i, j)), the layout of the product path's dWᵀ
-    for (int a = 0; a < FB; ++a)
-      for (int b = 0; b < KH; ++b) {
-        R lanes[L];
-        detail::store_v<R>(lanes, acc[a][b]);
-        for (int64_t j = 0; j < g.kw; ++j) out[((c * g.kh + b) * g.kw + j) * fg + f0 + a] = static_cast<double>(lanes[j]);
       }
+    }
   }
-  (void)K;
+  for (int t = 0; t < TB; ++t)
+    for (int v = 0; v < V; ++v) detail::store_v<R>(acc_mem + t * Fp + (fv + v) * L, acc[t][v]);
 }
 
-template <class R, int FB>
-void dw_channel_kh(const R* xp, const double* gy, const gr_window& g, int64_t grp, int64_t c, int64_t Hp, int64_t Wq, double* out) {
-  switch (g.kh) {
-    case 1: return dw_channel<R, FB, 1>(xp, gy, g, grp, c, Hp, Wq, out);
-    case 2: return dw_channel<R, FB, 2>(xp, gy, g, grp, c, Hp, Wq, out);
-    case 3: return dw_channel<R, FB, 3>(xp, gy, g, grp, c, Hp, Wq, out);
-    case 4: return dw_channel<R, FB, 4>(xp, gy, g, grp, c, Hp, Wq, out);
-    case 5: return dw_channel<R, FB, 5>(xp, gy, g, grp, c, Hp, Wq, out);
+// The taps from t in blocks of TB, then 4, then 1, for V vectors of filters from vector fv.
+template <class R, int TB, int V>
+void dwf_taps(const R* gt, const R* xp, const std::vector<int64_t>& toff, const gr_window& g, int64_t n0, int64_t n1,
+              int64_t Hp, int64_t Wp, int64_t Fp, int64_t fv, R* acc_mem) {
+  const int64_t K = static_cast<int64_t>(toff.size());
+  int64_t t = 0;
+  for (; t + TB <= K; t += TB) dwf_block<R, TB, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
+  for (; t + 4 <= K; t += 4) dwf_block<R, 4, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
+  for (; t < K; ++t) dwf_block<R, 1, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
+}
+
+template <class R>
+void dw_by_filters(const R* gt, const R* xp, const std::vector<int64_t>& toff, const gr_window& g, int64_t Hp, int64_t Wp,
+                   int64_t Fp, R* acc_mem) {
+  constexpr int L = Simd<R>::W;
+  const int64_t NV = Fp / L, P = g.oh * g.ow;
+  // samples per chunk: their gt rows in about 256 KB
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{256} << 10) / (P * Fp * static_cast<int64_t>(sizeof(R))));
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    const int64_t n1 = std::min<int64_t>(g.n, n0 + chunk);
+    // vectors of filters in passes of 4, 2 or 1, each with as many taps as the registers hold
+    // (24 accumulators: 6 taps × 4, 12 × 2, 16 × 1)
+    for (int64_t fv = 0; fv < NV;) {
+      if (NV - fv >= 4) dwf_taps<R, 6, 4>(gt, xp, toff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 4;
+      else if (NV - fv >= 2) dwf_taps<R, 12, 2>(gt, xp, toff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 2;
+      else dwf_taps<R, 16, 1>(gt, xp, toff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 1;
+    }
   }
 }
 
 template <class R>
-bool conv_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out, ConvScratch<R>& s) {
+void conv_dw_filters(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out, ConvScratch<R>& s) {
   constexpr int L = Simd<R>::W;
-  if (g.dw != 1 || g.kw > L || g.kh > 5) return false;
-  const int64_t cg = g.c / g.groups, fg = g.f / g.groups;
-  // Only where the product's Col would not stay in cache and the lanes carry little waste per load:
-  // one input channel and a Col of 4 MB or more (LeNet's conv1: 10 MB, 0.99 against 1.2-1.6 ms); with
-  // more channels or a small Col the product is faster (digits conv2: 1.0 against 0.39 ms), 12-04.
-  if (cg != 1 || g.kh * g.kw * g.n * g.oh * g.ow < (int64_t{1} << 19)) return false;
-  const int64_t Hp = g.h + g.pt + g.pb, Wq = g.w + g.pl + g.pr + L;
-  s.xt.assign(static_cast<size_t>(g.n * cg * Hp * Wq), R(0));
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, P = g.oh * g.ow, Fp = (fg + L - 1) / L * L;
+  const int64_t Hp = g.h + g.pt + g.pb, Wp = g.w + g.pl + g.pr;
+  s.xt.assign(static_cast<size_t>(g.n * cg * Hp * Wp), R(0));
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t c = 0; c < cg; ++c)
       for (int64_t ih = 0; ih < g.h; ++ih) {
         const double* src = x + ((n * g.c + grp * cg + c) * g.h + ih) * g.w;
-        R* dst = s.xt.data() + ((n * cg + c) * Hp + ih + g.pt) * Wq + g.pl;
+        R* dst = s.xt.data() + ((n * cg + c) * Hp + ih + g.pt) * Wp + g.pl;
         for (int64_t iw = 0; iw < g.w; ++iw) dst[iw] = static_cast<R>(src[iw]);
       }
-  for (int64_t c = 0; c < cg; ++c) {
-    if (fg >= 4) dw_channel_kh<R, 4>(s.xt.data(), gy, g, grp, c, Hp, Wq, out);
-    else dw_channel_kh<R, 1>(s.xt.data(), gy, g, grp, c, Hp, Wq, out);
+  s.yt.resize(static_cast<size_t>(g.n * P * Fp));
+  for (int64_t n = 0; n < g.n; ++n) {
+    R* dst = s.yt.data() + n * P * Fp;
+    for (int64_t p = 0; p < P; ++p)
+      for (int64_t f = fg; f < Fp; ++f) dst[p * Fp + f] = R(0);
+    for (int64_t f = 0; f < fg; ++f) {
+      const double* src = gy + (n * g.f + grp * fg + f) * P;
+      for (int64_t p = 0; p < P; ++p) dst[p * Fp + f] = static_cast<R>(src[p]);
+    }
   }
-  return true;
+  std::vector<int64_t>& toff = s.toff;
+  toff.clear();
+  for (int64_t c = 0; c < cg; ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) toff.push_back((c * Hp + i * g.dh) * Wp + j * g.dw);
+  const int64_t K = static_cast<int64_t>(toff.size());
+  s.wr.assign(static_cast<size_t>(K * Fp), R(0));  // the chains, from +0
+  dw_by_filters<R>(s.yt.data(), s.xt.data(), toff, g, Hp, Wp, Fp, s.wr.data());
+  for (int64_t k = 0; k < K; ++k)  // out [K, Fg]
+    for (int64_t f = 0; f < fg; ++f) out[k * fg + f] = static_cast<double>(s.wr[static_cast<size_t>(k * Fp + f)]);
 }
 
 }  // namespace
 
-// conv2d's dW chains of group grp into out [K, Fg] (as the product path's dWᵀ), or false where the
-// direct loop does not apply or does not pay (see dW above).
+// conv2d's dW chains of group grp into out [K, Fg] (k = (c, i, j)): see "dW by filters" above.
 template <class R>
-bool conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out) {
+void conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out) {
   thread_local ConvScratch<R> scratch;
-  return conv_dw<R>(x, gy, g, grp, out, scratch);
+  conv_dw_filters<R>(x, gy, g, grp, out, scratch);
 }
 
-template bool conv2d_direct_dw<double>(const double*, const double*, const gr_window&, int64_t, double*);
-template bool conv2d_direct_dw<float>(const double*, const double*, const gr_window&, int64_t, double*);
+template void conv2d_direct_dw<double>(const double*, const double*, const gr_window&, int64_t, double*);
+template void conv2d_direct_dw<float>(const double*, const double*, const gr_window&, int64_t, double*);
 
 // conv2d's dx sums (gr_conv2d_win_bwd_a) into acc [N, C, H, W], or false (acc untouched) where the direct
 // loop does not apply (a stride above 1, or a weight that is not finite): see dx above.

@@ -9,11 +9,8 @@
 //   dx       stride 1: direct, the same way (tape_conv.cpp); else the product D[k, (n,p)] = W[f, k]ᵀ ·
 //            G[(n,p), f]ᵀ (the chain over f), then col2im adds each D into the input cell it came from,
 //            per sample (c, i, j) ascending: per cell (i, j) ascending, then slot = slot + acc
-//   dW       per group: dWᵀ[k, f] = ColT[k, (n,p)] · G[(n,p), f]  one chain over (n, oh, ow) ascending,
-//            then slot = slot + acc
-// ColT is im2col transposed over the padded input, a row per tap (padding 0, so a padded tap is the
-// same fma step), built as doubles that hold the tape's values (floats on an f32 tape: matmul_in
-// narrows them as it packs); its long rows (k = N·OH·OW) are the shape the matmul is fast at.
+//   dW       per group, direct with the filters as SIMD lanes (tape_conv.cpp): dWᵀ[k, f] one chain
+//            over (n, oh, ow) ascending (a padded tap an fma with +0), then slot = slot + acc
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -32,7 +29,7 @@ void conv2d_direct(const double* x, const double* w, const gr_window& g, double*
 template <class R>
 bool conv2d_direct_dx(const double* gy, const double* w, const gr_window& g, double* acc);  // tape_conv.cpp
 template <class R>
-bool conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out);  // tape_conv.cpp
+void conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out);  // tape_conv.cpp
 
 namespace {
 
@@ -45,37 +42,6 @@ void same_pads(int64_t in, int64_t k, int64_t s, int64_t d, long long& lo, long 
   const int64_t total = std::max<int64_t>((out - 1) * s + (k - 1) * d + 1 - in, 0);
   lo = total / 2;
   hi = total - lo;
-}
-
-// Col transposed, colt[k·N·P + n·P + p] (a row per tap k = (c, i, j), over (n, oh, ow)): for dW, whose
-// chains run over (n, oh, ow). A row is OH runs of OW taps; with stride 1 a run is one copy from x's row
-// between zeros, so building it costs about one pass over Col's bytes (im2col's rows are KW short).
-void im2col_t(const double* x, const gr_window& g, int64_t c0, double* colt) {
-  const int64_t cg = g.c / g.groups, P = g.oh * g.ow, NP = g.n * P;
-  for (int64_t c = 0; c < cg; ++c)
-    for (int64_t i = 0; i < g.kh; ++i)
-      for (int64_t j = 0; j < g.kw; ++j) {
-        double* row = colt + ((c * g.kh + i) * g.kw + j) * NP;
-        // the columns ow whose tap j lands inside x's row: 0 <= ow·sw − pl + j·dw < W
-        const int64_t off = j * g.dw - g.pl;
-        const int64_t ow0 = std::min<int64_t>(g.ow, off >= 0 ? 0 : (-off + g.sw - 1) / g.sw);
-        const int64_t ow1 = std::max<int64_t>(ow0, std::min<int64_t>(g.ow, g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1));
-        for (int64_t n = 0; n < g.n; ++n)
-          for (int64_t oh = 0; oh < g.oh; ++oh) {
-            double* out = row + n * P + oh * g.ow;
-            const int64_t ih = oh * g.sh - g.pt + i * g.dh;
-            if (ih < 0 || ih >= g.h) {
-              std::fill(out, out + g.ow, 0.0);
-              continue;
-            }
-            const double* src = x + ((n * g.c + c0 + c) * g.h + ih) * g.w + off;
-            std::fill(out, out + ow0, 0.0);
-            if (g.sw == 1) std::memcpy(out + ow0, src + ow0, sizeof(double) * static_cast<size_t>(ow1 - ow0));
-            else
-              for (int64_t ow = ow0; ow < ow1; ++ow) out[ow] = src[ow * g.sw];
-            std::fill(out + ow1, out + g.ow, 0.0);
-          }
-      }
 }
 
 // col2im of one group into acc (per cell: acc = acc + d, in R) from D [K, N·P] (a row per tap k =
@@ -418,14 +384,9 @@ void Tape::window_backward(const Node& n, const double* gy) {
   if (want_w) {
     bool fresh = false;
     double* slot = grad_slot(b, fresh);
-    win_col_.resize(static_cast<size_t>(K * NP));
     win_tmp_.resize(static_cast<size_t>(K * fg));
     for (int64_t grp = 0; grp < g.groups; ++grp) {
-      if (!conv2d_direct_dw<R>(x, gy, g, grp, win_tmp_.data())) {  // tape_conv.cpp; else ColT · G
-        gather_g(grp);
-        im2col_t(x, g, grp * cg, win_col_.data());
-        matmul_in(real_, {win_col_.data(), NP, 1, gt.data(), fg, 1, win_tmp_.data(), K, NP, fg, MatmulStore::Overwrite});
-      }
+      conv2d_direct_dw<R>(x, gy, g, grp, win_tmp_.data());  // tape_conv.cpp: dWᵀ [K, Fg]
       double* dw = slot + grp * fg * K;
       for (int64_t f = 0; f < fg; ++f)
         for (int64_t k = 0; k < K; ++k) {
