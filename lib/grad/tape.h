@@ -63,7 +63,8 @@ struct Node {
   double* kept = nullptr;         // what the forward computed and backward reads instead of computing it
                                   // again: GELU gr_gelu_tanh(x) per element; layer_norm each blocked
                                   // row's r = 1/sqrt(var + eps); cross_entropy each row's max and
-                                  // log-sum-exp (row_lanes.h). Null: recompute.
+                                  // log-sum-exp (row_lanes.h); max_pool2d each window's winner, an
+                                  // index into x (−1: all padding). Null: recompute.
   Arena::Pos pos_before;          // arena position before this node's value
   Arena::Pos grad_pos;            // where its gradient was allocated
   int64_t numel() const { return shape.numel(); }

@@ -128,8 +128,10 @@ inline long long pool_argmax(const double* x, const gr_window& g, const PoolInsi
   return in.holds(oh, ow) ? argmax_inside<R>(x, g, n, c, oh, ow) : gr_max_pool2d_argmax<R, double>(x, g, n, c, oh, ow);
 }
 
+// y, and each window's winner (an index into x, −1 when every cell is padding) into `winner`: the
+// backward reads it instead of finding it again (Node::kept).
 template <class R>
-void max_pool_fwd(const double* x, const gr_window& g, double* y) {
+void max_pool_fwd(const double* x, const gr_window& g, double* y, double* winner) {
   const PoolInside in(g);
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t c = 0; c < g.c; ++c)
@@ -137,15 +139,16 @@ void max_pool_fwd(const double* x, const gr_window& g, double* y) {
         for (int64_t ow = 0; ow < g.ow; ++ow) {
           const long long at = pool_argmax<R>(x, g, in, n, c, oh, ow);
           *y++ = at < 0 ? static_cast<double>(R(0)) : static_cast<double>(static_cast<R>(x[at]));
+          *winner++ = static_cast<double>(at);
         }
 }
 
-// acc [N, C, H, W] (zeroed here) = the per-cell sums of max_pool2d's or avg_pool2d's backward.
+// acc [N, C, H, W] (zeroed here) = the per-cell sums of max_pool2d's (its windows' winners from the
+// forward) or avg_pool2d's backward.
 template <class R>
-void pool_bwd(Op op, const double* gy, const double* x, const gr_window& g, double* acc) {
+void pool_bwd(Op op, const double* gy, const double* winner, const gr_window& g, double* acc) {
   std::fill(acc, acc + g.n * g.c * g.h * g.w, 0.0);
   const R div = static_cast<R>(g.kh * g.kw);
-  const PoolInside in(g);
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t c = 0; c < g.c; ++c) {
       double* plane = acc + (n * g.c + c) * g.h * g.w;
@@ -153,7 +156,7 @@ void pool_bwd(Op op, const double* gy, const double* x, const gr_window& g, doub
         for (int64_t ow = 0; ow < g.ow; ++ow) {
           const R gv = static_cast<R>(*gy++);
           if (op == Op::MaxPool2d) {
-            const long long at = pool_argmax<R>(x, g, in, n, c, oh, ow);
+            const long long at = static_cast<long long>(*winner++);
             if (at >= 0) acc[at] = static_cast<double>(gr_radd(static_cast<R>(acc[at]), gv));
             continue;
           }
@@ -263,6 +266,7 @@ Var Tape::window_op(Op op, Var x, Var w, const WindowAttrs& at) {
   }
   Node* n = push(op, x.id, conv ? w.id : -1, out);
   n->win = g;
+  if (n->val && op == Op::MaxPool2d) keep(n, n->numel());  // the windows' winners (max_pool_fwd)
   if (n->val) by_real([&](auto r) { window_values<decltype(r)>(*n); });
   return Var{size() - 1};
 }
@@ -271,7 +275,7 @@ template <class R>
 void Tape::window_values(Node& n) {
   const gr_window& g = n.win;
   const double* x = nodes_[n.a].val;
-  if (n.op == Op::MaxPool2d) return max_pool_fwd<R>(x, g, n.val);  // by window (above)
+  if (n.op == Op::MaxPool2d) return max_pool_fwd<R>(x, g, n.val, n.kept);  // by window (above)
   if (n.op != Op::Conv2d) {  // per element, the row's rule
     const double* w = n.b >= 0 ? nodes_[n.b].val : nullptr;
     for (int64_t e = 0; e < n.numel(); ++e) n.val[e] = static_cast<double>(win_fwd<R>(n.op, x, w, g, e));
@@ -308,20 +312,15 @@ void Tape::window_backward(const Node& n, const double* gy) {
       double* slot = grad_slot(a, fresh);
       if (fresh) {
         std::fill(slot, slot + nodes_[a].numel(), 0.0);
-        const PoolInside in(g);
-        for (int64_t bn = 0; bn < g.n; ++bn)
-          for (int64_t c = 0; c < g.c; ++c)
-            for (int64_t oh = 0; oh < g.oh; ++oh)
-              for (int64_t ow = 0; ow < g.ow; ++ow) {
-                const R gv = static_cast<R>(*gy++);
-                const long long at = pool_argmax<R>(x, g, in, bn, c, oh, ow);
-                if (at >= 0) first_into(slot[at], gr_radd(R(0), gv));
-              }
+        for (int64_t e = 0; e < n.numel(); ++e) {
+          const long long at = static_cast<long long>(n.kept[e]);
+          if (at >= 0) first_into(slot[at], gr_radd(R(0), static_cast<R>(gy[e])));
+        }
         return;
       }
     }
     win_tmp_.resize(static_cast<size_t>(nodes_[a].numel()));
-    pool_bwd<R>(n.op, gy, x, g, win_tmp_.data());
+    pool_bwd<R>(n.op, gy, n.kept, g, win_tmp_.data());
     write(a, [&](int64_t e) { return win_tmp_[static_cast<size_t>(e)]; });
     return;
   }
