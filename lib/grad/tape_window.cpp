@@ -334,17 +334,22 @@ void Tape::window_backward(const Node& n, const double* gy) {
   const double* w = nodes_[b].val;
   const bool want_w = nodes_[b].requires_grad;
   const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow, NP = g.n * P;
-  // gt[(n·P + p)·fg + f] = g[n, grp·fg + f, p]: one group's gradient, a row per output position.
+  // gt[(n·P + p)·fg + f] = g[n, grp·fg + f, p]: one group's gradient, a row per output position, as
+  // doubles or (the f32 tape) floats. In tiles of 64 positions whose rows stay in L1 while each
+  // filter's run is written across them (a filter at a time over all rows was a store per cache line).
   // (kept across calls: a fresh vector was an mmap, page faults and a zero fill of up to MBs per step)
   thread_local std::vector<double> gt;
-  gt.resize(static_cast<size_t>(fg * NP));
-  const auto gather_g = [&](int64_t grp) {
-    for (int64_t bb = 0; bb < g.n; ++bb)
-      for (int64_t f = 0; f < fg; ++f) {
-        const double* src = gy + (bb * g.f + grp * fg + f) * P;
-        double* dst = gt.data() + bb * P * fg + f;
-        for (int64_t p = 0; p < P; ++p) dst[p * fg] = src[p];
+  thread_local std::vector<float> gf;
+  const auto gather_g = [&](int64_t grp, auto* dst) {
+    using T = std::remove_pointer_t<decltype(dst)>;
+    for (int64_t bb = 0; bb < g.n; ++bb, dst += P * fg) {
+      const double* src = gy + (bb * g.f + grp * fg) * P;
+      for (int64_t p0 = 0; p0 < P; p0 += 64) {
+        const int64_t p1 = std::min<int64_t>(P, p0 + 64);
+        for (int64_t f = 0; f < fg; ++f)
+          for (int64_t p = p0; p < p1; ++p) dst[p * fg + f] = static_cast<T>(src[f * P + p]);
       }
+    }
   };
   if (want_x) {  // the a-side first, as every binary op
     // The per-cell sums start at +0 and never become −0, so a fresh slot (+0 + acc = acc) is its own acc.
@@ -357,9 +362,10 @@ void Tape::window_backward(const Node& n, const double* gy) {
     const bool direct = conv2d_direct_dx<R>(gy, w, g, acc);  // tape_conv.cpp; else the product and col2im
     if (!direct && std::is_same_v<R, double>) win_col_.resize(static_cast<size_t>(K * NP));
     for (int64_t grp = 0; grp < g.groups && !direct; ++grp) {
-      gather_g(grp);
       // D[k, (n,p)] = Σ_f W[f, k]·G[(n,p), f]: B is gt read across its rows (b_rs 1, b_cs fg)
       if constexpr (std::is_same_v<R, double>) {
+        gt.resize(static_cast<size_t>(fg * NP));
+        gather_g(grp, gt.data());
         matmul_in(real_, {w + grp * fg * K, 1, K, gt.data(), 1, fg, win_col_.data(), K, fg, NP, MatmulStore::Overwrite});
         col2im<R>(win_col_.data(), g, grp * cg, acc);
       } else {
@@ -367,12 +373,12 @@ void Tape::window_backward(const Node& n, const double* gy) {
         // and as doubles holding floats it was written by the product and read back by col2im at twice
         // the bytes. The float matmul on the narrowed operands gives matmul_exact_f32's bytes (the
         // float contract: tests/test_matmul_f32.cpp checks the two against each other).
-        thread_local std::vector<float> wf, gf, df;
+        thread_local std::vector<float> wf, df;
         wf.resize(static_cast<size_t>(fg * K));
         gf.resize(static_cast<size_t>(NP * fg));
         df.resize(static_cast<size_t>(K * NP));
         narrow_lane(w + grp * fg * K, fg * K, 1, wf.data());
-        narrow_lane(gt.data(), NP * fg, 1, gf.data());
+        gather_g(grp, gf.data());
         matmul_exact(MatmulArgsF32{wf.data(), 1, K, gf.data(), 1, fg, df.data(), K, fg, NP, MatmulStore::Overwrite});
         col2im<R>(df.data(), g, grp * cg, acc);
       }
