@@ -173,6 +173,16 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
     check_geometry<double>(g, 6000 + static_cast<uint64_t>(i));
     check_geometry<float>(g, 6000 + static_cast<uint64_t>(i));
   }
+  // every block shape of the direct forward (tape_conv.cpp fwd_block_shape: 4x4, 4x5, 6x4, 4x6, 3x4, 4x3,
+  // 4x1, 1x4, 1x1), each with a last partial block of filters or columns where the shape allows one
+  for (const auto& [fg, ow] : std::vector<std::pair<int64_t, int64_t>>{
+           {4, 4}, {9, 7}, {8, 10}, {6, 8}, {11, 11}, {4, 6}, {3, 4}, {3, 7}, {4, 3}, {5, 3}, {4, 2}, {2, 4}, {2, 2}}) {
+    Geometry g{Op::Conv2d, Shape{5, 2, 4, ow + 2}, Shape{fg, 2, 3, 3}, {}};
+    g.at.pad = WindowAttrs::Pad::Valid;
+    INFO(describe(g));
+    check_geometry<double>(g, 6200 + static_cast<uint64_t>(fg * 100 + ow));
+    check_geometry<float>(g, 6200 + static_cast<uint64_t>(fg * 100 + ow));
+  }
   // dW by filters (tape_conv.cpp): more filters than one pass of 4 vectors holds (40: f64 4 + 1 vectors,
   // f32 2 + 1), 27 taps (whole blocks, then 4s, then single taps), stride 2 and dilation 2
   for (int i = 0; i < 2; ++i) {

@@ -79,6 +79,23 @@ void conv_blocks(const R* xt, const R* wr, const gr_window& g, int64_t Hp, int64
     }
 }
 
+// The forward's block of FB filters × OB columns (as 10·FB + OB): of the shapes with 12 to 24 accumulators
+// that fit (FB ≤ Fg, OB ≤ OW), the one computing the fewest outputs — a last partial block recomputes the
+// overlap, so LeNet conv2 (OW 10) in 4 × 4 blocks computed 12 columns for 10 and conv1 (Fg 6) 8 filters
+// for 6; ties go to the first listed. Narrower layers take 4 × 1, 1 × 4 or 1 × 1.
+inline int fwd_block_shape(int64_t fg, int64_t ow) {
+  static constexpr int kShapes[][2] = {{4, 4}, {4, 5}, {6, 4}, {4, 6}, {3, 4}, {4, 3}};
+  int best = 0;
+  int64_t best_work = 0;
+  for (const auto& sh : kShapes) {
+    if (sh[0] > fg || sh[1] > ow) continue;
+    const int64_t work = (fg + sh[0] - 1) / sh[0] * sh[0] * ((ow + sh[1] - 1) / sh[1] * sh[1]);
+    if (best == 0 || work < best_work) best = 10 * sh[0] + sh[1], best_work = work;
+  }
+  if (best) return best;
+  return fg >= 4 ? 41 : ow >= 4 ? 14 : 11;
+}
+
 template <class R>
 void conv_fwd(const double* x, const double* w, const gr_window& g, double* y, ConvScratch<R>& s) {
   constexpr int L = Simd<R>::W;
@@ -99,12 +116,18 @@ void conv_fwd(const double* x, const double* w, const gr_window& g, double* y, C
     for (int64_t e = 0; e < fg * K; ++e) s.wr[static_cast<size_t>(e)] = static_cast<R>(w[grp * fg * K + e]);
     const R* xt = s.xt.data();
     const R* wr = s.wr.data();
-    const bool wide_f = fg >= 4, wide_w = g.ow >= 4;
     R* yt = s.yt.data();
-    if (wide_f && wide_w) conv_blocks<R, 4, 4>(xt, wr, g, Hp, Wp, yt);
-    else if (wide_f) conv_blocks<R, 4, 1>(xt, wr, g, Hp, Wp, yt);
-    else if (wide_w) conv_blocks<R, 1, 4>(xt, wr, g, Hp, Wp, yt);
-    else conv_blocks<R, 1, 1>(xt, wr, g, Hp, Wp, yt);
+    switch (fwd_block_shape(fg, g.ow)) {
+      case 44: conv_blocks<R, 4, 4>(xt, wr, g, Hp, Wp, yt); break;
+      case 45: conv_blocks<R, 4, 5>(xt, wr, g, Hp, Wp, yt); break;
+      case 64: conv_blocks<R, 6, 4>(xt, wr, g, Hp, Wp, yt); break;
+      case 46: conv_blocks<R, 4, 6>(xt, wr, g, Hp, Wp, yt); break;
+      case 34: conv_blocks<R, 3, 4>(xt, wr, g, Hp, Wp, yt); break;
+      case 43: conv_blocks<R, 4, 3>(xt, wr, g, Hp, Wp, yt); break;
+      case 41: conv_blocks<R, 4, 1>(xt, wr, g, Hp, Wp, yt); break;
+      case 14: conv_blocks<R, 1, 4>(xt, wr, g, Hp, Wp, yt); break;
+      default: conv_blocks<R, 1, 1>(xt, wr, g, Hp, Wp, yt); break;
+    }
     for (int64_t n = 0; n < g.n; ++n)
       for (int64_t f = 0; f < fg; ++f) {
         double* dst = y + (n * g.f + grp * fg + f) * P;
