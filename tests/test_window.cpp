@@ -183,6 +183,26 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
     check_geometry<double>(g, 6200 + static_cast<uint64_t>(fg * 100 + ow));
     check_geometry<float>(g, 6200 + static_cast<uint64_t>(fg * 100 + ow));
   }
+  // dx by the product and col2im (tape_conv_dx.cpp: stride 1 where under 3/4 of the column taps land):
+  // samples in several chunks (K·P above the chunk's bytes), rows of more than one vector of cells,
+  // a left padding, a dilation
+  {
+    WindowAttrs pad1;
+    pad1.ph = pad1.pw = 1;
+    WindowAttrs dil2;
+    dil2.dh = dil2.dw = 2;
+    const Geometry cases[] = {
+        {Op::Conv2d, Shape{3, 40, 12, 12}, Shape{4, 40, 5, 5}, {}},
+        {Op::Conv2d, Shape{2, 2, 5, 24}, Shape{3, 2, 3, 9}, {}},
+        {Op::Conv2d, Shape{2, 3, 9, 12}, Shape{5, 3, 3, 7}, pad1},
+        {Op::Conv2d, Shape{2, 2, 9, 14}, Shape{3, 2, 3, 3}, dil2},
+    };
+    for (size_t i = 0; i < std::size(cases); ++i) {
+      INFO(describe(cases[i]));
+      check_geometry<double>(cases[i], 6500 + i);
+      check_geometry<float>(cases[i], 6500 + i);
+    }
+  }
   // dW by filters (tape_conv.cpp): more filters than one pass of 4 vectors holds (40: f64 4 + 1 vectors,
   // f32 2 + 1), 27 taps (whole blocks, then 4s, then single taps), stride 2 and dilation 2
   for (int i = 0; i < 2; ++i) {

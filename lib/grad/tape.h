@@ -280,7 +280,7 @@ class Tape {
   std::map<int32_t, PageBlock> own_pages_;  // node id → the values of a big const or frozen param
   std::vector<double> zeros_;  // backing for grad() of unreached nodes
   std::vector<float> scratch_;  // f32 working copies (scratch())
-  std::vector<double> win_col_, win_tmp_;  // window ops' im2col and product buffers (tape_window.cpp)
+  std::vector<double> win_tmp_;  // window ops: the pools' scratch and conv2d's dW (tape_window.cpp)
   DType real_ = DType::F64;
   bool ok_ = true;
   std::string error_;

@@ -6,9 +6,9 @@
 // (the winner found once per window, the backward a scatter in window order). conv2d:
 //   forward  direct, vectorized across the batch (tape_conv.cpp): each output the fma chain over
 //            (c, i, j) ascending
-//   dx       stride 1: direct, the same way (tape_conv.cpp); else the product D[k, (n,p)] = W[f, k]ᵀ ·
-//            G[(n,p), f]ᵀ (the chain over f), then col2im adds each D into the input cell it came from,
-//            per sample (c, i, j) ascending: per cell (i, j) ascending, then slot = slot + acc
+//   dx       stride 1: direct, the same way (tape_conv.cpp); else (tape_conv_dx.cpp) the product
+//            D[k, (n,p)] = W[f, k]ᵀ · G[(n,p), f]ᵀ (the chain over f), then col2im sums each cell's D
+//            over its taps (i, j) ascending; then slot = slot + acc
 //   dW       per group, direct with the filters as SIMD lanes (tape_conv.cpp): dWᵀ[k, f] one chain
 //            over (n, oh, ow) ascending (a padded tap an fma with +0), then slot = slot + acc
 #include <algorithm>
@@ -29,6 +29,8 @@ void conv2d_direct(const double* x, const double* w, const gr_window& g, double*
 template <class R>
 bool conv2d_direct_dx(const double* gy, const double* w, const gr_window& g, double* acc);  // tape_conv.cpp
 template <class R>
+void conv2d_product_dx(const double* gy, const double* w, const gr_window& g, double* acc);  // tape_conv_dx.cpp
+template <class R>
 void conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out);  // tape_conv.cpp
 
 namespace {
@@ -42,40 +44,6 @@ void same_pads(int64_t in, int64_t k, int64_t s, int64_t d, long long& lo, long 
   const int64_t total = std::max<int64_t>((out - 1) * s + (k - 1) * d + 1 - in, 0);
   lo = total / 2;
   hi = total - lo;
-}
-
-// col2im of one group into acc (per cell: acc = acc + d, in R) from D [K, N·P] (a row per tap k =
-// (c, i, j)): per sample, k ascending, so each cell sums its taps (i, j) ascending — the documented
-// order (gr_conv2d_win_bwd_a); along a row of cells the adds are independent (they vectorize).
-// D is stored as S: double, or on the f32 tape float (the product computed on floats, below).
-template <class R, class S>
-void col2im(const S* d, const gr_window& g, int64_t c0, double* acc) {
-  const int64_t cg = g.c / g.groups, P = g.oh * g.ow, NP = g.n * P;
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t c = 0; c < cg; ++c) {
-      double* plane = acc + (n * g.c + c0 + c) * g.h * g.w;
-      for (int64_t i = 0; i < g.kh; ++i)
-        for (int64_t j = 0; j < g.kw; ++j) {
-          const S* row = d + ((c * g.kh + i) * g.kw + j) * NP + n * P;
-          // the outputs ow whose tap j lands inside the row: 0 <= ow·sw − pl + j·dw < W
-          const int64_t off = j * g.dw - g.pl;
-          const int64_t ow0 = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
-          const int64_t ow1 = std::min<int64_t>(g.ow, g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1);
-          for (int64_t oh = 0; oh < g.oh; ++oh) {
-            const int64_t ih = oh * g.sh - g.pt + i * g.dh;
-            if (ih < 0 || ih >= g.h) continue;
-            const S* src = row + oh * g.ow;
-            double* dst = plane + ih * g.w + off;
-            if (g.sw == 1) {
-              for (int64_t ow = ow0; ow < ow1; ++ow)
-                dst[ow] = static_cast<double>(gr_radd(static_cast<R>(dst[ow]), static_cast<R>(src[ow])));
-            } else {
-              for (int64_t ow = ow0; ow < ow1; ++ow)
-                dst[ow * g.sw] = static_cast<double>(gr_radd(static_cast<R>(dst[ow * g.sw]), static_cast<R>(src[ow])));
-            }
-          }
-        }
-    }
 }
 
 // The pools by window instead of by element (the per-element rules recompute every window's winner
@@ -333,56 +301,16 @@ void Tape::window_backward(const Node& n, const double* gy) {
   // conv2d's fast path.
   const double* w = nodes_[b].val;
   const bool want_w = nodes_[b].requires_grad;
-  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow, NP = g.n * P;
-  // gt[(n·P + p)·fg + f] = g[n, grp·fg + f, p]: one group's gradient, a row per output position, as
-  // doubles or (the f32 tape) floats. In tiles of 64 positions whose rows stay in L1 while each
-  // filter's run is written across them (a filter at a time over all rows was a store per cache line).
-  // (kept across calls: a fresh vector was an mmap, page faults and a zero fill of up to MBs per step)
-  thread_local std::vector<double> gt;
-  thread_local std::vector<float> gf;
-  const auto gather_g = [&](int64_t grp, auto* dst) {
-    using T = std::remove_pointer_t<decltype(dst)>;
-    for (int64_t bb = 0; bb < g.n; ++bb, dst += P * fg) {
-      const double* src = gy + (bb * g.f + grp * fg) * P;
-      for (int64_t p0 = 0; p0 < P; p0 += 64) {
-        const int64_t p1 = std::min<int64_t>(P, p0 + 64);
-        for (int64_t f = 0; f < fg; ++f)
-          for (int64_t p = p0; p < p1; ++p) dst[p * fg + f] = static_cast<T>(src[f * P + p]);
-      }
-    }
-  };
+  const int64_t fg = g.f / g.groups, K = g.c / g.groups * g.kh * g.kw;
   if (want_x) {  // the a-side first, as every binary op
     // The per-cell sums start at +0 and never become −0, so a fresh slot (+0 + acc = acc) is its own acc.
     bool fresh = false;
     double* slot = grad_slot(a, fresh);
     std::vector<double> own;
     double* acc = slot;
-    if (fresh) std::fill(slot, slot + nodes_[a].numel(), 0.0);
-    else own.assign(static_cast<size_t>(nodes_[a].numel()), 0.0), acc = own.data();
-    const bool direct = conv2d_direct_dx<R>(gy, w, g, acc);  // tape_conv.cpp; else the product and col2im
-    if (!direct && std::is_same_v<R, double>) win_col_.resize(static_cast<size_t>(K * NP));
-    for (int64_t grp = 0; grp < g.groups && !direct; ++grp) {
-      // D[k, (n,p)] = Σ_f W[f, k]·G[(n,p), f]: B is gt read across its rows (b_rs 1, b_cs fg)
-      if constexpr (std::is_same_v<R, double>) {
-        gt.resize(static_cast<size_t>(fg * NP));
-        gather_g(grp, gt.data());
-        matmul_in(real_, {w + grp * fg * K, 1, K, gt.data(), 1, fg, win_col_.data(), K, fg, NP, MatmulStore::Overwrite});
-        col2im<R>(win_col_.data(), g, grp * cg, acc);
-      } else {
-        // On floats end to end: D [K, N·P] is the largest buffer of the step (LeNet conv2: 150 x 6400),
-        // and as doubles holding floats it was written by the product and read back by col2im at twice
-        // the bytes. The float matmul on the narrowed operands gives matmul_exact_f32's bytes (the
-        // float contract: tests/test_matmul_f32.cpp checks the two against each other).
-        thread_local std::vector<float> wf, df;
-        wf.resize(static_cast<size_t>(fg * K));
-        gf.resize(static_cast<size_t>(NP * fg));
-        df.resize(static_cast<size_t>(K * NP));
-        narrow_lane(w + grp * fg * K, fg * K, 1, wf.data());
-        gather_g(grp, gf.data());
-        matmul_exact(MatmulArgsF32{wf.data(), 1, K, gf.data(), 1, fg, df.data(), K, fg, NP, MatmulStore::Overwrite});
-        col2im<R>(df.data(), g, grp * cg, acc);
-      }
-    }
+    if (!fresh) own.resize(static_cast<size_t>(nodes_[a].numel())), acc = own.data();
+    // tape_conv.cpp's direct loop, else the product and col2im (tape_conv_dx.cpp); both write every cell
+    if (!conv2d_direct_dx<R>(gy, w, g, acc)) conv2d_product_dx<R>(gy, w, g, acc);
     if (!fresh)
       for (int64_t e = 0; e < nodes_[a].numel(); ++e) accumulate_into(slot[e], static_cast<R>(acc[e]));
   }

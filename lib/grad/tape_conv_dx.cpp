@@ -1,0 +1,189 @@
+// tape_conv_dx.cpp — conv2d's input gradient by a product and col2im, where the direct loop of
+// tape_conv.cpp does not apply or does not pay (a stride above 1; a "valid" conv of a small image).
+//
+// Shapes (one group): G [N, Fg, P] (P = OH·OW, doubles holding the tape's R values), W [Fg, K] (K =
+// Cg·KH·KW, k = (c, i, j)), dx [N, C, H, W].
+//   gt [(n, p), Fg]   the group's gradient, a row per output position, in R
+//   D  [K, n·P + p]   D[k, (n, p)] = Σ_f W[f, k]·G[(n, p), f], the chain over f (matmul_exact in R: the
+//                     f32 tape's product is the float contract on floats)
+//   dx[n, c, h, w]    gr_conv2d_win_bwd_a: from +0, over the taps (i, j) ascending that reach the cell,
+//                     acc = acc + D[(c, i, j), (n, oh, ow)]
+// The samples go in chunks whose D stays in L2 (LeNet conv2's D is 150 × 6400: 3.8 MB of floats, written
+// by the product and read back by col2im from memory when made whole).
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "gr_ops_window.h"
+#include "grad/tape_real.h"
+#include "tensor/matmul.h"
+#include "tensor/matmul_simd.h"
+
+namespace gr {
+
+namespace {
+
+// gt rows of samples [n0, n1): gt[((n − n0)·P + p)·Fg + f] = G[n, grp·Fg + f, p]. In tiles of 64
+// positions whose rows stay in L1 while each filter's run is written across them (a filter at a time
+// over all rows was a store per cache line).
+template <class R>
+void gather_rows(const double* gy, const gr_window& g, int64_t grp, int64_t n0, int64_t n1, R* dst) {
+  const int64_t fg = g.f / g.groups, P = g.oh * g.ow;
+  for (int64_t n = n0; n < n1; ++n, dst += P * fg) {
+    const double* src = gy + (n * g.f + grp * fg) * P;
+    for (int64_t p0 = 0; p0 < P; p0 += 64) {
+      const int64_t p1 = std::min<int64_t>(P, p0 + 64);
+      for (int64_t f = 0; f < fg; ++f)
+        for (int64_t p = p0; p < p1; ++p) dst[p * fg + f] = static_cast<R>(src[f * P + p]);
+    }
+  }
+}
+
+// col2im, any geometry: per sample, k ascending, so each cell sums its taps (i, j) ascending — the
+// documented order; along a row of cells the adds are independent. d: the chunk's D, rows of NPc.
+template <class R>
+void col2im_cells(const R* d, int64_t NPc, const gr_window& g, int64_t c0, int64_t n0, int64_t nc, double* acc) {
+  const int64_t cg = g.c / g.groups, P = g.oh * g.ow;
+  for (int64_t n = 0; n < nc; ++n)
+    for (int64_t c = 0; c < cg; ++c) {
+      double* plane = acc + ((n0 + n) * g.c + c0 + c) * g.h * g.w;
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const R* row = d + ((c * g.kh + i) * g.kw + j) * NPc + n * P;
+          // the outputs ow whose tap j lands inside the row: 0 <= ow·sw − pl + j·dw < W
+          const int64_t off = j * g.dw - g.pl;
+          const int64_t ow0 = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+          const int64_t ow1 = std::min<int64_t>(g.ow, g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1);
+          for (int64_t oh = 0; oh < g.oh; ++oh) {
+            const int64_t ih = oh * g.sh - g.pt + i * g.dh;
+            if (ih < 0 || ih >= g.h) continue;
+            const R* src = row + oh * g.ow;
+            double* dst = plane + ih * g.w + off;
+            for (int64_t ow = ow0; ow < ow1; ++ow)
+              dst[ow * g.sw] = static_cast<double>(gr_radd(static_cast<R>(dst[ow * g.sw]), src[ow]));
+          }
+        }
+    }
+}
+
+#if defined(__AVX512F__)
+// col2im at stride 1, a row of cells in registers: per output row h and run of L cells, acc from +0 and,
+// over the taps (i, j) ascending, acc = acc + the D row shifted onto the cells, its lanes whose tap misses
+// masked to +0 (acc + (+0) = acc: a sum from +0 is never −0). Each cell gets the definition's adds in its
+// order; the cells are written once (a cell no tap reaches: +0). CB channels' rows run side by side (one
+// chain of dependent adds each). The adds into memory of col2im_cells read cells the previous tap's
+// shifted store had just written, which vector stores cannot forward.
+template <class R, int CB>
+void col2im_rows_cb(const R* d, int64_t NPc, const gr_window& g, int64_t c0, int64_t n0, int64_t nc, double* acc,
+                    const std::vector<int64_t>& shift, const std::vector<uint32_t>& mask) {
+  using V = typename detail::Simd<R>::V;
+  constexpr int L = detail::Simd<R>::W;
+  const int64_t cg = g.c / g.groups, P = g.oh * g.ow, HW = g.h * g.w, KK = g.kh * g.kw;
+  const int64_t segs = (g.w + L - 1) / L;
+  for (int64_t n = 0; n < nc; ++n)
+    for (int64_t cb = 0; cb < cg; cb += CB) {
+      double* plane = acc + ((n0 + n) * g.c + c0 + cb) * HW;
+      const R* dn = d + cb * KK * NPc + n * P;  // D row of tap (cb, 0, 0), sample n
+      for (int64_t h = 0; h < g.h; ++h)
+        for (int64_t s = 0; s < segs; ++s) {
+          V sum[CB];
+#pragma GCC unroll 4
+          for (int a = 0; a < CB; ++a) sum[a] = V{};
+          for (int64_t i = 0; i < g.kh; ++i) {
+            const int64_t oh = h + g.pt - i * g.dh;
+            if (oh < 0 || oh >= g.oh) continue;
+            for (int64_t j = 0; j < g.kw; ++j) {
+              const uint32_t m = mask[static_cast<size_t>(s * g.kw + j)];
+              if (!m) continue;
+              // lane l reads the row at shift + l; masked lanes are not read (the address may lie before it)
+              const uintptr_t at = reinterpret_cast<uintptr_t>(dn + (i * g.kw + j) * NPc + oh * g.ow) +
+                                   static_cast<uintptr_t>(shift[static_cast<size_t>(s * g.kw + j)] * static_cast<int64_t>(sizeof(R)));
+#pragma GCC unroll 4
+              for (int a = 0; a < CB; ++a) {
+                const void* p = reinterpret_cast<const void*>(at + static_cast<uintptr_t>(a * KK * NPc * static_cast<int64_t>(sizeof(R))));
+                if constexpr (std::is_same_v<R, double>)
+                  sum[a] = sum[a] + _mm512_maskz_loadu_pd(static_cast<__mmask8>(m), p);
+                else
+                  sum[a] = sum[a] + _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), p);
+              }
+            }
+          }
+          const int64_t w0 = s * L, cells = std::min<int64_t>(L, g.w - w0);
+#pragma GCC unroll 4
+          for (int a = 0; a < CB; ++a) {
+            R lanes[L];
+            detail::store_v<R>(lanes, sum[a]);
+            for (int64_t l = 0; l < cells; ++l) plane[a * HW + h * g.w + w0 + l] = static_cast<double>(lanes[l]);
+          }
+        }
+    }
+}
+
+// Per run s of L cells and tap j: the shift onto the D row (lane l is cell w = s·L + l, fed by ow = w + pl −
+// j·dw) and the lanes that tap feeds (0 <= ow < OW and w < W).
+template <class R>
+void col2im_rows(const R* d, int64_t NPc, const gr_window& g, int64_t c0, int64_t n0, int64_t nc, double* acc) {
+  constexpr int L = detail::Simd<R>::W;
+  const int64_t segs = (g.w + L - 1) / L, cg = g.c / g.groups;
+  thread_local std::vector<int64_t> shift;
+  thread_local std::vector<uint32_t> mask;
+  shift.resize(static_cast<size_t>(segs * g.kw));
+  mask.resize(static_cast<size_t>(segs * g.kw));
+  for (int64_t s = 0; s < segs; ++s)
+    for (int64_t j = 0; j < g.kw; ++j) {
+      const int64_t sh = g.pl - j * g.dw + s * L;
+      const int64_t lo = std::max<int64_t>(0, -sh), hi = std::min<int64_t>({int64_t{L}, g.ow - sh, g.w - s * L});
+      shift[static_cast<size_t>(s * g.kw + j)] = sh;
+      mask[static_cast<size_t>(s * g.kw + j)] =
+          lo >= hi ? 0u : static_cast<uint32_t>(((uint64_t{1} << hi) - 1) & ~((uint64_t{1} << lo) - 1));
+    }
+  if (cg % 4 == 0) col2im_rows_cb<R, 4>(d, NPc, g, c0, n0, nc, acc, shift, mask);
+  else if (cg % 3 == 0) col2im_rows_cb<R, 3>(d, NPc, g, c0, n0, nc, acc, shift, mask);
+  else if (cg % 2 == 0) col2im_rows_cb<R, 2>(d, NPc, g, c0, n0, nc, acc, shift, mask);
+  else col2im_rows_cb<R, 1>(d, NPc, g, c0, n0, nc, acc, shift, mask);
+}
+#endif
+
+template <class R>
+void col2im(const R* d, int64_t NPc, const gr_window& g, int64_t c0, int64_t n0, int64_t nc, double* acc) {
+#if defined(__AVX512F__)
+  if (g.sh == 1 && g.sw == 1) return col2im_rows<R>(d, NPc, g, c0, n0, nc, acc);
+#endif
+  // the cells zeroed first: col2im_cells adds into them
+  const int64_t cg = g.c / g.groups;
+  for (int64_t n = n0; n < n0 + nc; ++n)
+    std::fill(acc + (n * g.c + c0) * g.h * g.w, acc + (n * g.c + c0 + cg) * g.h * g.w, 0.0);
+  col2im_cells<R>(d, NPc, g, c0, n0, nc, acc);
+}
+
+}  // namespace
+
+// conv2d's dx sums (gr_conv2d_win_bwd_a) written to every cell of acc [N, C, H, W]: see the top.
+template <class R>
+void conv2d_product_dx(const double* gy, const double* w, const gr_window& g, double* acc) {
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow;
+  // samples per chunk: D's rows for them in about 512 KB
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{512} << 10) / (K * P * static_cast<int64_t>(sizeof(R))));
+  const int64_t nchunk = std::min<int64_t>(chunk, g.n);
+  thread_local std::vector<R> wr, gt, dc;  // kept across calls: no allocation per step
+  wr.resize(static_cast<size_t>(fg * K));
+  gt.resize(static_cast<size_t>(nchunk * P * fg));
+  dc.resize(static_cast<size_t>(K * nchunk * P));
+  for (int64_t grp = 0; grp < g.groups; ++grp) {
+    for (int64_t e = 0; e < fg * K; ++e) wr[static_cast<size_t>(e)] = static_cast<R>(w[grp * fg * K + e]);
+    for (int64_t n0 = 0; n0 < g.n; n0 += nchunk) {
+      const int64_t nc = std::min<int64_t>(nchunk, g.n - n0);
+      gather_rows<R>(gy, g, grp, n0, n0 + nc, gt.data());
+      // D[k, (n,p)] = Σ_f W[f, k]·G[(n,p), f]: A is W read down its columns, B gt across its rows
+      matmul_exact(MatmulArgsOf<R>{wr.data(), 1, K, gt.data(), 1, fg, dc.data(), K, fg, nc * P, MatmulStore::Overwrite});
+      col2im<R>(dc.data(), nc * P, g, grp * cg, n0, nc, acc);
+    }
+  }
+}
+
+template void conv2d_product_dx<double>(const double*, const double*, const gr_window&, double*);
+template void conv2d_product_dx<float>(const double*, const double*, const gr_window&, double*);
+
+}  // namespace gr
