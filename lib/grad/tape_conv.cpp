@@ -32,7 +32,6 @@ using detail::Simd;
 template <class R>
 struct ConvScratch {
   std::vector<R> xt, wr, yt;
-  std::vector<int64_t> toff;
 };
 
 // One block: filters f0..f0+FB, output row oh, columns ow0..ow0+OB, samples n0..n0+L.
@@ -250,126 +249,10 @@ bool conv_dx(const double* gy, const double* w, const gr_window& g, double* acc,
   return true;
 }
 
-// ---- dW by filters (any geometry) -----------------------------------------------------------------------
-// gt [N·P, Fp]: one group's output gradient in R, a row per position (n, oh, ow), f innermost, Fp = Fg
-// rounded up to whole vectors (zero lanes, their chains dropped). xp [N, Cg, Hp, Wp]: the group's input in
-// R, zero-padded. Tap k = (c, i, j) of position (n, oh, ow) is xp[n][toff[k] + oh·SH·Wp + ow·SW], toff[k]
-// = (c·Hp + i·DH)·Wp + j·DW. dW[f, k] is gr_conv2d_win_bwd_b's chain — acc from +0, acc = fma(g, x, acc)
-// over (n, oh, ow) ascending — with the filters as lanes: per position, V vectors of g loaded once and TB
-// taps broadcast, TB·V chains in registers (a padded tap an fma with +0, as the definition's). The samples
-// go in chunks whose gt rows stay in L2 while every tap block walks them; a block's chains rest in acc
-// [K, Fp] between chunks (stored and loaded as they are: the same chains, paused).
-template <class R, int TB, int V>
-void dwf_block(const R* gt, const R* xp, const int64_t* toff, const gr_window& g, int64_t n0, int64_t n1, int64_t Hp,
-               int64_t Wp, int64_t Fp, int64_t fv, R* acc_mem) {
-  using Vec = typename Simd<R>::V;
-  constexpr int L = Simd<R>::W;
-  const int64_t cg = g.c / g.groups;
-  Vec acc[TB][V];
-  for (int t = 0; t < TB; ++t)
-    for (int v = 0; v < V; ++v) acc[t][v] = detail::load_v<R>(acc_mem + t * Fp + (fv + v) * L);
-  const R* gp = gt + n0 * g.oh * g.ow * Fp + fv * L;
-  for (int64_t n = n0; n < n1; ++n) {
-    const R* xn = xp + n * cg * Hp * Wp;
-    for (int64_t oh = 0; oh < g.oh; ++oh) {
-      const R* xr = xn + oh * g.sh * Wp;
-      for (int64_t ow = 0; ow < g.ow; ++ow, gp += Fp) {
-        const R* xb = xr + ow * g.sw;
-        Vec gv[V];
-        for (int v = 0; v < V; ++v) gv[v] = detail::load_v<R>(gp + v * L);
-        for (int t = 0; t < TB; ++t) {
-          const R xv = xb[toff[t]];
-          for (int v = 0; v < V; ++v) acc[t][v] = Simd<R>::fma(gv[v], xv, acc[t][v]);
-        }
-      }
-    }
-  }
-  for (int t = 0; t < TB; ++t)
-    for (int v = 0; v < V; ++v) detail::store_v<R>(acc_mem + t * Fp + (fv + v) * L, acc[t][v]);
-}
-
-// The taps from t in blocks of TB, then 4, then 1, for V vectors of filters from vector fv.
-template <class R, int TB, int V>
-void dwf_taps(const R* gt, const R* xp, const std::vector<int64_t>& toff, const gr_window& g, int64_t n0, int64_t n1,
-              int64_t Hp, int64_t Wp, int64_t Fp, int64_t fv, R* acc_mem) {
-  const int64_t K = static_cast<int64_t>(toff.size());
-  int64_t t = 0;
-  for (; t + TB <= K; t += TB) dwf_block<R, TB, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
-  for (; t + 4 <= K; t += 4) dwf_block<R, 4, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
-  for (; t < K; ++t) dwf_block<R, 1, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
-}
-
-template <class R>
-void dw_by_filters(const R* gt, const R* xp, const std::vector<int64_t>& toff, const gr_window& g, int64_t Hp, int64_t Wp,
-                   int64_t Fp, R* acc_mem) {
-  constexpr int L = Simd<R>::W;
-  const int64_t NV = Fp / L, P = g.oh * g.ow;
-  // samples per chunk: their gt rows in about 256 KB
-  const int64_t chunk = std::max<int64_t>(1, (int64_t{256} << 10) / (P * Fp * static_cast<int64_t>(sizeof(R))));
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    const int64_t n1 = std::min<int64_t>(g.n, n0 + chunk);
-    // vectors of filters in passes of 4, 2 or 1, each with as many taps as the registers hold
-    // (24 accumulators: 6 taps × 4, 12 × 2, 16 × 1)
-    for (int64_t fv = 0; fv < NV;) {
-      if (NV - fv >= 4) dwf_taps<R, 6, 4>(gt, xp, toff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 4;
-      else if (NV - fv >= 2) dwf_taps<R, 12, 2>(gt, xp, toff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 2;
-      else dwf_taps<R, 16, 1>(gt, xp, toff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 1;
-    }
-  }
-}
-
-template <class R>
-void conv_dw_filters(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out, ConvScratch<R>& s) {
-  constexpr int L = Simd<R>::W;
-  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, P = g.oh * g.ow, Fp = (fg + L - 1) / L * L;
-  const int64_t Hp = g.h + g.pt + g.pb, Wp = g.w + g.pl + g.pr;
-  s.xt.assign(static_cast<size_t>(g.n * cg * Hp * Wp), R(0));
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t c = 0; c < cg; ++c)
-      for (int64_t ih = 0; ih < g.h; ++ih) {
-        const double* src = x + ((n * g.c + grp * cg + c) * g.h + ih) * g.w;
-        R* dst = s.xt.data() + ((n * cg + c) * Hp + ih + g.pt) * Wp + g.pl;
-        for (int64_t iw = 0; iw < g.w; ++iw) dst[iw] = static_cast<R>(src[iw]);
-      }
-  s.yt.resize(static_cast<size_t>(g.n * P * Fp));
-  for (int64_t n = 0; n < g.n; ++n) {
-    R* dst = s.yt.data() + n * P * Fp;
-    if (Fp > fg) std::fill(dst, dst + P * Fp, R(0));  // the zero lanes (one fill: a loop over them was a memset per row)
-    // in tiles of 64 positions, whose rows stay in L1 while each filter's run is written across them
-    // (a filter at a time over all P rows was a store per cache line, 80% of this function)
-    const double* src = gy + (n * g.f + grp * fg) * P;
-    for (int64_t p0 = 0; p0 < P; p0 += 64) {
-      const int64_t p1 = std::min<int64_t>(P, p0 + 64);
-      for (int64_t f = 0; f < fg; ++f)
-        for (int64_t p = p0; p < p1; ++p) dst[p * Fp + f] = static_cast<R>(src[f * P + p]);
-    }
-  }
-  std::vector<int64_t>& toff = s.toff;
-  toff.clear();
-  for (int64_t c = 0; c < cg; ++c)
-    for (int64_t i = 0; i < g.kh; ++i)
-      for (int64_t j = 0; j < g.kw; ++j) toff.push_back((c * Hp + i * g.dh) * Wp + j * g.dw);
-  const int64_t K = static_cast<int64_t>(toff.size());
-  s.wr.assign(static_cast<size_t>(K * Fp), R(0));  // the chains, from +0
-  dw_by_filters<R>(s.yt.data(), s.xt.data(), toff, g, Hp, Wp, Fp, s.wr.data());
-  for (int64_t k = 0; k < K; ++k)  // out [K, Fg]
-    for (int64_t f = 0; f < fg; ++f) out[k * fg + f] = static_cast<double>(s.wr[static_cast<size_t>(k * Fp + f)]);
-}
-
 }  // namespace
 
-// conv2d's dW chains of group grp into out [K, Fg] (k = (c, i, j)): see "dW by filters" above.
-template <class R>
-void conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out) {
-  thread_local ConvScratch<R> scratch;
-  conv_dw_filters<R>(x, gy, g, grp, out, scratch);
-}
-
-template void conv2d_direct_dw<double>(const double*, const double*, const gr_window&, int64_t, double*);
-template void conv2d_direct_dw<float>(const double*, const double*, const gr_window&, int64_t, double*);
-
-// conv2d's dx sums (gr_conv2d_win_bwd_a) into acc [N, C, H, W], or false (acc untouched) where the direct
-// loop does not apply (a stride above 1, or a weight that is not finite): see dx above.
+// conv2d's dx sums (gr_conv2d_win_bwd_a) written to every cell of acc [N, C, H, W], or false (acc untouched)
+// where the direct loop does not apply (a stride above 1, or a weight that is not finite): see dx above.
 template <class R>
 bool conv2d_direct_dx(const double* gy, const double* w, const gr_window& g, double* acc) {
   thread_local ConvScratch<R> scratch;

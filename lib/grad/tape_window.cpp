@@ -9,7 +9,7 @@
 //   dx       stride 1: direct, the same way (tape_conv.cpp); else (tape_conv_dx.cpp) the product
 //            D[k, (n,p)] = W[f, k]ᵀ · G[(n,p), f]ᵀ (the chain over f), then col2im sums each cell's D
 //            over its taps (i, j) ascending; then slot = slot + acc
-//   dW       per group, direct with the filters as SIMD lanes (tape_conv.cpp): dWᵀ[k, f] one chain
+//   dW       per group, direct with the filters as SIMD lanes (tape_conv_dw.cpp): dWᵀ[k, f] one chain
 //            over (n, oh, ow) ascending (a padded tap an fma with +0), then slot = slot + acc
 #include <algorithm>
 #include <cstring>
@@ -31,7 +31,7 @@ bool conv2d_direct_dx(const double* gy, const double* w, const gr_window& g, dou
 template <class R>
 void conv2d_product_dx(const double* gy, const double* w, const gr_window& g, double* acc);  // tape_conv_dx.cpp
 template <class R>
-void conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out);  // tape_conv.cpp
+void conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out);  // tape_conv_dw.cpp
 
 namespace {
 
@@ -319,7 +319,7 @@ void Tape::window_backward(const Node& n, const double* gy) {
     double* slot = grad_slot(b, fresh);
     win_tmp_.resize(static_cast<size_t>(K * fg));
     for (int64_t grp = 0; grp < g.groups; ++grp) {
-      conv2d_direct_dw<R>(x, gy, g, grp, win_tmp_.data());  // tape_conv.cpp: dWᵀ [K, Fg]
+      conv2d_direct_dw<R>(x, gy, g, grp, win_tmp_.data());  // tape_conv_dw.cpp: dWᵀ [K, Fg]
       double* dw = slot + grp * fg * K;
       for (int64_t f = 0; f < fg; ++f)
         for (int64_t k = 0; k < K; ++k) {

@@ -1,0 +1,177 @@
+// tape_conv_dw.cpp — conv2d's weight gradient on the CPU tape: one direct loop, the filters as SIMD lanes,
+// for every geometry (stride, padding, dilation, groups).
+//
+// Shapes (one group): x [N, C, H, W] and G [N, F, OH, OW] (doubles holding the tape's R values), dW [F,
+// C/G, KH, KW]; K = Cg·KH·KW taps k = (c, i, j), P = OH·OW positions.
+//   gt [N·P, Fp]      the group's output gradient in R, a row per position (n, oh, ow), f innermost, Fp =
+//                     Fg rounded up to whole vectors (zero lanes, their chains dropped)
+//   xp [N, Cg, Hp, Wp] the group's input in R, zero-padded; tap k of position (n, oh, ow) is
+//                     xp[n][toff[k] + oh·SH·Wp + ow·SW], toff[k] = (c·Hp + i·DH)·Wp + j·DW
+// dW[f, k] is gr_conv2d_win_bwd_b's chain — acc from +0, acc = fma(g, x, acc) over (n, oh, ow) ascending
+// — with the filters as lanes: per position, V vectors of g loaded once and TB taps broadcast, TB·V
+// chains in registers (a padded tap an fma with +0, as the definition's). The samples go in chunks whose
+// gt rows stay in L2 while every tap block walks them; a block's chains rest in acc [K, Fp] between
+// chunks (stored and loaded as they are: the same chains, paused). With AVX-512, a group of at most half
+// a vector of filters (LeNet's conv1: 6) runs on 256-bit vectors: the same per-lane fma, half the lanes
+// wasted instead of most of them, and half the bytes of gt.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "gr_ops_window.h"
+#include "tensor/matmul_simd.h"  // the one fused step of every matmul path (Simd<T>::fma)
+
+namespace gr {
+
+namespace {
+
+using detail::Simd;
+
+// The lanes dW runs on: a whole SIMD vector of R (Simd<R>), or (Half, AVX-512 only) a 256-bit one.
+template <class R, bool Half>
+struct DwLanes {
+  using V = typename Simd<R>::V;
+  static constexpr int W = Simd<R>::W;
+  static V load(const R* p) { return detail::load_v<R>(p); }
+  static void store(R* p, V v) { detail::store_v<R>(p, v); }
+  static V fma(V b, R a, V acc) { return Simd<R>::fma(b, a, acc); }
+};
+#if defined(__AVX512F__)
+constexpr bool kHalfLanes = true;
+template <>
+struct DwLanes<float, true> {
+  typedef float V __attribute__((vector_size(32)));
+  static constexpr int W = 8;
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V fma(V b, float a, V acc) { return _mm256_fmadd_ps(_mm256_set1_ps(a), b, acc); }  // fmaf per lane
+};
+template <>
+struct DwLanes<double, true> {
+  typedef double V __attribute__((vector_size(32)));
+  static constexpr int W = 4;
+  static V load(const double* p) { return _mm256_loadu_pd(p); }
+  static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
+  static V fma(V b, double a, V acc) { return _mm256_fmadd_pd(_mm256_set1_pd(a), b, acc); }  // fma per lane
+};
+#else
+constexpr bool kHalfLanes = false;
+#endif
+
+template <class R>
+struct DwScratch {
+  std::vector<R> xp, gt, acc;
+  std::vector<int64_t> toff;
+};
+
+// TB taps × V vectors of filters from vector fv, over the samples [n0, n1).
+template <class R, class VT, int TB, int V>
+void dwf_block(const R* gt, const R* xp, const int64_t* toff, const gr_window& g, int64_t n0, int64_t n1, int64_t Hp,
+               int64_t Wp, int64_t Fp, int64_t fv, R* acc_mem) {
+  using Vec = typename VT::V;
+  constexpr int L = VT::W;
+  const int64_t cg = g.c / g.groups;
+  Vec acc[TB][V];
+  for (int t = 0; t < TB; ++t)
+    for (int v = 0; v < V; ++v) acc[t][v] = VT::load(acc_mem + t * Fp + (fv + v) * L);
+  const R* gp = gt + n0 * g.oh * g.ow * Fp + fv * L;
+  for (int64_t n = n0; n < n1; ++n) {
+    const R* xn = xp + n * cg * Hp * Wp;
+    for (int64_t oh = 0; oh < g.oh; ++oh) {
+      const R* xr = xn + oh * g.sh * Wp;
+      for (int64_t ow = 0; ow < g.ow; ++ow, gp += Fp) {
+        const R* xb = xr + ow * g.sw;
+        Vec gv[V];
+        for (int v = 0; v < V; ++v) gv[v] = VT::load(gp + v * L);
+        for (int t = 0; t < TB; ++t) {
+          const R xv = xb[toff[t]];
+          for (int v = 0; v < V; ++v) acc[t][v] = VT::fma(gv[v], xv, acc[t][v]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < TB; ++t)
+    for (int v = 0; v < V; ++v) VT::store(acc_mem + t * Fp + (fv + v) * L, acc[t][v]);
+}
+
+// The taps in blocks of TB, then 4, then 1, for V vectors of filters from vector fv.
+template <class R, class VT, int TB, int V>
+void dwf_taps(const R* gt, const R* xp, const std::vector<int64_t>& toff, const gr_window& g, int64_t n0, int64_t n1,
+              int64_t Hp, int64_t Wp, int64_t Fp, int64_t fv, R* acc_mem) {
+  const int64_t K = static_cast<int64_t>(toff.size());
+  int64_t t = 0;
+  for (; t + TB <= K; t += TB) dwf_block<R, VT, TB, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
+  for (; t + 4 <= K; t += 4) dwf_block<R, VT, 4, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
+  for (; t < K; ++t) dwf_block<R, VT, 1, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
+}
+
+template <class R, class VT>
+void dw_by_filters(const R* gt, const R* xp, const std::vector<int64_t>& toff, const gr_window& g, int64_t Hp, int64_t Wp,
+                   int64_t Fp, R* acc_mem) {
+  const int64_t NV = Fp / VT::W, P = g.oh * g.ow;
+  // samples per chunk: their gt rows in about 256 KB
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{256} << 10) / (P * Fp * static_cast<int64_t>(sizeof(R))));
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    const int64_t n1 = std::min<int64_t>(g.n, n0 + chunk);
+    // vectors of filters in passes of 4, 2 or 1, each with as many taps as the registers hold
+    // (24 accumulators: 6 taps × 4, 12 × 2, 16 × 1)
+    for (int64_t fv = 0; fv < NV;) {
+      if (NV - fv >= 4) dwf_taps<R, VT, 6, 4>(gt, xp, toff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 4;
+      else if (NV - fv >= 2) dwf_taps<R, VT, 12, 2>(gt, xp, toff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 2;
+      else dwf_taps<R, VT, 16, 1>(gt, xp, toff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 1;
+    }
+  }
+}
+
+template <class R, class VT>
+void conv_dw_filters(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out, DwScratch<R>& s) {
+  constexpr int L = VT::W;
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, P = g.oh * g.ow, Fp = (fg + L - 1) / L * L;
+  const int64_t Hp = g.h + g.pt + g.pb, Wp = g.w + g.pl + g.pr;
+  s.xp.assign(static_cast<size_t>(g.n * cg * Hp * Wp), R(0));
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t ih = 0; ih < g.h; ++ih) {
+        const double* src = x + ((n * g.c + grp * cg + c) * g.h + ih) * g.w;
+        R* dst = s.xp.data() + ((n * cg + c) * Hp + ih + g.pt) * Wp + g.pl;
+        for (int64_t iw = 0; iw < g.w; ++iw) dst[iw] = static_cast<R>(src[iw]);
+      }
+  s.gt.resize(static_cast<size_t>(g.n * P * Fp));
+  for (int64_t n = 0; n < g.n; ++n) {
+    R* dst = s.gt.data() + n * P * Fp;
+    if (Fp > fg) std::fill(dst, dst + P * Fp, R(0));  // the zero lanes (one fill: a loop over them was a memset per row)
+    // in tiles of 64 positions, whose rows stay in L1 while each filter's run is written across them
+    // (a filter at a time over all P rows was a store per cache line, 80% of this function)
+    const double* src = gy + (n * g.f + grp * fg) * P;
+    for (int64_t p0 = 0; p0 < P; p0 += 64) {
+      const int64_t p1 = std::min<int64_t>(P, p0 + 64);
+      for (int64_t f = 0; f < fg; ++f)
+        for (int64_t p = p0; p < p1; ++p) dst[p * Fp + f] = static_cast<R>(src[f * P + p]);
+    }
+  }
+  std::vector<int64_t>& toff = s.toff;
+  toff.clear();
+  for (int64_t c = 0; c < cg; ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) toff.push_back((c * Hp + i * g.dh) * Wp + j * g.dw);
+  const int64_t K = static_cast<int64_t>(toff.size());
+  s.acc.assign(static_cast<size_t>(K * Fp), R(0));  // the chains, from +0
+  dw_by_filters<R, VT>(s.gt.data(), s.xp.data(), toff, g, Hp, Wp, Fp, s.acc.data());
+  for (int64_t k = 0; k < K; ++k)  // out [K, Fg]
+    for (int64_t f = 0; f < fg; ++f) out[k * fg + f] = static_cast<double>(s.acc[static_cast<size_t>(k * Fp + f)]);
+}
+
+}  // namespace
+
+// conv2d's dW chains of group grp into out [K, Fg] (k = (c, i, j)): see the top of this file.
+template <class R>
+void conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out) {
+  thread_local DwScratch<R> scratch;  // reused across steps: no allocation per step
+  if (kHalfLanes && 2 * (g.f / g.groups) <= Simd<R>::W) return conv_dw_filters<R, DwLanes<R, true>>(x, gy, g, grp, out, scratch);
+  conv_dw_filters<R, DwLanes<R, false>>(x, gy, g, grp, out, scratch);
+}
+
+template void conv2d_direct_dw<double>(const double*, const double*, const gr_window&, int64_t, double*);
+template void conv2d_direct_dw<float>(const double*, const double*, const gr_window&, int64_t, double*);
+
+}  // namespace gr
