@@ -64,9 +64,9 @@ struct TapeRules {
       // Per element the a-side lands before the b-side (the same slot when a and b are one node:
       // then the b-side finds it touched and adds).
       const Slot da = slot(n.a), db = slot(n.b);
-      for_each_owned(n.shape, [&](int64_t base, int64_t c0, int64_t c1) {
-        if (da) write_range(da, base + c0, base + c1, [&](int64_t e) { return ca(e, e, e); });
-        if (db) write_range(db, base + c0, base + c1, [&](int64_t e) { return cb(e, e, e); });
+      for_each_owned_run(n.shape, [&](int64_t lo, int64_t hi) {
+        if (da) write_range(da, lo, hi, [&](int64_t e) { return ca(e, e, e); });
+        if (db) write_range(db, lo, hi, [&](int64_t e) { return cb(e, e, e); });
       });
       return;
     }
@@ -182,7 +182,7 @@ struct TapeRules {
   void unary(C c) {
     const Slot da = slot(n.a);
     if (!da) return;
-    for_each_owned(n.shape, [&](int64_t base, int64_t c0, int64_t c1) { write_range(da, base + c0, base + c1, c); });
+    for_each_owned_run(n.shape, [&](int64_t lo, int64_t hi) { write_range(da, lo, hi, c); });
   }
 
   void reduction() {

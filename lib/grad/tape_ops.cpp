@@ -28,10 +28,14 @@ Var Tape::binary(Op op, Var a, Var b, F f) {
       const double* pa = nodes_[a.id].val;
       const double* pb = nodes_[b.id].val;
       double* y = n->val;
-      for_each_owned(n->shape, [&](int64_t base, int64_t c0, int64_t c1) {
-        const double* bb = b_is_row ? pb : pb + base;
-        for (int64_t j = c0; j < c1; ++j) y[base + j] = f(R(pa[base + j]), R(bb[j]));
-      });
+      if (b_is_row)  // bb[j]: j is the column
+        for_each_owned(n->shape, [&](int64_t base, int64_t c0, int64_t c1) {
+          for (int64_t j = c0; j < c1; ++j) y[base + j] = f(R(pa[base + j]), R(pb[j]));
+        });
+      else
+        for_each_owned_run(n->shape, [&](int64_t lo, int64_t hi) {
+          for (int64_t e = lo; e < hi; ++e) y[e] = f(R(pa[e]), R(pb[e]));
+        });
     }
     return Var{size() - 1};
   };
@@ -98,8 +102,8 @@ Var Tape::unary(Op op, Var x, double s, F f) {
   if (n->val) {
     const double* px = nodes_[x.id].val;
     double* y = n->val;
-    for_each_owned(n->shape, [&](int64_t base, int64_t c0, int64_t c1) {
-      for (int64_t e = base + c0; e < base + c1; ++e) y[e] = f(R(px[e]));
+    for_each_owned_run(n->shape, [&](int64_t lo, int64_t hi) {
+      for (int64_t e = lo; e < hi; ++e) y[e] = f(R(px[e]));
     });
   }
   return Var{size() - 1};
@@ -118,8 +122,8 @@ Var Tape::gelu_keeping_tanh(Var x) {
     using R = decltype(r);
     const double* px = nodes_[x.id].val;
     double *y = n->val, *t = n->kept;
-    for_each_owned(n->shape, [&](int64_t base, int64_t c0, int64_t c1) {
-      for (int64_t e = base + c0; e < base + c1; ++e) {
+    for_each_owned_run(n->shape, [&](int64_t lo, int64_t hi) {
+      for (int64_t e = lo; e < hi; ++e) {
         const R xe = R(px[e]), te = gr_gelu_tanh(xe);
         t[e] = te;
         y[e] = gr_gelu_fwd_t(xe, te);
