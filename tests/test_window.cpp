@@ -68,12 +68,13 @@ double fresh(T v) {
 }
 
 // Records op(x, w) with loss Σ y ⊙ R and checks y, dx, dw against the per-element definitions in T.
+// x_values: x's values instead of uniform ones (ties, signed zeros and NaNs for the pools).
 template <class T>
-void check_geometry(const Geometry& geo, uint64_t seed) {
+void check_geometry(const Geometry& geo, uint64_t seed, const std::vector<double>* x_values = nullptr) {
   Rng rng(seed);
   Tape t(std::is_same_v<T, float> ? DType::F32 : DType::F64);
   const bool conv = geo.op == Op::Conv2d;
-  const Var x = t.param(geo.x, rng.uniform_vec(geo.x.numel(), -2.0, 2.0));
+  const Var x = t.param(geo.x, x_values ? *x_values : rng.uniform_vec(geo.x.numel(), -2.0, 2.0));
   const Var w = conv ? t.param(geo.w, rng.uniform_vec(geo.w.numel(), -2.0, 2.0)) : Var{};
   const Var y = t.window_op(geo.op, x, w, geo.at);
   REQUIRE(t.ok());
@@ -222,6 +223,25 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
     INFO(describe(g));
     check_geometry<double>(g, 7000 + static_cast<uint64_t>(i));
     check_geometry<float>(g, 7000 + static_cast<uint64_t>(i));
+  }
+}
+
+TEST_CASE("window ops: 2x2 stride-2 max_pool2d, vectorized across windows, equals the definition with ties, zeros, NaNs",
+          "[window]") {
+  // tape_window.cpp max_pool_2x2: rows of several vector runs and a partial one, odd sizes (a last row
+  // and column no window reads), values drawn from a few so most windows tie, ±0 and NaNs among them
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double pool[] = {-1.0, 0.0, -0.0, 1.0, 1.0, 2.5, nan};
+  Rng rng(0x2222);
+  for (const Shape& xs : {Shape{3, 2, 7, 37}, Shape{2, 3, 5, 4}, Shape{1, 1, 2, 2}, Shape{4, 2, 9, 33}}) {
+    std::vector<double> values(static_cast<size_t>(xs.numel()));
+    for (double& v : values) v = pool[rng.next() % std::size(pool)];
+    WindowAttrs a;
+    a.kh = a.kw = 2;
+    const Geometry g{Op::MaxPool2d, xs, Shape{1}, a};
+    INFO(describe(g));
+    check_geometry<double>(g, 7100, &values);
+    check_geometry<float>(g, 7100, &values);
   }
 }
 

@@ -15,12 +15,14 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "gr_ops_window.h"
 #include "grad/tape.h"
 #include "grad/tape_real.h"
 #include "tensor/matmul.h"
+#include "tensor/matmul_simd.h"  // max_pool_2x2 (Simd<double>)
 
 namespace gr {
 
@@ -96,10 +98,59 @@ inline long long pool_argmax(const double* x, const gr_window& g, const PoolInsi
   return in.holds(oh, ow) ? argmax_inside<R>(x, g, n, c, oh, ow) : gr_max_pool2d_argmax<R, double>(x, g, n, c, oh, ow);
 }
 
+// 2 × 2 windows at stride 2 with no padding (the spec's {"layer": "max_pool2d", "kernel": 2}), L windows
+// of an output row at once: the two input rows' L·2 cells de-interleaved into the windows' four cells
+// (i, j) = (0,0), (0,1), (1,0), (1,1), then argmax_inside's scan per lane in that order — a strictly larger
+// value moves the winner, the first NaN is kept beside it — on doubles (the f32 tape's floats compare as
+// floats do). Values and winner indices as argmax_inside gives them, vectorized across the windows.
+template <size_t... I>
+inline detail::Simd<double>::V even_lanes(detail::Simd<double>::V a, detail::Simd<double>::V b, std::index_sequence<I...>) {
+  return __builtin_shufflevector(a, b, (2 * I)...);
+}
+template <size_t... I>
+inline detail::Simd<double>::V odd_lanes(detail::Simd<double>::V a, detail::Simd<double>::V b, std::index_sequence<I...>) {
+  return __builtin_shufflevector(a, b, (2 * I + 1)...);
+}
+void max_pool_2x2(const double* x, const gr_window& g, double* y, double* winner) {
+  using V = detail::Simd<double>::V;
+  constexpr int L = detail::Simd<double>::W;
+  constexpr auto lanes = std::make_index_sequence<L>{};
+  V iota2;  // 0, 2, 4, ...: a window's first cell, relative to the run's
+  for (int l = 0; l < L; ++l) iota2[l] = 2.0 * l;
+  for (int64_t plane = 0; plane < g.n * g.c; ++plane)
+    for (int64_t oh = 0; oh < g.oh; ++oh) {
+      const int64_t row0 = (plane * g.h + 2 * oh) * g.w;
+      for (int64_t ow0 = 0; ow0 < g.ow; ow0 += L) {
+        const int cnt = static_cast<int>(std::min<int64_t>(L, g.ow - ow0)), cells = 2 * cnt;
+        const double* r0 = x + row0 + 2 * ow0;
+        const double* r1 = r0 + g.w;
+        const V a0 = detail::load_n<double>(r0, std::min(cells, L)), a1 = cells > L ? detail::load_n<double>(r0 + L, cells - L) : V{};
+        const V b0 = detail::load_n<double>(r1, std::min(cells, L)), b1 = cells > L ? detail::load_n<double>(r1 + L, cells - L) : V{};
+        const V v[4] = {even_lanes(a0, a1, lanes), odd_lanes(a0, a1, lanes), even_lanes(b0, b1, lanes), odd_lanes(b0, b1, lanes)};
+        const V base = iota2 + static_cast<double>(row0 + 2 * ow0);
+        const double off[4] = {0.0, 1.0, static_cast<double>(g.w), static_cast<double>(g.w + 1)};
+        V m = v[0], at = base, nan_at = v[0] != v[0] ? base : V{} - 1.0, nan_v = v[0];
+        for (int t = 1; t < 4; ++t) {
+          const auto larger = v[t] > m;
+          at = larger ? base + off[t] : at;
+          m = larger ? v[t] : m;
+          const auto first_nan = v[t] != v[t] && nan_at < 0.0;
+          nan_v = first_nan ? v[t] : nan_v;
+          nan_at = first_nan ? base + off[t] : nan_at;
+        }
+        const auto has_nan = nan_at >= 0.0;
+        detail::store_n<double>(y + (plane * g.oh + oh) * g.ow + ow0, has_nan ? nan_v : m, cnt);
+        detail::store_n<double>(winner + (plane * g.oh + oh) * g.ow + ow0, has_nan ? nan_at : at, cnt);
+      }
+    }
+}
+
 // y, and each window's winner (an index into x, −1 when every cell is padding) into `winner`: the
 // backward reads it instead of finding it again (Node::kept).
 template <class R>
 void max_pool_fwd(const double* x, const gr_window& g, double* y, double* winner) {
+  if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && g.pt == 0 && g.pl == 0)
+    return max_pool_2x2(x, g, y, winner);
   const PoolInside in(g);
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t c = 0; c < g.c; ++c)
