@@ -98,7 +98,7 @@ inline long long pool_argmax(const double* x, const gr_window& g, const PoolInsi
   return in.holds(oh, ow) ? argmax_inside<R>(x, g, n, c, oh, ow) : gr_max_pool2d_argmax<R, double>(x, g, n, c, oh, ow);
 }
 
-// 2 × 2 windows at stride 2 with no padding (the spec's {"layer": "max_pool2d", "kernel": 2}), L windows
+// 2 × 2 windows at stride 2 wholly inside the input (the spec's {"layer": "max_pool2d", "kernel": 2}), L windows
 // of an output row at once: the two input rows' L·2 cells de-interleaved into the windows' four cells
 // (i, j) = (0,0), (0,1), (1,0), (1,1), then argmax_inside's scan per lane in that order — a strictly larger
 // value moves the winner, the first NaN is kept beside it — on doubles (the f32 tape's floats compare as
@@ -149,7 +149,10 @@ void max_pool_2x2(const double* x, const gr_window& g, double* y, double* winner
 // backward reads it instead of finding it again (Node::kept).
 template <class R>
 void max_pool_fwd(const double* x, const gr_window& g, double* y, double* winner) {
-  if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && g.pt == 0 && g.pl == 0)
+  // every window inside the input: no padding before, and none after that a window reaches ("same" on
+  // an odd size pads a last row or column)
+  if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && g.pt == 0 && g.pl == 0 &&
+      2 * g.oh <= g.h && 2 * g.ow <= g.w)
     return max_pool_2x2(x, g, y, winner);
   const PoolInside in(g);
   for (int64_t n = 0; n < g.n; ++n)
