@@ -8,6 +8,7 @@
 // A slot is not zeroed ahead: until its first contribution of the episode it holds anything
 // (Tape::grad_slot), and that first contribution is written as +0 + c, the same bits.
 // R is the tape's arithmetic type (tape_real.h): double, or float over floats stored in doubles.
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -134,7 +135,7 @@ struct TapeRules {
   // A channel bias, b a channel vector of a (owned.h: a as [P, C, Q], ib = c): the broadcast map's
   // sums without its odometer. The a-side, then the b-side; slot c sums over p, then q, ascending —
   // e's order — in a register (the slot's bits between two adds are R's, so keeping R is exact),
-  // four channels' chains side by side so their adds overlap.
+  // up to eight channels' chains side by side so their adds overlap.
   template <class CA, class CB>
   void channel_bias(CA ca, CB cb, const ChannelRun& cr) {
     const int64_t C = cr.c, Q = cr.q;
@@ -155,26 +156,31 @@ struct TapeRules {
         for (int64_t c = 0; c < C; ++c, e += Q) write_range(da, e, e + Q, [&](int64_t x) { return ca(x, x, c); });
     if (!wants(n.b)) return;
     double* db = t.ensure_grad(n.b);
-    for (int64_t p = 0; p < cr.p; ++p) {
-      int64_t c = 0;
-      for (; c + 4 <= C; c += 4) {
-        const int64_t e0 = (p * C + c) * Q;
-        R s0 = R(db[c]), s1 = R(db[c + 1]), s2 = R(db[c + 2]), s3 = R(db[c + 3]);
-        for (int64_t q = 0; q < Q; ++q) {
-          s0 = gr_accumulate(s0, cb(e0 + q, e0 + q, c));
-          s1 = gr_accumulate(s1, cb(e0 + Q + q, e0 + Q + q, c + 1));
-          s2 = gr_accumulate(s2, cb(e0 + 2 * Q + q, e0 + 2 * Q + q, c + 2));
-          s3 = gr_accumulate(s3, cb(e0 + 3 * Q + q, e0 + 3 * Q + q, c + 3));
+    for (int64_t p = 0; p < cr.p; ++p)
+      for (int64_t c = 0; c < C;) {  // up to 8 channels' chains side by side (LeNet conv1's 6 in one group)
+        switch (std::min<int64_t>(C - c, 8)) {
+          case 8: channel_sums<8>(cb, db, p, c, C, Q), c += 8; break;
+          case 7: channel_sums<7>(cb, db, p, c, C, Q), c += 7; break;
+          case 6: channel_sums<6>(cb, db, p, c, C, Q), c += 6; break;
+          case 5: channel_sums<5>(cb, db, p, c, C, Q), c += 5; break;
+          case 4: channel_sums<4>(cb, db, p, c, C, Q), c += 4; break;
+          case 3: channel_sums<3>(cb, db, p, c, C, Q), c += 3; break;
+          case 2: channel_sums<2>(cb, db, p, c, C, Q), c += 2; break;
+          default: channel_sums<1>(cb, db, p, c, C, Q), c += 1; break;
         }
-        db[c] = double(s0), db[c + 1] = double(s1), db[c + 2] = double(s2), db[c + 3] = double(s3);
       }
-      for (; c < C; ++c) {
-        const int64_t e0 = (p * C + c) * Q;
-        R s = R(db[c]);
-        for (int64_t q = 0; q < Q; ++q) s = gr_accumulate(s, cb(e0 + q, e0 + q, c));
-        db[c] = double(s);
-      }
-    }
+  }
+  // Slots db[c0 .. c0 + CB) each += its channel's Q contributions of row p, q ascending, in registers
+  // (the slot's bits between two adds are R's, so keeping R is exact).
+  template <int CB, class CBF>
+  static void channel_sums(CBF& cb, double* db, int64_t p, int64_t c0, int64_t C, int64_t Q) {
+    R s[CB];
+    for (int a = 0; a < CB; ++a) s[a] = R(db[c0 + a]);
+    const int64_t e0 = (p * C + c0) * Q;
+    for (int64_t q = 0; q < Q; ++q)
+#pragma GCC unroll 8
+      for (int a = 0; a < CB; ++a) s[a] = gr_accumulate(s[a], cb(e0 + a * Q + q, e0 + a * Q + q, c0 + a));
+    for (int a = 0; a < CB; ++a) db[c0 + a] = double(s[a]);
   }
 
   // slot[e] += c(e) for a same-shaped single input.
