@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "gr_ops_window.h"
@@ -199,10 +200,12 @@ template <class R>
 bool conv_dx(const double* gy, const double* w, const gr_window& g, double* acc, ConvScratch<R>& s) {
   constexpr int L = Simd<R>::W;
   if (g.sh != 1 || g.sw != 1) return false;
-  // Each row computes W·KW column taps of which OW·KW land; under 3/4 (a "valid" conv of a small image)
-  // the product path is faster: LeNet conv2 (OW 10 of W 14) 1.65 against 2.03 ms f64, 1.02 against 1.09
-  // f32, while digits conv2 ("same") is 0.33 against 0.36 and 0.18 against 0.30 (12-04, 06:53).
-  if (4 * g.ow < 3 * g.w) return false;
+  // Where the direct loop pays (test_window GR_WINDOW_SIDE=x, 12-07, against tape_conv_dx.cpp's chunked
+  // product and register-row col2im): only on floats (16 samples a vector) with at most 64 filters a
+  // group, and where at least 3/4 of a row's W·KW column taps land. f64: digits conv2 0.33 direct against
+  // 0.26 ms product, a 64->128 3x3 layer 44 against 26; f32: digits conv2 0.14 against 0.17, that layer
+  // 25.5 against 14.5, LeNet conv2 (OW 10 of W 14: a "valid" conv of a small image) the product.
+  if (!std::is_same_v<R, float> || g.f / g.groups > 64 || 4 * g.ow < 3 * g.w) return false;
   for (int64_t e = 0; e < g.f * (g.c / g.groups) * g.kh * g.kw; ++e)
     if (!std::isfinite(static_cast<R>(w[e]))) return false;
   const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow, NB = (g.n + L - 1) / L;
