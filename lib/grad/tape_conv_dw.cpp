@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gr_ops_window.h"
+#include "grad/conv_rows.h"
 #include "tensor/matmul_simd.h"  // the one fused step of every matmul path (Simd<T>::fma)
 
 namespace gr {
@@ -39,21 +40,19 @@ struct DwLanes {
 };
 #if defined(__AVX512F__)
 constexpr bool kHalfLanes = true;
-template <>
-struct DwLanes<float, true> {
-  typedef float V __attribute__((vector_size(32)));
-  static constexpr int W = 8;
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static V fma(V b, float a, V acc) { return _mm256_fmadd_ps(_mm256_set1_ps(a), b, acc); }  // fmaf per lane
-};
-template <>
-struct DwLanes<double, true> {
-  typedef double V __attribute__((vector_size(32)));
-  static constexpr int W = 4;
-  static V load(const double* p) { return _mm256_loadu_pd(p); }
-  static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
-  static V fma(V b, double a, V acc) { return _mm256_fmadd_pd(_mm256_set1_pd(a), b, acc); }  // fma per lane
+inline __m256 fma256(__m256 b, float a, __m256 acc) { return _mm256_fmadd_ps(_mm256_set1_ps(a), b, acc); }  // fmaf per lane
+inline __m256d fma256(__m256d b, double a, __m256d acc) { return _mm256_fmadd_pd(_mm256_set1_pd(a), b, acc); }
+template <class R>
+struct DwLanes<R, true> {
+  typedef R V __attribute__((vector_size(32)));
+  static constexpr int W = 32 / sizeof(R);
+  static V load(const R* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  static void store(R* p, V v) { std::memcpy(p, &v, sizeof v); }
+  static V fma(V b, R a, V acc) { return fma256(b, a, acc); }
 };
 #else
 constexpr bool kHalfLanes = false;
@@ -124,39 +123,6 @@ void dw_by_filters(const R* gt, const R* xp, const std::vector<int64_t>& toff, c
   }
 }
 
-// gt [N·P, Fp] from G's group grp, for Fp a multiple of the full SIMD width L: L × L tiles of (filters,
-// positions) transposed in registers (transpose_block) and stored as L rows' runs of L filters (the rows
-// past Fg are zeros, the lanes' padding); the positions past the last whole tile one by one.
-template <class R>
-void gt_by_tiles(const double* gy, const gr_window& g, int64_t grp, int64_t Fp, R* gt) {
-  using V = typename Simd<R>::V;
-  constexpr int L = Simd<R>::W;
-  typedef double Wide __attribute__((vector_size(L * sizeof(double))));
-  const int64_t fg = g.f / g.groups, P = g.oh * g.ow, tiles = P / L * L;
-  for (int64_t n = 0; n < g.n; ++n) {
-    R* dst = gt + n * P * Fp;
-    const double* src = gy + (n * g.f + grp * fg) * P;
-    for (int64_t f0 = 0; f0 < Fp; f0 += L) {
-      for (int64_t p0 = 0; p0 < tiles; p0 += L) {
-        V r[L];
-        for (int i = 0; i < L; ++i) {
-          if (f0 + i >= fg) {
-            r[i] = V{};
-            continue;
-          }
-          Wide w;
-          std::memcpy(&w, src + (f0 + i) * P + p0, sizeof w);
-          r[i] = __builtin_convertvector(w, V);
-        }
-        detail::transpose_block<R>(r);  // r[k]: position p0 + k, filters f0 .. f0 + L
-        for (int k = 0; k < L; ++k) detail::store_v<R>(dst + (p0 + k) * Fp + f0, r[k]);
-      }
-      for (int64_t p = tiles; p < P; ++p)
-        for (int64_t f = f0; f < f0 + L; ++f) dst[p * Fp + f] = f < fg ? static_cast<R>(src[f * P + p]) : R(0);
-    }
-  }
-}
-
 template <class R, class VT>
 void conv_dw_filters(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out, DwScratch<R>& s) {
   constexpr int L = VT::W;
@@ -171,22 +137,7 @@ void conv_dw_filters(const double* x, const double* gy, const gr_window& g, int6
         for (int64_t iw = 0; iw < g.w; ++iw) dst[iw] = static_cast<R>(src[iw]);
       }
   s.gt.resize(static_cast<size_t>(g.n * P * Fp));
-  if (Fp % Simd<R>::W == 0) {
-    gt_by_tiles<R>(gy, g, grp, Fp, s.gt.data());
-  } else {  // half-width lanes
-    for (int64_t n = 0; n < g.n; ++n) {
-      R* dst = s.gt.data() + n * P * Fp;
-      if (Fp > fg) std::fill(dst, dst + P * Fp, R(0));  // the zero lanes (one fill: a loop over them was a memset per row)
-      // in tiles of 64 positions, whose rows stay in L1 while each filter's run is written across them
-      // (a filter at a time over all P rows was a store per cache line, 80% of this function)
-      const double* src = gy + (n * g.f + grp * fg) * P;
-      for (int64_t p0 = 0; p0 < P; p0 += 64) {
-        const int64_t p1 = std::min<int64_t>(P, p0 + 64);
-        for (int64_t f = 0; f < fg; ++f)
-          for (int64_t p = p0; p < p1; ++p) dst[p * Fp + f] = static_cast<R>(src[f * P + p]);
-      }
-    }
-  }
+  gradient_rows<R>(gy, g, grp, 0, g.n, Fp, s.gt.data());  // conv_rows.h
   std::vector<int64_t>& toff = s.toff;
   toff.clear();
   for (int64_t c = 0; c < cg; ++c)

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gr_ops_window.h"
+#include "grad/conv_rows.h"
 #include "grad/tape_real.h"
 #include "tensor/matmul.h"
 #include "tensor/matmul_simd.h"
@@ -24,22 +25,6 @@
 namespace gr {
 
 namespace {
-
-// gt rows of samples [n0, n1): gt[((n − n0)·P + p)·Fg + f] = G[n, grp·Fg + f, p]. In tiles of 64
-// positions whose rows stay in L1 while each filter's run is written across them (a filter at a time
-// over all rows was a store per cache line).
-template <class R>
-void gather_rows(const double* gy, const gr_window& g, int64_t grp, int64_t n0, int64_t n1, R* dst) {
-  const int64_t fg = g.f / g.groups, P = g.oh * g.ow;
-  for (int64_t n = n0; n < n1; ++n, dst += P * fg) {
-    const double* src = gy + (n * g.f + grp * fg) * P;
-    for (int64_t p0 = 0; p0 < P; p0 += 64) {
-      const int64_t p1 = std::min<int64_t>(P, p0 + 64);
-      for (int64_t f = 0; f < fg; ++f)
-        for (int64_t p = p0; p < p1; ++p) dst[p * fg + f] = static_cast<R>(src[f * P + p]);
-    }
-  }
-}
 
 // col2im, any geometry: per sample, k ascending, so each cell sums its taps (i, j) ascending — the
 // documented order; along a row of cells the adds are independent. d: the chunk's D, rows of NPc.
@@ -175,7 +160,7 @@ void conv2d_product_dx(const double* gy, const double* w, const gr_window& g, do
     for (int64_t e = 0; e < fg * K; ++e) wr[static_cast<size_t>(e)] = static_cast<R>(w[grp * fg * K + e]);
     for (int64_t n0 = 0; n0 < g.n; n0 += nchunk) {
       const int64_t nc = std::min<int64_t>(nchunk, g.n - n0);
-      gather_rows<R>(gy, g, grp, n0, n0 + nc, gt.data());
+      gradient_rows<R>(gy, g, grp, n0, n0 + nc, fg, gt.data());  // conv_rows.h: gt [(n, p), Fg]
       // D[k, (n,p)] = Σ_f W[f, k]·G[(n,p), f]: A is W read down its columns, B gt across its rows
       matmul_exact(MatmulArgsOf<R>{wr.data(), 1, K, gt.data(), 1, fg, dc.data(), K, fg, nc * P, MatmulStore::Overwrite});
       col2im<R>(dc.data(), nc * P, g, grp * cg, n0, nc, acc);
