@@ -184,6 +184,29 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
     check_geometry<double>(g, 6200 + static_cast<uint64_t>(fg * 100 + ow));
     check_geometry<float>(g, 6200 + static_cast<uint64_t>(fg * 100 + ow));
   }
+  // the forward along output rows (tape_conv.cpp fwd_lanes: at most 32 taps, rows of whole vectors): 8
+  // columns (f64 one full vector, f32 a half one), 28 (f64 half vectors; f32 full ones, the last
+  // overlapping), a depthwise layer with rows of 16, and row stride 2 with dilation 2 and padding; partial
+  // blocks of filters and of rows
+  {
+    WindowAttrs same;
+    same.pad = WindowAttrs::Pad::Same;
+    WindowAttrs depthwise = same;
+    depthwise.groups = 4;
+    WindowAttrs strided;
+    strided.sh = 2, strided.dh = strided.dw = 2, strided.ph = strided.pw = 2;
+    const Geometry cases[] = {
+        {Op::Conv2d, Shape{3, 1, 10, 8}, Shape{16, 1, 3, 3}, same},
+        {Op::Conv2d, Shape{2, 1, 30, 28}, Shape{6, 1, 5, 5}, same},
+        {Op::Conv2d, Shape{2, 4, 9, 16}, Shape{8, 1, 3, 3}, depthwise},
+        {Op::Conv2d, Shape{2, 2, 13, 16}, Shape{5, 2, 3, 3}, strided},
+    };
+    for (size_t i = 0; i < std::size(cases); ++i) {
+      INFO(describe(cases[i]));
+      check_geometry<double>(cases[i], 6400 + i);
+      check_geometry<float>(cases[i], 6400 + i);
+    }
+  }
   // dx by the product and col2im (tape_conv_dx.cpp: stride 1 where under 3/4 of the column taps land):
   // samples in several chunks (K·P above the chunk's bytes), rows of more than one vector of cells,
   // a left padding, a dilation

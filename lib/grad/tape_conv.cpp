@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "gr_ops_window.h"
+#include "grad/conv_lanes.h"
 #include "grad/tape.h"
 #include "tensor/matmul_simd.h"  // the one fused step of every matmul path (Simd<T>::fma)
 
@@ -163,6 +164,102 @@ void conv_fwd(const double* x, const double* w, const gr_window& g, double* y, C
   }
 }
 
+// ---- forward, lanes along an output row -----------------------------------------------------------------
+// Where an output row is whole vectors wide at column stride 1 (digits conv1: 8 columns, one vector of
+// doubles), the lanes can be a row's columns instead of the samples: tap (c, i, j) of columns ow0 .. ow0 + L
+// is the run xp[c][oh·SH + i·DH][ow0 + j·DW ..] of the sample's padded input, and a block's outputs are a
+// run of y — no transposes into and out of sample lanes (for that layer they took as long as its
+// arithmetic). A block is FB filters × RB output rows; the same chains: acc from +0, fma over (c, i, j)
+// ascending. xp [Cg, Hp, Wp]: one sample's group of channels in R, zero-padded.
+template <class R, bool Half, int FB, int RB>
+inline void row_block(const R* xp, const R* wr, const gr_window& g, int64_t cg, int64_t K, int64_t Hp, int64_t Wp,
+                      int64_t f0, int64_t oh0, int64_t ow0, double* y) {
+  using VT = ConvLanes<R, Half>;
+  typename VT::V acc[FB][RB];
+  for (int a = 0; a < FB; ++a)
+    for (int r = 0; r < RB; ++r) acc[a][r] = typename VT::V{};
+  for (int64_t c = 0; c < cg; ++c)
+    for (int64_t i = 0; i < g.kh; ++i) {
+      const R* run = xp + (c * Hp + oh0 * g.sh + i * g.dh) * Wp + ow0;
+      const R* wk = wr + f0 * K + (c * g.kh + i) * g.kw;
+      for (int64_t j = 0; j < g.kw; ++j) {
+        typename VT::V xv[RB];
+        for (int r = 0; r < RB; ++r) xv[r] = VT::load(run + r * g.sh * Wp + j * g.dw);
+        for (int a = 0; a < FB; ++a) {
+          const R wv = wk[a * K + j];
+          for (int r = 0; r < RB; ++r) acc[a][r] = VT::fma(xv[r], wv, acc[a][r]);
+        }
+      }
+    }
+  for (int a = 0; a < FB; ++a)
+    for (int r = 0; r < RB; ++r) store_widened<R, Half>(y + ((f0 + a) * g.oh + oh0 + r) * g.ow + ow0, acc[a][r]);
+}
+
+// One sample's group: blocks of FB filters × RB rows × a vector of columns; a last partial block of each
+// overlaps the one before it (recomputing the same bits), so FB ≤ Fg, RB ≤ OH and L ≤ OW are needed.
+template <class R, bool Half, int FB, int RB>
+void row_blocks(const R* xp, const R* wr, const gr_window& g, int64_t Hp, int64_t Wp, double* y) {
+  constexpr int L = ConvLanes<R, Half>::W;
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw;
+  for (int64_t fb = 0; fb < fg; fb += FB)
+    for (int64_t rb = 0; rb < g.oh; rb += RB)
+      for (int64_t ob = 0; ob < g.ow; ob += L)
+        row_block<R, Half, FB, RB>(xp, wr, g, cg, K, Hp, Wp, std::min<int64_t>(fb, fg - FB), std::min<int64_t>(rb, g.oh - RB),
+                                   std::min<int64_t>(ob, g.ow - L), y);
+}
+
+template <class R, bool Half>
+void conv_fwd_rows(const double* x, const double* w, const gr_window& g, double* y, ConvScratch<R>& s) {
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow;
+  const int64_t Hp = g.h + g.pt + g.pb, Wp = g.w + g.pl + g.pr;
+  s.xt.assign(static_cast<size_t>(cg * Hp * Wp), R(0));  // the padding stays zero; the inside is each sample's
+  s.wr.resize(static_cast<size_t>(fg * K));
+  for (int64_t grp = 0; grp < g.groups; ++grp) {
+    for (int64_t e = 0; e < fg * K; ++e) s.wr[static_cast<size_t>(e)] = static_cast<R>(w[grp * fg * K + e]);
+    for (int64_t n = 0; n < g.n; ++n) {
+      for (int64_t c = 0; c < cg; ++c)
+        for (int64_t ih = 0; ih < g.h; ++ih) {
+          const double* src = x + ((n * g.c + grp * cg + c) * g.h + ih) * g.w;
+          R* dst = s.xt.data() + (c * Hp + ih + g.pt) * Wp + g.pl;
+          for (int64_t iw = 0; iw < g.w; ++iw) dst[iw] = static_cast<R>(src[iw]);
+        }
+      const R* xp = s.xt.data();
+      const R* wr = s.wr.data();
+      double* yn = y + (n * g.f + grp * fg) * P;
+      switch (fwd_block_shape(fg, g.oh)) {
+        case 44: row_blocks<R, Half, 4, 4>(xp, wr, g, Hp, Wp, yn); break;
+        case 45: row_blocks<R, Half, 4, 5>(xp, wr, g, Hp, Wp, yn); break;
+        case 64: row_blocks<R, Half, 6, 4>(xp, wr, g, Hp, Wp, yn); break;
+        case 46: row_blocks<R, Half, 4, 6>(xp, wr, g, Hp, Wp, yn); break;
+        case 34: row_blocks<R, Half, 3, 4>(xp, wr, g, Hp, Wp, yn); break;
+        case 43: row_blocks<R, Half, 4, 3>(xp, wr, g, Hp, Wp, yn); break;
+        case 41: row_blocks<R, Half, 4, 1>(xp, wr, g, Hp, Wp, yn); break;
+        case 14: row_blocks<R, Half, 1, 4>(xp, wr, g, Hp, Wp, yn); break;
+        default: row_blocks<R, Half, 1, 1>(xp, wr, g, Hp, Wp, yn); break;
+      }
+    }
+  }
+}
+
+// Which lanes the forward runs on. Along a row where the layer has few taps (at most 32: one input channel,
+// a depthwise group) and its rows fill whole vectors: there the sample lanes' transposes cost as much as
+// the arithmetic (test_window GR_WINDOW_BENCH=1, 12-07: digits conv1 f64 0.061 → 0.051 ms, f32 0.042 →
+// 0.036 on half vectors; LeNet conv1 f64 0.49 → 0.37 on half vectors, f32 0.265 → 0.235; depthwise 3x3
+// f64 0.45 → 0.35). Of the full and the half vector (AVX-512 only) the one computing fewer columns
+// (ties: full), and not where more than 1/7 of them would be recomputed overlap. With many taps the
+// samples win (a 64-channel 3x3 layer 33 ms samples, 41 ms rows: a block's rows of 64 planes leave L1).
+enum class FwdLanes { Samples, RowFull, RowHalf };
+template <class R>
+FwdLanes fwd_lanes(const gr_window& g) {
+  constexpr int64_t L = Simd<R>::W;
+  if (g.sw != 1 || g.c / g.groups * g.kh * g.kw > 32) return FwdLanes::Samples;
+  const auto columns = [&](int64_t lanes) { return g.ow < lanes ? INT64_MAX : (g.ow + lanes - 1) / lanes * lanes; };
+  const int64_t full = columns(L), half = kConvHalfLanes ? columns(L / 2) : INT64_MAX;
+  const int64_t best = std::min(full, half);
+  if (best == INT64_MAX || 7 * best > 8 * g.ow) return FwdLanes::Samples;
+  return full <= half ? FwdLanes::RowFull : FwdLanes::RowHalf;
+}
+
 // ---- dx (stride 1) ---------------------------------------------------------------------------------------
 // gt [NB, OH, Gw, Fg, L]: one group's output gradient in R, f innermost (the chain's walk), columns
 // zero-padded so that every tap j of every input cell reads a slot: output column ow = iw + PL − j·DW sits
@@ -295,7 +392,11 @@ template bool conv2d_direct_dx<float>(const double*, const double*, const gr_win
 template <class R>
 void conv2d_direct(const double* x, const double* w, const gr_window& g, double* y) {
   thread_local ConvScratch<R> scratch;  // reused across steps: no allocation per step
-  conv_fwd<R>(x, w, g, y, scratch);
+  switch (fwd_lanes<R>(g)) {
+    case FwdLanes::RowFull: return conv_fwd_rows<R, false>(x, w, g, y, scratch);
+    case FwdLanes::RowHalf: return conv_fwd_rows<R, true>(x, w, g, y, scratch);
+    case FwdLanes::Samples: return conv_fwd<R>(x, w, g, y, scratch);
+  }
 }
 
 template void conv2d_direct<double>(const double*, const double*, const gr_window&, double*);

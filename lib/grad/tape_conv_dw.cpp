@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gr_ops_window.h"
+#include "grad/conv_lanes.h"
 #include "grad/conv_rows.h"
 #include "tensor/matmul_simd.h"  // the one fused step of every matmul path (Simd<T>::fma)
 
@@ -28,35 +29,6 @@ namespace gr {
 namespace {
 
 using detail::Simd;
-
-// The lanes dW runs on: a whole SIMD vector of R (Simd<R>), or (Half, AVX-512 only) a 256-bit one.
-template <class R, bool Half>
-struct DwLanes {
-  using V = typename Simd<R>::V;
-  static constexpr int W = Simd<R>::W;
-  static V load(const R* p) { return detail::load_v<R>(p); }
-  static void store(R* p, V v) { detail::store_v<R>(p, v); }
-  static V fma(V b, R a, V acc) { return Simd<R>::fma(b, a, acc); }
-};
-#if defined(__AVX512F__)
-constexpr bool kHalfLanes = true;
-inline __m256 fma256(__m256 b, float a, __m256 acc) { return _mm256_fmadd_ps(_mm256_set1_ps(a), b, acc); }  // fmaf per lane
-inline __m256d fma256(__m256d b, double a, __m256d acc) { return _mm256_fmadd_pd(_mm256_set1_pd(a), b, acc); }
-template <class R>
-struct DwLanes<R, true> {
-  typedef R V __attribute__((vector_size(32)));
-  static constexpr int W = 32 / sizeof(R);
-  static V load(const R* p) {
-    V v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
-  static void store(R* p, V v) { std::memcpy(p, &v, sizeof v); }
-  static V fma(V b, R a, V acc) { return fma256(b, a, acc); }
-};
-#else
-constexpr bool kHalfLanes = false;
-#endif
 
 template <class R>
 struct DwScratch {
@@ -156,8 +128,8 @@ void conv_dw_filters(const double* x, const double* gy, const gr_window& g, int6
 template <class R>
 void conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out) {
   thread_local DwScratch<R> scratch;  // reused across steps: no allocation per step
-  if (kHalfLanes && 2 * (g.f / g.groups) <= Simd<R>::W) return conv_dw_filters<R, DwLanes<R, true>>(x, gy, g, grp, out, scratch);
-  conv_dw_filters<R, DwLanes<R, false>>(x, gy, g, grp, out, scratch);
+  if (kConvHalfLanes && 2 * (g.f / g.groups) <= Simd<R>::W) return conv_dw_filters<R, ConvLanes<R, true>>(x, gy, g, grp, out, scratch);
+  conv_dw_filters<R, ConvLanes<R, false>>(x, gy, g, grp, out, scratch);
 }
 
 template void conv2d_direct_dw<double>(const double*, const double*, const gr_window&, int64_t, double*);
