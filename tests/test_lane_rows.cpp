@@ -8,6 +8,7 @@
 //   • a fresh gradient slot (Tape::grad_slot) holds anything; poisoned with NaN, every op's gradient
 //     still equals an unpoisoned run's.
 #include <catch2/catch.hpp>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "gr_ops_lane.h"
+#include "gr_ops_scalar.h"
 #include "grad/tape.h"
 
 namespace {
@@ -159,4 +161,55 @@ TEST_CASE("fresh gradient slots poisoned with NaN give the same gradients, bitwi
   REQUIRE(plain.size() == 16 + 16 + 4 + 32 + 3);
   for (double g : plain) REQUIRE(std::isfinite(g));
   REQUIRE(same_bytes(plain, poisoned));
+}
+
+namespace {
+
+// A channel bias b [C, 1] over x [P, C, Q] (backward.cpp channel_bias; 8 channels a vector where C and Q
+// are multiples of 8, channel_lanes.h): x's and b's gradients against the definition — x's slot +0 +
+// ca(e) (after the later consumer's contribution where `shared`), b's slot c the sum over (p, q)
+// ascending of cb(e), each a round-to-nearest add in T.
+template <class T>
+void check_channel_bias(int op, int64_t P, int64_t C, int64_t Q, bool shared, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-2.0, 2.0);
+  const auto draw = [&](int64_t n) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& e : v) e = static_cast<double>(static_cast<T>(u(rng)));
+    return v;
+  };
+  gr::Tape t(std::is_same_v<T, float> ? gr::DType::F32 : gr::DType::F64);
+  const gr::Var x = t.param(gr::Shape{P, C, Q}, draw(P * C * Q)), b = t.param(gr::Shape{C, 1}, draw(C));
+  const gr::Var y = op == 0 ? t.add(x, b) : op == 1 ? t.sub(x, b) : t.mul(x, b);
+  const gr::Var r1 = t.constant(gr::Shape{P, C, Q}, draw(P * C * Q)), r2 = t.constant(gr::Shape{P, C, Q}, draw(P * C * Q));
+  gr::Var loss = t.sum(t.mul(y, r1));
+  if (shared) loss = t.add(loss, t.sum(t.mul(x, r2)));
+  REQUIRE(t.backward(loss));
+  const double *g = t.grad(y).data, *xv = t.value(x).data, *bv = t.value(b).data, *r2v = t.value(r2).data;
+  std::vector<double> want_x(static_cast<size_t>(P * C * Q)), want_b(static_cast<size_t>(C));
+  for (int64_t p = 0, e = 0; p < P; ++p)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t q = 0; q < Q; ++q, ++e) {
+        const T ge = static_cast<T>(g[e]);
+        const T ca = op == 2 ? gr_mul_bwd_a<T>(ge, static_cast<T>(bv[c])) : ge;
+        const T cb = op == 0 ? ge : op == 1 ? gr_sub_bwd_b<T>(ge) : gr_mul_bwd_b<T>(ge, static_cast<T>(xv[e]));
+        const T before = shared ? gr_accumulate<T>(T(0), gr_mul_bwd_b<T>(T(1), static_cast<T>(r2v[e]))) : T(0);
+        want_x[static_cast<size_t>(e)] = static_cast<double>(gr_accumulate<T>(before, ca));
+        want_b[static_cast<size_t>(c)] = static_cast<double>(gr_accumulate<T>(static_cast<T>(want_b[static_cast<size_t>(c)]), cb));
+      }
+  CHECK(std::memcmp(want_x.data(), t.grad(x).data, want_x.size() * sizeof(double)) == 0);
+  CHECK(std::memcmp(want_b.data(), t.grad(b).data, want_b.size() * sizeof(double)) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a channel bias's backward equals the definition, 8 channels a vector or one by one (f64, f32)", "[lanes]") {
+  uint64_t seed = 11;
+  for (int op = 0; op < 3; ++op)
+    for (const auto& [P, C, Q] : std::vector<std::array<int64_t, 3>>{{3, 16, 64}, {1, 8, 8}, {2, 24, 16}, {2, 12, 16}, {2, 16, 9}})
+      for (const bool shared : {false, true}) {
+        INFO("op " << op << " P " << P << " C " << C << " Q " << Q << (shared ? " shared" : ""));
+        check_channel_bias<double>(op, P, C, Q, shared, ++seed);
+        check_channel_bias<float>(op, P, C, Q, shared, ++seed);
+      }
 }

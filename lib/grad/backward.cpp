@@ -15,6 +15,7 @@
 
 #include "gr_ops_lane.h"
 #include "grad/row_lanes.h"
+#include "grad/channel_lanes.h"
 #include "gr_ops_batch.h"
 #include "gr_ops_elementwise.h"
 #include "grad/owned.h"
@@ -148,6 +149,10 @@ struct TapeRules {
       for (int64_t p = 0; p < cr.p; ++p)  // slot c still sums over p ascending
         for (int64_t c = 0; c < C; ++c) accumulate_into(db[c], cb(p * C + c, p * C + c, c));
       return;
+    }
+    if (wants(n.b) && n.a != n.b && channel_lanes_fit<R>(cr)) {  // both sides in one pass (channel_lanes.h)
+      const Slot da = slot(n.a);
+      return channel_bias_lanes<R>(ca, cb, da.p, da.fresh, t.ensure_grad(n.b), cr);
     }
     // The a-side writes each element once: a fresh slot takes first_into, no zeroing pass (a conv
     // bias over LeNet's conv1 output: a 2.4 MB memset and its reread per step).
