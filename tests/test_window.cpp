@@ -70,12 +70,13 @@ double fresh(T v) {
 // Records op(x, w) with loss Σ y ⊙ R and checks y, dx, dw against the per-element definitions in T.
 // x_values: x's values instead of uniform ones (ties, signed zeros and NaNs for the pools).
 template <class T>
-void check_geometry(const Geometry& geo, uint64_t seed, const std::vector<double>* x_values = nullptr) {
+void check_geometry(const Geometry& geo, uint64_t seed, const std::vector<double>* x_values = nullptr,
+                    const std::vector<double>* w_values = nullptr) {
   Rng rng(seed);
   Tape t(std::is_same_v<T, float> ? DType::F32 : DType::F64);
   const bool conv = geo.op == Op::Conv2d;
   const Var x = t.param(geo.x, x_values ? *x_values : rng.uniform_vec(geo.x.numel(), -2.0, 2.0));
-  const Var w = conv ? t.param(geo.w, rng.uniform_vec(geo.w.numel(), -2.0, 2.0)) : Var{};
+  const Var w = conv ? t.param(geo.w, w_values ? *w_values : rng.uniform_vec(geo.w.numel(), -2.0, 2.0)) : Var{};
   const Var y = t.window_op(geo.op, x, w, geo.at);
   REQUIRE(t.ok());
   const Var r = t.constant(t.node(y).shape, rng.uniform_vec(t.node(y).numel(), -1.0, 1.0));
@@ -206,6 +207,36 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
       check_geometry<double>(cases[i], 6400 + i);
       check_geometry<float>(cases[i], 6400 + i);
     }
+  }
+  // dx along output rows (tape_conv_dx_rows.cpp, f64 on AVX-512: KW 3 or 5, OW ≤ 12, at least 32 filters a
+  // group or at most 32 taps): the digits CNN's conv2 (one vector, 4 rows a block), 5×5 taps over three
+  // vectors with a left padding, row stride and dilations, and a tail of single rows after the blocks
+  {
+    WindowAttrs same;
+    same.pad = WindowAttrs::Pad::Same;
+    WindowAttrs pad1;
+    pad1.ph = pad1.pw = 1;
+    WindowAttrs strided;
+    strided.sh = 2, strided.dh = strided.dw = 2, strided.ph = strided.pw = 2;
+    const Geometry cases[] = {
+        {Op::Conv2d, Shape{3, 16, 4, 4}, Shape{32, 16, 3, 3}, same},
+        {Op::Conv2d, Shape{2, 2, 9, 12}, Shape{34, 2, 5, 5}, pad1},
+        {Op::Conv2d, Shape{2, 3, 11, 9}, Shape{33, 3, 3, 3}, strided},
+        {Op::Conv2d, Shape{2, 1, 7, 8}, Shape{5, 1, 5, 5}, same},
+    };
+    for (size_t i = 0; i < std::size(cases); ++i) {
+      INFO(describe(cases[i]));
+      check_geometry<double>(cases[i], 6600 + i);
+      check_geometry<float>(cases[i], 6600 + i);
+    }
+    // an infinite weight: the definition skips a tap whose column misses, where the vectors' lanes past OW
+    // (10 of 12 here) would hold inf · 0 = NaN and reach the right edge's cells through tap j = 0 (the path
+    // declines)
+    Rng wrng(0x1F1F);
+    std::vector<double> w = wrng.uniform_vec(cases[1].w.numel(), -2.0, 2.0);
+    w[0] = std::numeric_limits<double>::infinity();  // filter 0, channel 0, tap (0, 0)
+    INFO(describe(cases[1]) << " with an infinite weight");
+    check_geometry<double>(cases[1], 6610, nullptr, &w);
   }
   // dx by the product and col2im (tape_conv_dx.cpp: stride 1 where under 3/4 of the column taps land):
   // samples in several chunks (K·P above the chunk's bytes), rows of more than one vector of cells,

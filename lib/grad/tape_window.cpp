@@ -32,6 +32,7 @@ template <class R>
 bool conv2d_direct_dx(const double* gy, const double* w, const gr_window& g, double* acc);  // tape_conv.cpp
 template <class R>
 void conv2d_product_dx(const double* gy, const double* w, const gr_window& g, double* acc);  // tape_conv_dx.cpp
+bool conv2d_rows_dx(const double* gy, const double* w, const gr_window& g, double* acc);  // tape_conv_dx_rows.cpp
 template <class R>
 void conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out);  // tape_conv_dw.cpp
 
@@ -364,7 +365,9 @@ void Tape::window_backward(const Node& n, const double* gy) {
     double* acc = slot;
     if (!fresh) own.resize(static_cast<size_t>(nodes_[a].numel())), acc = own.data();
     // tape_conv.cpp's direct loop, else the product and col2im (tape_conv_dx.cpp); both write every cell
-    if (!conv2d_direct_dx<R>(gy, w, g, acc)) conv2d_product_dx<R>(gy, w, g, acc);
+    bool done = false;
+    if constexpr (std::is_same_v<R, double>) done = conv2d_rows_dx(gy, w, g, acc);  // tape_conv_dx_rows.cpp
+    if (!done && !conv2d_direct_dx<R>(gy, w, g, acc)) conv2d_product_dx<R>(gy, w, g, acc);
     if (!fresh)
       for (int64_t e = 0; e < nodes_[a].numel(); ++e) accumulate_into(slot[e], static_cast<R>(acc[e]));
   }
