@@ -251,6 +251,7 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
         {Op::Conv2d, Shape{2, 2, 5, 24}, Shape{3, 2, 3, 9}, {}},
         {Op::Conv2d, Shape{2, 3, 9, 12}, Shape{5, 3, 3, 7}, pad1},
         {Op::Conv2d, Shape{2, 2, 9, 14}, Shape{3, 2, 3, 3}, dil2},
+        {Op::Conv2d, Shape{3, 6, 14, 14}, Shape{16, 6, 5, 5}, {}},  // LeNet conv2: 6 channels × 2 runs a row
     };
     for (size_t i = 0; i < std::size(cases); ++i) {
       INFO(describe(cases[i]));

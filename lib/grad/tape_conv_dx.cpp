@@ -60,7 +60,7 @@ void col2im_cells(const R* d, int64_t NPc, const gr_window& g, int64_t c0, int64
 // order; the cells are written once (a cell no tap reaches: +0). CB channels' rows run side by side (one
 // chain of dependent adds each). The adds into memory of col2im_cells read cells the previous tap's
 // shifted store had just written, which vector stores cannot forward.
-template <class R, int CB>
+template <class R, int CB, int SEGS>
 void col2im_rows_cb(const R* d, int64_t NPc, const gr_window& g, int64_t c0, int64_t n0, int64_t nc, double* acc,
                     const std::vector<int64_t>& shift, const std::vector<uint32_t>& mask) {
   using V = typename detail::Simd<R>::V;
@@ -72,35 +72,43 @@ void col2im_rows_cb(const R* d, int64_t NPc, const gr_window& g, int64_t c0, int
       double* plane = acc + ((n0 + n) * g.c + c0 + cb) * HW;
       const R* dn = d + cb * KK * NPc + n * P;  // D row of tap (cb, 0, 0), sample n
       for (int64_t h = 0; h < g.h; ++h)
-        for (int64_t s = 0; s < segs; ++s) {
-          V sum[CB];
+        for (int64_t s0 = 0; s0 < segs; s0 += SEGS) {  // SEGS runs of a row side by side (SEGS = 1: one by one)
+          V sum[CB][SEGS];
+#pragma GCC unroll 8
+          for (int a = 0; a < CB; ++a)
 #pragma GCC unroll 4
-          for (int a = 0; a < CB; ++a) sum[a] = V{};
+            for (int q = 0; q < SEGS; ++q) sum[a][q] = V{};
           for (int64_t i = 0; i < g.kh; ++i) {
             const int64_t oh = h + g.pt - i * g.dh;
             if (oh < 0 || oh >= g.oh) continue;
             for (int64_t j = 0; j < g.kw; ++j) {
-              const uint32_t m = mask[static_cast<size_t>(s * g.kw + j)];
-              if (!m) continue;
-              // lane l reads the row at shift + l; masked lanes are not read (the address may lie before it)
-              const uintptr_t at = reinterpret_cast<uintptr_t>(dn + (i * g.kw + j) * NPc + oh * g.ow) +
-                                   static_cast<uintptr_t>(shift[static_cast<size_t>(s * g.kw + j)] * static_cast<int64_t>(sizeof(R)));
 #pragma GCC unroll 4
-              for (int a = 0; a < CB; ++a) {
-                const void* p = reinterpret_cast<const void*>(at + static_cast<uintptr_t>(a * KK * NPc * static_cast<int64_t>(sizeof(R))));
-                if constexpr (std::is_same_v<R, double>)
-                  sum[a] = sum[a] + _mm512_maskz_loadu_pd(static_cast<__mmask8>(m), p);
-                else
-                  sum[a] = sum[a] + _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), p);
+              for (int q = 0; q < SEGS; ++q) {
+                const size_t sj = static_cast<size_t>((s0 + q) * g.kw + j);
+                const uint32_t m = mask[sj];
+                // lane l reads the row at shift + l; masked lanes are not read (the address may lie before it)
+                const uintptr_t at = reinterpret_cast<uintptr_t>(dn + (i * g.kw + j) * NPc + oh * g.ow) +
+                                     static_cast<uintptr_t>(shift[sj] * static_cast<int64_t>(sizeof(R)));
+#pragma GCC unroll 8
+                for (int a = 0; a < CB; ++a) {
+                  const void* p = reinterpret_cast<const void*>(at + static_cast<uintptr_t>(a * KK * NPc * static_cast<int64_t>(sizeof(R))));
+                  if constexpr (std::is_same_v<R, double>)
+                    sum[a][q] = sum[a][q] + _mm512_maskz_loadu_pd(static_cast<__mmask8>(m), p);
+                  else
+                    sum[a][q] = sum[a][q] + _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), p);
+                }
               }
             }
           }
-          const int64_t w0 = s * L, cells = std::min<int64_t>(L, g.w - w0);
 #pragma GCC unroll 4
-          for (int a = 0; a < CB; ++a) {
-            R lanes[L];
-            detail::store_v<R>(lanes, sum[a]);
-            for (int64_t l = 0; l < cells; ++l) plane[a * HW + h * g.w + w0 + l] = static_cast<double>(lanes[l]);
+          for (int q = 0; q < SEGS; ++q) {
+            const int64_t w0 = (s0 + q) * L, cells = std::min<int64_t>(L, g.w - w0);
+#pragma GCC unroll 8
+            for (int a = 0; a < CB; ++a) {
+              R lanes[L];
+              detail::store_v<R>(lanes, sum[a][q]);
+              for (int64_t l = 0; l < cells; ++l) plane[a * HW + h * g.w + w0 + l] = static_cast<double>(lanes[l]);
+            }
           }
         }
     }
@@ -124,10 +132,15 @@ void col2im_rows(const R* d, int64_t NPc, const gr_window& g, int64_t c0, int64_
       mask[static_cast<size_t>(s * g.kw + j)] =
           lo >= hi ? 0u : static_cast<uint32_t>(((uint64_t{1} << hi) - 1) & ~((uint64_t{1} << lo) - 1));
     }
-  if (cg % 4 == 0) col2im_rows_cb<R, 4>(d, NPc, g, c0, n0, nc, acc, shift, mask);
-  else if (cg % 3 == 0) col2im_rows_cb<R, 3>(d, NPc, g, c0, n0, nc, acc, shift, mask);
-  else if (cg % 2 == 0) col2im_rows_cb<R, 2>(d, NPc, g, c0, n0, nc, acc, shift, mask);
-  else col2im_rows_cb<R, 1>(d, NPc, g, c0, n0, nc, acc, shift, mask);
+  // CB channels × SEGS runs of a row side by side: up to 12 independent chains of adds (LeNet conv2: 6
+  // channels × 2 runs of its 14 cells; 3 × 2 left the adds' latency exposed)
+  if (segs == 2 && cg % 6 == 0) col2im_rows_cb<R, 6, 2>(d, NPc, g, c0, n0, nc, acc, shift, mask);
+  else if (segs == 2 && cg % 4 == 0) col2im_rows_cb<R, 4, 2>(d, NPc, g, c0, n0, nc, acc, shift, mask);
+  else if (segs == 2 && cg % 3 == 0) col2im_rows_cb<R, 3, 2>(d, NPc, g, c0, n0, nc, acc, shift, mask);
+  else if (cg % 4 == 0) col2im_rows_cb<R, 4, 1>(d, NPc, g, c0, n0, nc, acc, shift, mask);
+  else if (cg % 3 == 0) col2im_rows_cb<R, 3, 1>(d, NPc, g, c0, n0, nc, acc, shift, mask);
+  else if (cg % 2 == 0) col2im_rows_cb<R, 2, 1>(d, NPc, g, c0, n0, nc, acc, shift, mask);
+  else col2im_rows_cb<R, 1, 1>(d, NPc, g, c0, n0, nc, acc, shift, mask);
 }
 #endif
 
