@@ -1,5 +1,6 @@
-// tape_conv_dx.cpp — conv2d's input gradient by a product and col2im, where the direct loop of
-// tape_conv.cpp does not apply or does not pay (a stride above 1; a "valid" conv of a small image).
+// tape_conv_dx.cpp — conv2d's input gradient by a product and col2im, where neither direct loop applies
+// or pays (tape_conv.cpp's on floats, tape_conv_dx_rows.cpp's on doubles: a stride above 1, a "valid"
+// conv of a small image, wide rows).
 //
 // Shapes (one group): G [N, Fg, P] (P = OH·OW, doubles holding the tape's R values), W [Fg, K] (K =
 // Cg·KH·KW, k = (c, i, j)), dx [N, C, H, W].
@@ -9,7 +10,8 @@
 //   dx[n, c, h, w]    gr_conv2d_win_bwd_a: from +0, over the taps (i, j) ascending that reach the cell,
 //                     acc = acc + D[(c, i, j), (n, oh, ow)]
 // The samples go in chunks whose D stays in L2 (LeNet conv2's D is 150 × 6400: 3.8 MB of floats, written
-// by the product and read back by col2im from memory when made whole).
+// by the product and read back by col2im from memory when made whole); on the f64 tape, where a chunk
+// would hold two samples or more, one sample at a time with G itself as B (no gt).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -171,6 +173,19 @@ void conv2d_product_dx(const double* gy, const double* w, const gr_window& g, do
   dc.resize(static_cast<size_t>(K * nchunk * P));
   for (int64_t grp = 0; grp < g.groups; ++grp) {
     for (int64_t e = 0; e < fg * K; ++e) wr[static_cast<size_t>(e)] = static_cast<R>(w[grp * fg * K + e]);
+    // f64, where a chunk holds at least two samples: a product per sample whose B is G[n] where it lies
+    // ([Fg, P] row-major: no gradient_rows copy), its D [K, P] read by col2im from L2. (test_window
+    // GR_WINDOW_SIDE=x, 12-07: LeNet conv2 dx 0.90 -> 0.85 ms, conv1 0.92 -> 0.77, depthwise 1.30 -> 1.15;
+    // a stride-2 layer whose one sample's D is 590 KB lost, 8.3 -> 9.0, and keeps the chunks.)
+    if constexpr (std::is_same_v<R, double>)
+      if (chunk >= 2) {
+        for (int64_t n = 0; n < g.n; ++n) {
+          const double* gn = gy + (n * g.f + grp * fg) * P;
+          matmul_exact(MatmulArgs{wr.data(), 1, K, gn, P, 1, dc.data(), K, fg, P, MatmulStore::Overwrite});
+          col2im<R>(dc.data(), P, g, grp * cg, n, 1, acc);
+        }
+        continue;
+      }
     for (int64_t n0 = 0; n0 < g.n; n0 += nchunk) {
       const int64_t nc = std::min<int64_t>(nchunk, g.n - n0);
       gradient_rows<R>(gy, g, grp, n0, n0 + nc, fg, gt.data());  // conv_rows.h: gt [(n, p), Fg]
