@@ -15,22 +15,23 @@ struct Shape {
 
 const int64_t kSquare[] = {64, 128, 256, 512, 1024};
 
-// The CNNs' conv layers as im2col + matmul (issue 42), as lib/grad/tape_window.cpp runs them: F
-// filters, K = C·kh·kw taps, NP = N·OH·OW output cells, Col [NP, K]. Yᵀ = Col·Wᵀ, dWᵀ = Colᵀ·G (k =
-// NP, the (n, oh, ow) order), D = Wᵀ·Gᵀ (k = F). LeNet-5's conv2 at batch 64: 6→16, 5×5, 10×10;
-// conv1: 1→6, 5×5, padding 2, 28×28; the digits CNN's 8→16 and 1→8, 3×3 "same" on 8×8. The same
-// rows in the f64 and the f32 table.
+// The CNNs' conv layers as the im2col products they would be (issue 42; the CPU tape runs them as direct
+// loops, lib/grad/tape_conv*.cpp, except dx's D below where its product path applies): F filters, K =
+// C·kh·kw taps, NP = N·OH·OW output cells, Col [NP, K]. Yᵀ = Col·Wᵀ, dWᵀ = Colᵀ·G (k = NP, the (n, oh,
+// ow) order), D = Wᵀ·Gᵀ (k = F): the yardstick the direct loops are held against. LeNet-5's conv2 at
+// batch 64: 6→16, 5×5, 10×10; conv1: 1→6, 5×5, padding 2, 28×28; the digits CNN's (specs/digits-cnn.json)
+// 16→32 on 4×4 and 1→16 on 8×8, 3×3 "same". The same rows in the f64 and the f32 table.
 #define GR_BENCH_CONV_SHAPES \
     {6400, 150, 16, false, true, false, "lenet c2 fwd"}, \
     {150, 6400, 16, true, false, false, "lenet c2 dW"}, \
     {150, 16, 6400, true, true, false, "lenet c2 dcol"}, \
     {50176, 25, 6, false, true, false, "lenet c1 fwd"}, \
     {25, 50176, 6, true, false, false, "lenet c1 dW"}, \
-    {4096, 72, 16, false, true, false, "digits c2 fwd"}, \
-    {72, 4096, 16, true, false, false, "digits c2 dW"}, \
-    {72, 16, 4096, true, true, false, "digits c2 dcol"}, \
-    {4096, 9, 8, false, true, false, "digits c1 fwd"}, \
-    {9, 4096, 8, true, false, false, "digits c1 dW"},
+    {1024, 144, 32, false, true, false, "digits c2 fwd"}, \
+    {144, 1024, 32, true, false, false, "digits c2 dW"}, \
+    {144, 32, 1024, true, true, false, "digits c2 dcol"}, \
+    {4096, 9, 16, false, true, false, "digits c1 fwd"}, \
+    {9, 4096, 16, true, false, false, "digits c1 dW"},
 
 // Every product the examples and benchmarks run (forward, and backward's dW = Xᵀ·g with a
 // transposed A and dX = g·Wᵀ with a transposed B, both accumulating).

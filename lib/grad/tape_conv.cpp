@@ -98,32 +98,34 @@ inline int fwd_block_shape(int64_t fg, int64_t ow) {
   return fg >= 4 ? 41 : ow >= 4 ? 14 : 11;
 }
 
-// yt [NB, Fg, P, L] (lane l of a block: sample NB·L + l) into y [N, F, P], widened: L × L tiles of
-// (positions, samples) transposed in registers (transpose_block), each sample's L positions stored as one
-// run; the positions past the last whole tile one by one. The element-by-element copy read yt L apart
-// (6% of the LeNet f32 step, and the digits CNN's conv1 spent as long in it as in its arithmetic).
+// lanes [NB, Cn, P, L] (lane l of a block: sample NB·L + l; Cn channels of group grp) into out [N, Ct, P],
+// widened: L × L tiles of (positions, samples) transposed in registers (transpose_block), each sample's L
+// positions stored as one run; the positions past the last whole tile one by one. The forward's yt (Cn =
+// Fg, Ct = F) and dx's dxt (Cn = Cg, Ct = C) leave the sample lanes this way. (The element-by-element copy
+// read yt L apart: 6% of the LeNet f32 step, and the digits CNN's conv1 spent as long in it as in its
+// arithmetic.)
 template <class R>
-void y_from_lanes(const R* yt, const gr_window& g, int64_t grp, double* y) {
+void rows_from_lanes(const R* lanes, int64_t n, int64_t cn, int64_t P, int64_t ct, int64_t grp, double* out) {
   using V = typename Simd<R>::V;
   constexpr int L = Simd<R>::W;
   typedef double Wide __attribute__((vector_size(L * sizeof(double))));
-  const int64_t fg = g.f / g.groups, P = g.oh * g.ow, tiles = P / L * L;
-  for (int64_t nb = 0; nb * L < g.n; ++nb) {
-    const int64_t lanes = std::min<int64_t>(L, g.n - nb * L);
-    for (int64_t f = 0; f < fg; ++f) {
-      const R* block = yt + (nb * fg + f) * P * L;
-      double* out = y + (nb * L * g.f + grp * fg + f) * P;  // sample nb·L's row; sample l's is l·F·P further
+  const int64_t tiles = P / L * L;
+  for (int64_t nb = 0; nb * L < n; ++nb) {
+    const int64_t count = std::min<int64_t>(L, n - nb * L);
+    for (int64_t c = 0; c < cn; ++c) {
+      const R* block = lanes + (nb * cn + c) * P * L;
+      double* row = out + (nb * L * ct + grp * cn + c) * P;  // sample nb·L's row; sample l's is l·Ct·P further
       for (int64_t p0 = 0; p0 < tiles; p0 += L) {
         V r[L];
         for (int i = 0; i < L; ++i) r[i] = detail::load_v<R>(block + (p0 + i) * L);
         detail::transpose_block<R>(r);  // r[l]: sample l at positions p0 .. p0 + L
-        for (int64_t l = 0; l < lanes; ++l) {
+        for (int64_t l = 0; l < count; ++l) {
           const Wide w = __builtin_convertvector(r[l], Wide);
-          std::memcpy(out + l * g.f * P + p0, &w, sizeof w);
+          std::memcpy(row + l * ct * P + p0, &w, sizeof w);
         }
       }
       for (int64_t p = tiles; p < P; ++p)
-        for (int64_t l = 0; l < lanes; ++l) out[l * g.f * P + p] = static_cast<double>(block[p * L + l]);
+        for (int64_t l = 0; l < count; ++l) row[l * ct * P + p] = static_cast<double>(block[p * L + l]);
     }
   }
 }
@@ -160,7 +162,7 @@ void conv_fwd(const double* x, const double* w, const gr_window& g, double* y, C
       case 14: conv_blocks<R, 1, 4>(xt, wr, g, Hp, Wp, yt); break;
       default: conv_blocks<R, 1, 1>(xt, wr, g, Hp, Wp, yt); break;
     }
-    y_from_lanes<R>(yt, g, grp, y);
+    rows_from_lanes<R>(yt, g.n, fg, P, g.f, grp, y);
   }
 }
 
@@ -319,6 +321,42 @@ void dx_blocks(const R* gt, const R* wd, const gr_window& g, int64_t Gw, int64_t
                               std::min<int64_t>(ob, g.w - OB), dxt + nb * cg * g.h * g.w * L);
 }
 
+// G's group grp into gt [NB, OH, Gw, Fg, L] at columns ow + ow_off: per (sample block, filter) L × L tiles of
+// (samples, positions) transposed in registers, each position's L samples one vector store (lanes past N
+// zero); positions past the last whole tile one by one. The padding columns are the caller's zeros. (The
+// element-by-element scatter, with the copy out of dxt, took as long as dx's arithmetic on the digits CNN's
+// conv2 in f32.)
+template <class R>
+void gradient_to_lanes(const double* gy, const gr_window& g, int64_t grp, int64_t Gw, int64_t ow_off, R* gt) {
+  using V = typename Simd<R>::V;
+  constexpr int L = Simd<R>::W;
+  typedef double Wide __attribute__((vector_size(L * sizeof(double))));
+  const int64_t fg = g.f / g.groups, P = g.oh * g.ow, tiles = P / L * L;
+  for (int64_t nb = 0; nb * L < g.n; ++nb) {
+    const int64_t count = std::min<int64_t>(L, g.n - nb * L);
+    for (int64_t f = 0; f < fg; ++f) {
+      const double* src = gy + (nb * L * g.f + grp * fg + f) * P;  // sample nb·L's plane; sample l's is l·F·P further
+      const auto cell = [&](int64_t p) { return gt + (((nb * g.oh + p / g.ow) * Gw + p % g.ow + ow_off) * fg + f) * L; };
+      for (int64_t p0 = 0; p0 < tiles; p0 += L) {
+        V r[L];
+        for (int l = 0; l < L; ++l) {
+          if (l >= count) {
+            r[l] = V{};
+            continue;
+          }
+          Wide w;
+          std::memcpy(&w, src + l * g.f * P + p0, sizeof w);
+          r[l] = __builtin_convertvector(w, V);
+        }
+        detail::transpose_block<R>(r);  // r[k]: position p0 + k, the block's samples
+        for (int k = 0; k < L; ++k) detail::store_v<R>(cell(p0 + k), r[k]);
+      }
+      for (int64_t p = tiles; p < P; ++p)
+        for (int64_t l = 0; l < count; ++l) cell(p)[l] = static_cast<R>(src[l * g.f * P + p]);
+    }
+  }
+}
+
 template <class R>
 bool conv_dx(const double* gy, const double* w, const gr_window& g, double* acc, ConvScratch<R>& s) {
   constexpr int L = Simd<R>::W;
@@ -331,21 +369,14 @@ bool conv_dx(const double* gy, const double* w, const gr_window& g, double* acc,
   if (!std::is_same_v<R, float> || g.f / g.groups > 64 || 4 * g.ow < 3 * g.w) return false;
   for (int64_t e = 0; e < g.f * (g.c / g.groups) * g.kh * g.kw; ++e)
     if (!std::isfinite(static_cast<R>(w[e]))) return false;
-  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow, NB = (g.n + L - 1) / L;
+  const int64_t cg = g.c / g.groups, fg = g.f / g.groups, K = cg * g.kh * g.kw, NB = (g.n + L - 1) / L;
   const int64_t ow_off = std::max<int64_t>(0, (g.kw - 1) * g.dw - g.pl);
   const int64_t Gw = ow_off + std::max<int64_t>(g.ow, g.w + g.pl);
   s.xt.assign(static_cast<size_t>(NB * g.oh * Gw * fg * L), R(0));  // gt
   s.yt.resize(static_cast<size_t>(NB * cg * g.h * g.w * L));         // dxt
   s.wr.resize(static_cast<size_t>(fg * K));                          // wd
   for (int64_t grp = 0; grp < g.groups; ++grp) {
-    for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t f = 0; f < fg; ++f) {
-        const double* src = gy + (n * g.f + grp * fg + f) * P;
-        for (int64_t oh = 0; oh < g.oh; ++oh) {
-          R* dst = s.xt.data() + (((n / L * g.oh + oh) * Gw + ow_off) * fg + f) * L + n % L;
-          for (int64_t ow = 0; ow < g.ow; ++ow) dst[ow * fg * L] = static_cast<R>(src[oh * g.ow + ow]);
-        }
-      }
+    gradient_to_lanes<R>(gy, g, grp, Gw, ow_off, s.xt.data());
     for (int64_t f = 0; f < fg; ++f)
       for (int64_t k = 0; k < K; ++k) s.wr[static_cast<size_t>(k * fg + f)] = static_cast<R>(w[(grp * fg + f) * K + k]);
     // CB channels a block: one that divides Cg where it can (a partial block repeats channels)
@@ -364,13 +395,7 @@ bool conv_dx(const double* gy, const double* w, const gr_window& g, double* acc,
       case 3: dx_blocks<R, 1, 4>(gt, wd, g, Gw, ow_off, dxt); break;
       default: dx_blocks<R, 1, 1>(gt, wd, g, Gw, ow_off, dxt); break;
     }
-    const int64_t HW = g.h * g.w;
-    for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t c = 0; c < cg; ++c) {
-        double* dst = acc + (n * g.c + grp * cg + c) * HW;
-        const R* src = s.yt.data() + (n / L * cg + c) * HW * L + n % L;
-        for (int64_t e = 0; e < HW; ++e) dst[e] = static_cast<double>(src[e * L]);
-      }
+    rows_from_lanes<R>(s.yt.data(), g.n, cg, g.h * g.w, g.c, grp, acc);
   }
   return true;
 }
