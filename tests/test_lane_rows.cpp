@@ -203,10 +203,10 @@ void check_channel_bias(int op, int64_t P, int64_t C, int64_t Q, bool shared, ui
 
 }  // namespace
 
-TEST_CASE("a channel bias's backward equals the definition, 8 channels a vector or one by one (f64, f32)", "[lanes]") {
+TEST_CASE("a channel bias's backward equals the definition, 8 channels a vector with partial blocks and tiles (f64, f32)", "[lanes]") {
   uint64_t seed = 11;
   for (int op = 0; op < 3; ++op)
-    for (const auto& [P, C, Q] : std::vector<std::array<int64_t, 3>>{{3, 16, 64}, {1, 8, 8}, {2, 24, 16}, {2, 12, 16}, {2, 16, 9}})
+    for (const auto& [P, C, Q] : std::vector<std::array<int64_t, 3>>{{3, 16, 64}, {1, 8, 8}, {2, 24, 16}, {2, 12, 16}, {2, 16, 9}, {2, 6, 100}, {1, 13, 20}})
       for (const bool shared : {false, true}) {
         INFO("op " << op << " P " << P << " C " << C << " Q " << Q << (shared ? " shared" : ""));
         check_channel_bias<double>(op, P, C, Q, shared, ++seed);
