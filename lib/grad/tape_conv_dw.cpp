@@ -54,7 +54,10 @@ void dwf_block(const R* gt, const R* xp, const int64_t* toff, const gr_window& g
       for (int64_t ow = 0; ow < g.ow; ++ow, gp += Fp) {
         const R* xb = xr + ow * g.sw;
         Vec gv[V];
-        for (int v = 0; v < V; ++v) gv[v] = VT::load(gp + v * L);
+        for (int v = 0; v < V; ++v) {
+          gv[v] = VT::load(gp + v * L);
+          keep_in_register(gv[v]);  // conv_lanes.h: used by TB fmas
+        }
         for (int t = 0; t < TB; ++t) {
           const R xv = xb[toff[t]];
           for (int v = 0; v < V; ++v) acc[t][v] = VT::fma(gv[v], xv, acc[t][v]);
