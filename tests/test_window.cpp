@@ -116,6 +116,28 @@ std::string describe(const Geometry& g) {
          " d " + std::to_string(a.dh) + "x" + std::to_string(a.dw) + " groups " + std::to_string(a.groups);
 }
 
+// Attributes the fixed cases share: "same" padding; row stride 2 with dilation 2 and a padding of 2.
+WindowAttrs same_padding() {
+  WindowAttrs a;
+  a.pad = WindowAttrs::Pad::Same;
+  return a;
+}
+WindowAttrs rows_strided_dilated() {
+  WindowAttrs a;
+  a.sh = 2, a.dh = a.dw = 2, a.ph = a.pw = 2;
+  return a;
+}
+
+// Each fixed geometry against the definition, f64 and f32, with seeds seed0, seed0 + 1, ...
+template <size_t N>
+void check_cases(const Geometry (&cases)[N], uint64_t seed0) {
+  for (size_t i = 0; i < N; ++i) {
+    INFO(describe(cases[i]));
+    check_geometry<double>(cases[i], seed0 + i);
+    check_geometry<float>(cases[i], seed0 + i);
+  }
+}
+
 std::string tape_error(Op op, const Shape& xs, const Shape& ws, const WindowAttrs& a) {
   Tape t;
   const Var x = t.constant_lazy(xs);
@@ -190,45 +212,31 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
   // overlapping), a depthwise layer with rows of 16, and row stride 2 with dilation 2 and padding; partial
   // blocks of filters and of rows
   {
-    WindowAttrs same;
-    same.pad = WindowAttrs::Pad::Same;
+    const WindowAttrs same = same_padding(), strided = rows_strided_dilated();
     WindowAttrs depthwise = same;
     depthwise.groups = 4;
-    WindowAttrs strided;
-    strided.sh = 2, strided.dh = strided.dw = 2, strided.ph = strided.pw = 2;
     const Geometry cases[] = {
         {Op::Conv2d, Shape{3, 1, 10, 8}, Shape{16, 1, 3, 3}, same},
         {Op::Conv2d, Shape{2, 1, 30, 28}, Shape{6, 1, 5, 5}, same},
         {Op::Conv2d, Shape{2, 4, 9, 16}, Shape{8, 1, 3, 3}, depthwise},
         {Op::Conv2d, Shape{2, 2, 13, 16}, Shape{5, 2, 3, 3}, strided},
     };
-    for (size_t i = 0; i < std::size(cases); ++i) {
-      INFO(describe(cases[i]));
-      check_geometry<double>(cases[i], 6400 + i);
-      check_geometry<float>(cases[i], 6400 + i);
-    }
+    check_cases(cases, 6400);
   }
   // dx along output rows (tape_conv_dx_rows.cpp, f64 on AVX-512: KW 3 or 5, OW ≤ 12, at least 32 filters a
   // group or at most 32 taps): the digits CNN's conv2 (one vector, 4 rows a block), 5×5 taps over three
   // vectors with a left padding, row stride and dilations, and a tail of single rows after the blocks
   {
-    WindowAttrs same;
-    same.pad = WindowAttrs::Pad::Same;
+    const WindowAttrs same = same_padding(), strided = rows_strided_dilated();
     WindowAttrs pad1;
     pad1.ph = pad1.pw = 1;
-    WindowAttrs strided;
-    strided.sh = 2, strided.dh = strided.dw = 2, strided.ph = strided.pw = 2;
     const Geometry cases[] = {
         {Op::Conv2d, Shape{3, 16, 4, 4}, Shape{32, 16, 3, 3}, same},
         {Op::Conv2d, Shape{2, 2, 9, 12}, Shape{34, 2, 5, 5}, pad1},
         {Op::Conv2d, Shape{2, 3, 11, 9}, Shape{33, 3, 3, 3}, strided},
         {Op::Conv2d, Shape{2, 1, 7, 8}, Shape{5, 1, 5, 5}, same},
     };
-    for (size_t i = 0; i < std::size(cases); ++i) {
-      INFO(describe(cases[i]));
-      check_geometry<double>(cases[i], 6600 + i);
-      check_geometry<float>(cases[i], 6600 + i);
-    }
+    check_cases(cases, 6600);
     // an infinite weight: the definition skips a tap whose column misses, where the vectors' lanes past OW
     // (10 of 12 here) would hold inf · 0 = NaN and reach the right edge's cells through tap j = 0 (the path
     // declines)
@@ -253,11 +261,7 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
         {Op::Conv2d, Shape{2, 2, 9, 14}, Shape{3, 2, 3, 3}, dil2},
         {Op::Conv2d, Shape{3, 6, 14, 14}, Shape{16, 6, 5, 5}, {}},  // LeNet conv2: 6 channels × 2 runs a row
     };
-    for (size_t i = 0; i < std::size(cases); ++i) {
-      INFO(describe(cases[i]));
-      check_geometry<double>(cases[i], 6500 + i);
-      check_geometry<float>(cases[i], 6500 + i);
-    }
+    check_cases(cases, 6500);
   }
   // dW by filters (tape_conv.cpp): more filters than one pass of 4 vectors holds (40: f64 4 + 1 vectors,
   // f32 2 + 1), 27 taps (whole blocks, then 4s, then single taps), stride 2 and dilation 2

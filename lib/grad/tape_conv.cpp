@@ -23,6 +23,7 @@
 
 #include "gr_ops_window.h"
 #include "grad/conv_lanes.h"
+#include "grad/conv_rows.h"
 #include "grad/tape.h"
 #include "tensor/matmul_simd.h"  // the one fused step of every matmul path (Simd<T>::fma)
 
@@ -341,7 +342,6 @@ template <class R>
 void gradient_to_lanes(const double* gy, const gr_window& g, int64_t grp, int64_t Gw, int64_t ow_off, R* gt) {
   using V = typename Simd<R>::V;
   constexpr int L = Simd<R>::W;
-  typedef double Wide __attribute__((vector_size(L * sizeof(double))));
   const int64_t fg = g.f / g.groups, P = g.oh * g.ow, tiles = P / L * L;
   for (int64_t nb = 0; nb * L < g.n; ++nb) {
     const int64_t count = std::min<int64_t>(L, g.n - nb * L);
@@ -350,16 +350,7 @@ void gradient_to_lanes(const double* gy, const gr_window& g, int64_t grp, int64_
       const auto cell = [&](int64_t p) { return gt + (((nb * g.oh + p / g.ow) * Gw + p % g.ow + ow_off) * fg + f) * L; };
       for (int64_t p0 = 0; p0 < tiles; p0 += L) {
         V r[L];
-        for (int l = 0; l < L; ++l) {
-          if (l >= count) {
-            r[l] = V{};
-            continue;
-          }
-          Wide w;
-          std::memcpy(&w, src + l * g.f * P + p0, sizeof w);
-          r[l] = __builtin_convertvector(w, V);
-        }
-        detail::transpose_block<R>(r);  // r[k]: position p0 + k, the block's samples
+        load_transposed<R>(src + p0, g.f * P, count, r);  // conv_rows.h; r[k]: position p0 + k, the block's samples
         for (int k = 0; k < L; ++k) detail::store_v<R>(cell(p0 + k), r[k]);
       }
       for (int64_t p = tiles; p < P; ++p)
