@@ -32,7 +32,8 @@ template <class R>
 bool conv2d_direct_dx(const double* gy, const double* w, const gr_window& g, double* acc);  // tape_conv.cpp
 template <class R>
 void conv2d_product_dx(const double* gy, const double* w, const gr_window& g, double* acc);  // tape_conv_dx.cpp
-bool conv2d_rows_dx(const double* gy, const double* w, const gr_window& g, double* acc);  // tape_conv_dx_rows.cpp
+template <class R>
+bool conv2d_plane_dx(const double* gy, const double* w, const gr_window& g, double* acc);  // tape_conv_dx_plane.cpp
 template <class R>
 void conv2d_direct_dw(const double* x, const double* gy, const gr_window& g, int64_t grp, double* out);  // tape_conv_dw.cpp
 
@@ -364,10 +365,14 @@ void Tape::window_backward(const Node& n, const double* gy) {
     std::vector<double> own;
     double* acc = slot;
     if (!fresh) own.resize(static_cast<size_t>(nodes_[a].numel())), acc = own.data();
-    // tape_conv.cpp's direct loop, else the product and col2im (tape_conv_dx.cpp); both write every cell
-    bool done = false;
-    if constexpr (std::is_same_v<R, double>) done = conv2d_rows_dx(gy, w, g, acc);  // tape_conv_dx_rows.cpp
-    if (!done && !conv2d_direct_dx<R>(gy, w, g, acc)) conv2d_product_dx<R>(gy, w, g, acc);
+    // Each path writes every cell or declines (measured, docs/performance.md "stop 58"): on floats with
+    // channels a group the direct loop where it applies (tape_conv.cpp: digits conv2 0.11 ms, plane 0.16),
+    // then along the output plane (tape_conv_dx_plane.cpp), then the direct loop for the rest (floats
+    // only), then the product and col2im (tape_conv_dx.cpp), which take every layer.
+    const bool direct_first = g.c / g.groups > 1;
+    if (!(direct_first && conv2d_direct_dx<R>(gy, w, g, acc)) && !conv2d_plane_dx<R>(gy, w, g, acc) &&
+        !(!direct_first && conv2d_direct_dx<R>(gy, w, g, acc)))
+      conv2d_product_dx<R>(gy, w, g, acc);
     if (!fresh)
       for (int64_t e = 0; e < nodes_[a].numel(); ++e) accumulate_into(slot[e], static_cast<R>(acc[e]));
   }
