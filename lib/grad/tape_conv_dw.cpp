@@ -33,7 +33,7 @@ using detail::Simd;
 template <class R>
 struct DwScratch {
   std::vector<R> xp, gt, acc;
-  std::vector<int64_t> toff;
+  std::vector<int64_t> toff, roff;
 };
 
 // TB taps × V vectors of filters from vector fv, over the samples [n0, n1).
@@ -69,6 +69,57 @@ void dwf_block(const R* gt, const R* xp, const int64_t* toff, const gr_window& g
     for (int v = 0; v < V; ++v) VT::store(acc_mem + t * Fp + (fv + v) * L, acc[t][v]);
 }
 
+// RB tap rows (c, i) of KW taps at column dilation 1, for V vectors of filters from vector fv: the same
+// chains as dwf_block's, but a row's KW taps are consecutive cells, so one pointer a row (j an immediate
+// offset) instead of one a tap. (16 tap pointers did not fit the general registers: GCC parked them in
+// vector registers and moved one back before each fma — f32 LeNet conv2 dW at 68% of the peak.)
+template <class R, class VT, int RB, int KW, int V>
+void dwf_rows_block(const R* gt, const R* xp, const int64_t* roff, const gr_window& g, int64_t n0, int64_t n1,
+                    int64_t Hp, int64_t Wp, int64_t Fp, int64_t fv, R* acc_mem) {
+  using Vec = typename VT::V;
+  constexpr int L = VT::W;
+  const int64_t cg = g.c / g.groups;
+  Vec acc[RB][KW][V];
+  for (int r = 0; r < RB; ++r)
+    for (int j = 0; j < KW; ++j)
+      for (int v = 0; v < V; ++v) acc[r][j][v] = VT::load(acc_mem + (r * KW + j) * Fp + (fv + v) * L);
+  const R* gp = gt + n0 * g.oh * g.ow * Fp + fv * L;
+  for (int64_t n = n0; n < n1; ++n) {
+    const R* xn = xp + n * cg * Hp * Wp;
+    for (int64_t oh = 0; oh < g.oh; ++oh) {
+      const R* xr = xn + oh * g.sh * Wp;
+      for (int64_t ow = 0; ow < g.ow; ++ow, gp += Fp) {
+        const R* xb = xr + ow * g.sw;
+        Vec gv[V];
+        for (int v = 0; v < V; ++v) {
+          gv[v] = VT::load(gp + v * L);
+          keep_in_register(gv[v]);  // conv_lanes.h: used by RB·KW fmas
+        }
+        for (int r = 0; r < RB; ++r) {
+          const R* row = xb + roff[r];
+          for (int j = 0; j < KW; ++j)
+            for (int v = 0; v < V; ++v) acc[r][j][v] = VT::fma(gv[v], row[j], acc[r][j][v]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int j = 0; j < KW; ++j)
+      for (int v = 0; v < V; ++v) VT::store(acc_mem + (r * KW + j) * Fp + (fv + v) * L, acc[r][j][v]);
+}
+
+// Every tap row in blocks of as many rows as keep RB·KW·V ≤ 24 chains, then one at a time.
+template <class R, class VT, int KW, int V>
+void dwf_rows(const R* gt, const R* xp, const std::vector<int64_t>& roff, const gr_window& g, int64_t n0, int64_t n1,
+              int64_t Hp, int64_t Wp, int64_t Fp, int64_t fv, R* acc_mem) {
+  constexpr int RB = std::max(1, 24 / (KW * V));
+  const int64_t rows = static_cast<int64_t>(roff.size());
+  int64_t r = 0;
+  for (; r + RB <= rows; r += RB)
+    dwf_rows_block<R, VT, RB, KW, V>(gt, xp, roff.data() + r, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + r * KW * Fp);
+  for (; r < rows; ++r) dwf_rows_block<R, VT, 1, KW, V>(gt, xp, roff.data() + r, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + r * KW * Fp);
+}
+
 // The taps in blocks of TB, then 4, then 1, for V vectors of filters from vector fv.
 template <class R, class VT, int TB, int V>
 void dwf_taps(const R* gt, const R* xp, const std::vector<int64_t>& toff, const gr_window& g, int64_t n0, int64_t n1,
@@ -80,9 +131,21 @@ void dwf_taps(const R* gt, const R* xp, const std::vector<int64_t>& toff, const 
   for (; t < K; ++t) dwf_block<R, VT, 1, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
 }
 
+template <class R, class VT, int V>
+void dw_pass(const R* gt, const R* xp, const std::vector<int64_t>& toff, const std::vector<int64_t>& roff,
+             const gr_window& g, int64_t n0, int64_t n1, int64_t Hp, int64_t Wp, int64_t Fp, int64_t fv, R* acc_mem) {
+  constexpr int TB = V == 4 ? 6 : V == 2 ? 12 : 16;
+  // rows where a block's taps would need more pointers than the registers hold (TB 12 or 16; at V = 4 the
+  // six tap pointers fit, and rows measured 1-6% slower: the stride-2 and wide layers of test_window)
+  if (roff.empty() || V == 4) return dwf_taps<R, VT, TB, V>(gt, xp, toff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem);
+  if (g.kw == 3) return dwf_rows<R, VT, 3, V>(gt, xp, roff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem);
+  dwf_rows<R, VT, 5, V>(gt, xp, roff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem);
+}
+
+// roff: the tap rows' offsets where a row's taps are consecutive cells (column dilation 1, KW 3 or 5), else empty.
 template <class R, class VT>
-void dw_by_filters(const R* gt, const R* xp, const std::vector<int64_t>& toff, const gr_window& g, int64_t Hp, int64_t Wp,
-                   int64_t Fp, R* acc_mem) {
+void dw_by_filters(const R* gt, const R* xp, const std::vector<int64_t>& toff, const std::vector<int64_t>& roff,
+                   const gr_window& g, int64_t Hp, int64_t Wp, int64_t Fp, R* acc_mem) {
   const int64_t NV = Fp / VT::W, P = g.oh * g.ow;
   // samples per chunk: their gt rows in about 256 KB
   const int64_t chunk = std::max<int64_t>(1, (int64_t{256} << 10) / (P * Fp * static_cast<int64_t>(sizeof(R))));
@@ -91,9 +154,9 @@ void dw_by_filters(const R* gt, const R* xp, const std::vector<int64_t>& toff, c
     // vectors of filters in passes of 4, 2 or 1, each with as many taps as the registers hold
     // (24 accumulators: 6 taps × 4, 12 × 2, 16 × 1)
     for (int64_t fv = 0; fv < NV;) {
-      if (NV - fv >= 4) dwf_taps<R, VT, 6, 4>(gt, xp, toff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 4;
-      else if (NV - fv >= 2) dwf_taps<R, VT, 12, 2>(gt, xp, toff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 2;
-      else dwf_taps<R, VT, 16, 1>(gt, xp, toff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 1;
+      if (NV - fv >= 4) dw_pass<R, VT, 4>(gt, xp, toff, roff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 4;
+      else if (NV - fv >= 2) dw_pass<R, VT, 2>(gt, xp, toff, roff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 2;
+      else dw_pass<R, VT, 1>(gt, xp, toff, roff, g, n0, n1, Hp, Wp, Fp, fv, acc_mem), fv += 1;
     }
   }
 }
@@ -120,7 +183,11 @@ void conv_dw_filters(const double* x, const double* gy, const gr_window& g, int6
       for (int64_t j = 0; j < g.kw; ++j) toff.push_back((c * Hp + i * g.dh) * Wp + j * g.dw);
   const int64_t K = static_cast<int64_t>(toff.size());
   s.acc.assign(static_cast<size_t>(K * Fp), R(0));  // the chains, from +0
-  dw_by_filters<R, VT>(s.gt.data(), s.xp.data(), toff, g, Hp, Wp, Fp, s.acc.data());
+  std::vector<int64_t>& roff = s.roff;
+  roff.clear();
+  if (g.dw == 1 && (g.kw == 3 || g.kw == 5))
+    for (int64_t k = 0; k < K; k += g.kw) roff.push_back(toff[static_cast<size_t>(k)]);
+  dw_by_filters<R, VT>(s.gt.data(), s.xp.data(), toff, roff, g, Hp, Wp, Fp, s.acc.data());
   for (int64_t k = 0; k < K; ++k)  // out [K, Fg]
     for (int64_t f = 0; f < fg; ++f) out[k * fg + f] = static_cast<double>(s.acc[static_cast<size_t>(k * Fp + f)]);
 }
