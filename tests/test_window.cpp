@@ -288,7 +288,8 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
 TEST_CASE("window ops: 2x2 stride-2 max_pool2d, vectorized across windows, equals the definition with ties, zeros, NaNs",
           "[window]") {
   // tape_window.cpp max_pool_2x2: rows of several vector runs and a partial one, odd sizes (a last row
-  // and column no window reads), values drawn from a few so most windows tie, ±0 and NaNs among them
+  // and column no window reads), rows of half a vector of windows taken two rows a run (8 x 8 and 7 x 9:
+  // a last odd row alone), values drawn from a few so most windows tie, ±0 and NaNs among them
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double pool[] = {-1.0, 0.0, -0.0, 1.0, 1.0, 2.5, nan};
   Rng rng(0x2222);
@@ -296,7 +297,8 @@ TEST_CASE("window ops: 2x2 stride-2 max_pool2d, vectorized across windows, equal
   // the vectorized one reading past the row). Fresh gradient slots start as NaN (the tape's test hook), so
   // a cell the one-pass backward (max_pool_2x2_bwd) leaves unwritten shows.
   Tape::poison_fresh_gradients(true);
-  for (const Shape& xs : {Shape{3, 2, 7, 37}, Shape{2, 3, 5, 4}, Shape{1, 1, 2, 2}, Shape{4, 2, 9, 33}, Shape{2, 2, 7, 17}})
+  for (const Shape& xs : {Shape{3, 2, 7, 37}, Shape{2, 3, 5, 4}, Shape{1, 1, 2, 2}, Shape{4, 2, 9, 33}, Shape{2, 2, 7, 17},
+                          Shape{3, 2, 8, 8}, Shape{2, 1, 7, 9}})
     for (const bool same : {false, true}) {
       std::vector<double> values(static_cast<size_t>(xs.numel()));
       for (double& v : values) v = pool[rng.next() % std::size(pool)];

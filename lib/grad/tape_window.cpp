@@ -113,14 +113,51 @@ template <size_t... I>
 inline detail::Simd<double>::V odd_lanes(detail::Simd<double>::V a, detail::Simd<double>::V b, std::index_sequence<I...>) {
   return __builtin_shufflevector(a, b, (2 * I + 1)...);
 }
+// One run of cnt ≤ L windows: top/bottom rows' cells de-interleaved into the windows' four cells, base
+// each window's first cell (an index into x), w the input's row length.
+inline void max_pool_2x2_run(detail::Simd<double>::V a0, detail::Simd<double>::V a1, detail::Simd<double>::V b0,
+                             detail::Simd<double>::V b1, detail::Simd<double>::V base, int64_t w, int cnt, double* y,
+                             double* winner) {
+  using V = detail::Simd<double>::V;
+  constexpr auto lanes = std::make_index_sequence<detail::Simd<double>::W>{};
+  const V v[4] = {even_lanes(a0, a1, lanes), odd_lanes(a0, a1, lanes), even_lanes(b0, b1, lanes), odd_lanes(b0, b1, lanes)};
+  const double off[4] = {0.0, 1.0, static_cast<double>(w), static_cast<double>(w + 1)};
+  V m = v[0], at = base, nan_at = v[0] != v[0] ? base : V{} - 1.0, nan_v = v[0];
+  for (int t = 1; t < 4; ++t) {
+    const auto larger = v[t] > m;
+    at = larger ? base + off[t] : at;
+    m = larger ? v[t] : m;
+    const auto first_nan = v[t] != v[t] && nan_at < 0.0;
+    nan_v = first_nan ? v[t] : nan_v;
+    nan_at = first_nan ? base + off[t] : nan_at;
+  }
+  const auto has_nan = nan_at >= 0.0;
+  detail::store_n<double>(y, has_nan ? nan_v : m, cnt);
+  detail::store_n<double>(winner, has_nan ? nan_at : at, cnt);
+}
+
 void max_pool_2x2(const double* x, const gr_window& g, double* y, double* winner) {
   using V = detail::Simd<double>::V;
   constexpr int L = detail::Simd<double>::W;
-  constexpr auto lanes = std::make_index_sequence<L>{};
   V iota2;  // 0, 2, 4, ...: a window's first cell, relative to the run's
   for (int l = 0; l < L; ++l) iota2[l] = 2.0 * l;
-  for (int64_t plane = 0; plane < g.n * g.c; ++plane)
-    for (int64_t oh = 0; oh < g.oh; ++oh) {
+  // Rows of L/2 windows (the digits CNN's 8 × 8 → 4 × 4): two output rows a run, their four input rows
+  // loaded whole, so every lane holds a window (one row a run left half the lanes idle).
+  const bool row_pairs = 2 * g.ow == L;
+  V iota_pair;  // window l's first cell: row l / OW of the pair (2·W further), column 2·(l % OW)
+  for (int l = 0; l < L; ++l) iota_pair[l] = static_cast<double>(2 * (l % g.ow) + l / g.ow * 2 * g.w);
+  for (int64_t plane = 0; plane < g.n * g.c; ++plane) {
+    int64_t oh = 0;
+    if (row_pairs)
+      for (; oh + 2 <= g.oh; oh += 2) {
+        const int64_t row0 = (plane * g.h + 2 * oh) * g.w;
+        const double* r0 = x + row0;
+        const int64_t out = (plane * g.oh + oh) * g.ow;
+        max_pool_2x2_run(detail::load_v<double>(r0), detail::load_v<double>(r0 + 2 * g.w), detail::load_v<double>(r0 + g.w),
+                         detail::load_v<double>(r0 + 3 * g.w), iota_pair + static_cast<double>(row0), g.w, L, y + out,
+                         winner + out);
+      }
+    for (; oh < g.oh; ++oh) {
       const int64_t row0 = (plane * g.h + 2 * oh) * g.w;
       for (int64_t ow0 = 0; ow0 < g.ow; ow0 += L) {
         const int cnt = static_cast<int>(std::min<int64_t>(L, g.ow - ow0)), cells = 2 * cnt;
@@ -128,23 +165,11 @@ void max_pool_2x2(const double* x, const gr_window& g, double* y, double* winner
         const double* r1 = r0 + g.w;
         const V a0 = detail::load_n<double>(r0, std::min(cells, L)), a1 = cells > L ? detail::load_n<double>(r0 + L, cells - L) : V{};
         const V b0 = detail::load_n<double>(r1, std::min(cells, L)), b1 = cells > L ? detail::load_n<double>(r1 + L, cells - L) : V{};
-        const V v[4] = {even_lanes(a0, a1, lanes), odd_lanes(a0, a1, lanes), even_lanes(b0, b1, lanes), odd_lanes(b0, b1, lanes)};
-        const V base = iota2 + static_cast<double>(row0 + 2 * ow0);
-        const double off[4] = {0.0, 1.0, static_cast<double>(g.w), static_cast<double>(g.w + 1)};
-        V m = v[0], at = base, nan_at = v[0] != v[0] ? base : V{} - 1.0, nan_v = v[0];
-        for (int t = 1; t < 4; ++t) {
-          const auto larger = v[t] > m;
-          at = larger ? base + off[t] : at;
-          m = larger ? v[t] : m;
-          const auto first_nan = v[t] != v[t] && nan_at < 0.0;
-          nan_v = first_nan ? v[t] : nan_v;
-          nan_at = first_nan ? base + off[t] : nan_at;
-        }
-        const auto has_nan = nan_at >= 0.0;
-        detail::store_n<double>(y + (plane * g.oh + oh) * g.ow + ow0, has_nan ? nan_v : m, cnt);
-        detail::store_n<double>(winner + (plane * g.oh + oh) * g.ow + ow0, has_nan ? nan_at : at, cnt);
+        const int64_t out = (plane * g.oh + oh) * g.ow + ow0;
+        max_pool_2x2_run(a0, a1, b0, b1, iota2 + static_cast<double>(row0 + 2 * ow0), g.w, cnt, y + out, winner + out);
       }
     }
+  }
 }
 
 // y, and each window's winner (an index into x, −1 when every cell is padding) into `winner`: the
