@@ -223,9 +223,11 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
     };
     check_cases(cases, 6400);
   }
-  // dx along output rows (tape_conv_dx_rows.cpp, f64 on AVX-512: KW 3 or 5, OW ≤ 12, at least 32 filters a
-  // group or at most 32 taps): the digits CNN's conv2 (one vector, 4 rows a block), 5×5 taps over three
-  // vectors with a left padding, row stride and dilations, and a tail of single rows after the blocks
+  // dx along the output plane (tape_conv_dx_plane.cpp, AVX-512VL: column stride 1, KW 3 or 5; floats with
+  // channels a group take the direct loop first where it applies): the digits CNN's conv2 (a plane of 4
+  // vectors), 5×5 taps with a left padding, row stride and dilations, a one-channel layer, LeNet's conv2
+  // ("valid" 14 → 10: 13 float vectors in blocks of 4, 3, 3, 3, rows of 14 cells padded to 16), and a
+  // plane of one position short of whole vectors
   {
     const WindowAttrs same = same_padding(), strided = rows_strided_dilated();
     WindowAttrs pad1;
@@ -235,31 +237,40 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
         {Op::Conv2d, Shape{2, 2, 9, 12}, Shape{34, 2, 5, 5}, pad1},
         {Op::Conv2d, Shape{2, 3, 11, 9}, Shape{33, 3, 3, 3}, strided},
         {Op::Conv2d, Shape{2, 1, 7, 8}, Shape{5, 1, 5, 5}, same},
+        {Op::Conv2d, Shape{2, 6, 14, 14}, Shape{16, 6, 5, 5}, {}},
+        {Op::Conv2d, Shape{3, 5, 7, 5}, Shape{7, 5, 3, 3}, {}},
     };
     check_cases(cases, 6600);
-    // an infinite weight: the definition skips a tap whose column misses, where the vectors' lanes past OW
-    // (10 of 12 here) would hold inf · 0 = NaN and reach the right edge's cells through tap j = 0 (the path
-    // declines)
+    // an infinite weight: the definition skips a tap whose column misses; the plane's masks must keep the
+    // NaNs that inf · 0 makes in the lanes past the last position (and the product's) out of every cell
     Rng wrng(0x1F1F);
     std::vector<double> w = wrng.uniform_vec(cases[1].w.numel(), -2.0, 2.0);
     w[0] = std::numeric_limits<double>::infinity();  // filter 0, channel 0, tap (0, 0)
     INFO(describe(cases[1]) << " with an infinite weight");
     check_geometry<double>(cases[1], 6610, nullptr, &w);
+    check_geometry<float>(cases[1], 6611, nullptr, &w);
   }
-  // dx by the product and col2im (tape_conv_dx.cpp: stride 1 where under 3/4 of the column taps land):
-  // samples in several chunks (K·P above the chunk's bytes), rows of more than one vector of cells,
-  // a left padding, a dilation
+  // dx by the product and col2im (tape_conv_dx.cpp: where the plane path declines — column taps other than
+  // 3 or 5, a column stride; the 5×5 and 3×3 cases below now take the plane, the 4- and 7-wide ones and the
+  // column stride the product): samples in several chunks (K·P above the chunk's bytes), rows of more than
+  // one vector of cells, a left padding, a dilation
   {
     WindowAttrs pad1;
     pad1.ph = pad1.pw = 1;
     WindowAttrs dil2;
     dil2.dh = dil2.dw = 2;
+    WindowAttrs col2;
+    col2.sw = 2;
     const Geometry cases[] = {
         {Op::Conv2d, Shape{3, 40, 12, 12}, Shape{4, 40, 5, 5}, {}},
         {Op::Conv2d, Shape{2, 2, 5, 24}, Shape{3, 2, 3, 9}, {}},
         {Op::Conv2d, Shape{2, 3, 9, 12}, Shape{5, 3, 3, 7}, pad1},
         {Op::Conv2d, Shape{2, 2, 9, 14}, Shape{3, 2, 3, 3}, dil2},
         {Op::Conv2d, Shape{3, 6, 14, 14}, Shape{16, 6, 5, 5}, {}},  // LeNet conv2: 6 channels × 2 runs a row
+        {Op::Conv2d, Shape{3, 40, 12, 12}, Shape{4, 40, 5, 4}, {}},
+        {Op::Conv2d, Shape{3, 6, 14, 14}, Shape{16, 6, 5, 4}, {}},
+        {Op::Conv2d, Shape{2, 2, 9, 14}, Shape{3, 2, 3, 4}, dil2},
+        {Op::Conv2d, Shape{3, 6, 14, 14}, Shape{16, 6, 5, 5}, col2},
     };
     check_cases(cases, 6500);
   }

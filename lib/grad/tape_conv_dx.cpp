@@ -1,6 +1,6 @@
 // tape_conv_dx.cpp — conv2d's input gradient by a product and col2im, where neither direct loop applies
-// or pays (tape_conv.cpp's on floats, tape_conv_dx_rows.cpp's on doubles: a stride above 1, a "valid"
-// conv of a small image, wide rows).
+// (tape_conv.cpp's on floats, tape_conv_dx_plane.cpp's: a column stride above 1, column taps other than 3
+// or 5).
 //
 // Shapes (one group): G [N, Fg, P] (P = OH·OW, doubles holding the tape's R values), W [Fg, K] (K =
 // Cg·KH·KW, k = (c, i, j)), dx [N, C, H, W].
