@@ -215,13 +215,42 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
     const WindowAttrs same = same_padding(), strided = rows_strided_dilated();
     WindowAttrs depthwise = same;
     depthwise.groups = 4;
+    WindowAttrs valid;
+    valid.pad = WindowAttrs::Pad::Valid;
     const Geometry cases[] = {
         {Op::Conv2d, Shape{3, 1, 10, 8}, Shape{16, 1, 3, 3}, same},
+        {Op::Conv2d, Shape{3, 1, 10, 10}, Shape{16, 1, 3, 3}, valid},  // 16 filters, not along the plane (OW < W)
         {Op::Conv2d, Shape{2, 1, 30, 28}, Shape{6, 1, 5, 5}, same},
         {Op::Conv2d, Shape{2, 4, 9, 16}, Shape{8, 1, 3, 3}, depthwise},
         {Op::Conv2d, Shape{2, 2, 13, 16}, Shape{5, 2, 3, 3}, strided},
     };
     check_cases(cases, 6400);
+  }
+  // the forward along the output plane (tape_conv_fwd_plane.cpp: stride 1, OW = W, filters a group a
+  // multiple of 8, a group's plane ≤ 16 KB): the digits CNN's conv2, 5×5 taps over a plane one position
+  // short of whole vectors, dilation 2, a 3×1 kernel in 2 groups, a 1×1 kernel; padded taps in every
+  // corner (masked to +0) and a column tap that would wrap into the next row
+  {
+    const WindowAttrs same = same_padding();
+    WindowAttrs dilated = same, grouped = same;
+    dilated.dh = dilated.dw = 2;
+    grouped.groups = 2;
+    const Geometry cases[] = {
+        {Op::Conv2d, Shape{3, 16, 4, 4}, Shape{32, 16, 3, 3}, same},
+        {Op::Conv2d, Shape{2, 3, 7, 9}, Shape{8, 3, 5, 5}, same},
+        {Op::Conv2d, Shape{3, 2, 6, 7}, Shape{16, 2, 3, 3}, dilated},
+        {Op::Conv2d, Shape{2, 4, 5, 6}, Shape{16, 2, 3, 1}, grouped},
+        {Op::Conv2d, Shape{1, 8, 3, 3}, Shape{8, 8, 1, 1}, {}},
+    };
+    check_cases(cases, 6450);
+    // an infinite weight: a padded tap is fma(inf, +0, acc) = NaN in the definition, and the masked lanes
+    // must load that +0 (not skip the tap)
+    Rng wrng(0x2F2F);
+    std::vector<double> w = wrng.uniform_vec(cases[1].w.numel(), -2.0, 2.0);
+    w[0] = std::numeric_limits<double>::infinity();
+    INFO(describe(cases[1]) << " with an infinite weight");
+    check_geometry<double>(cases[1], 6460, nullptr, &w);
+    check_geometry<float>(cases[1], 6461, nullptr, &w);
   }
   // dx along the output plane (tape_conv_dx_plane.cpp, AVX-512VL: column stride 1, KW 3 or 5; floats with
   // channels a group take the direct loop first where it applies): the digits CNN's conv2 (a plane of 4

@@ -417,8 +417,12 @@ template bool conv2d_direct_dx<float>(const double*, const double*, const gr_win
 
 // conv2d's forward values (called by Tape::window_values): see the top of this file.
 template <class R>
+bool conv2d_plane_forward(const double* x, const double* w, const gr_window& g, double* y);  // tape_conv_fwd_plane.cpp
+
+template <class R>
 void conv2d_direct(const double* x, const double* w, const gr_window& g, double* y) {
   thread_local ConvScratch<R> scratch;  // reused across steps: no allocation per step
+  if (conv2d_plane_forward<R>(x, w, g, y)) return;
   switch (fwd_lanes<R>(g)) {
     case FwdLanes::RowFull: return conv_fwd_rows<R, false>(x, w, g, y, scratch);
     case FwdLanes::RowHalf: return conv_fwd_rows<R, true>(x, w, g, y, scratch);

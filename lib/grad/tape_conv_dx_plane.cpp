@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "grad/conv_lanes.h"  // keep_in_register
+#include "grad/plane_lanes.h"
 #include "gr_ops_window.h"
 #include "tensor/matmul_simd.h"
 
@@ -33,39 +34,6 @@ namespace gr {
 
 #if defined(__AVX512F__) && defined(__AVX512VL__)
 namespace {
-
-template <class R>
-struct Vec256;
-template <>
-struct Vec256<double> {
-  using V = __m256d;
-  using M = __mmask8;
-  static constexpr int L = 4;
-  static V zero() { return _mm256_setzero_pd(); }
-  static V broadcast(double w) { return _mm256_set1_pd(w); }
-  static V load(__mmask8 m, const double* p) { return _mm256_maskz_loadu_pd(m, p); }
-  static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
-  static void store(double* p, __mmask8 m, V v) { _mm256_mask_storeu_pd(p, m, v); }
-  static V fma(V w, V g, V d) { return _mm256_fmadd_pd(w, g, d); }  // fma(w, g, d) per lane
-  static V add(V a, V b) { return _mm256_add_pd(a, b); }
-  static V load(const double* p) { return _mm256_loadu_pd(p); }
-  static V add(V a, __mmask8 m, V b) { return _mm256_mask_add_pd(a, m, a, b); }  // a + b in m's lanes, else a
-};
-template <>
-struct Vec256<float> {
-  using V = __m256;
-  using M = __mmask8;
-  static constexpr int L = 8;
-  static V zero() { return _mm256_setzero_ps(); }
-  static V broadcast(float w) { return _mm256_set1_ps(w); }
-  static V load(__mmask8 m, const float* p) { return _mm256_maskz_loadu_ps(m, p); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static void store(float* p, __mmask8 m, V v) { _mm256_mask_storeu_ps(p, m, v); }
-  static V fma(V w, V g, V d) { return _mm256_fmadd_ps(w, g, d); }  // fmaf(w, g, d) per lane
-  static V add(V a, V b) { return _mm256_add_ps(a, b); }
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static V add(V a, __mmask8 m, V b) { return _mm256_mask_add_ps(a, m, a, b); }  // a + b in m's lanes, else a
-};
 
 template <class R>
 struct PlaneDx {
