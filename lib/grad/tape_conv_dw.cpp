@@ -36,46 +36,14 @@ struct DwScratch {
   std::vector<int64_t> toff, roff;
 };
 
-// TB taps × V vectors of filters from vector fv, over the samples [n0, n1).
-template <class R, class VT, int TB, int V>
-void dwf_block(const R* gt, const R* xp, const int64_t* toff, const gr_window& g, int64_t n0, int64_t n1, int64_t Hp,
-               int64_t Wp, int64_t Fp, int64_t fv, R* acc_mem) {
-  using Vec = typename VT::V;
-  constexpr int L = VT::W;
-  const int64_t cg = g.c / g.groups;
-  Vec acc[TB][V];
-  for (int t = 0; t < TB; ++t)
-    for (int v = 0; v < V; ++v) acc[t][v] = VT::load(acc_mem + t * Fp + (fv + v) * L);
-  const R* gp = gt + n0 * g.oh * g.ow * Fp + fv * L;
-  for (int64_t n = n0; n < n1; ++n) {
-    const R* xn = xp + n * cg * Hp * Wp;
-    for (int64_t oh = 0; oh < g.oh; ++oh) {
-      const R* xr = xn + oh * g.sh * Wp;
-      for (int64_t ow = 0; ow < g.ow; ++ow, gp += Fp) {
-        const R* xb = xr + ow * g.sw;
-        Vec gv[V];
-        for (int v = 0; v < V; ++v) {
-          gv[v] = VT::load(gp + v * L);
-          keep_in_register(gv[v]);  // conv_lanes.h: used by TB fmas
-        }
-        for (int t = 0; t < TB; ++t) {
-          const R xv = xb[toff[t]];
-          for (int v = 0; v < V; ++v) acc[t][v] = VT::fma(gv[v], xv, acc[t][v]);
-        }
-      }
-    }
-  }
-  for (int t = 0; t < TB; ++t)
-    for (int v = 0; v < V; ++v) VT::store(acc_mem + t * Fp + (fv + v) * L, acc[t][v]);
-}
-
-// RB tap rows (c, i) of KW taps at column dilation 1, for V vectors of filters from vector fv: the same
-// chains as dwf_block's, but a row's KW taps are consecutive cells, so one pointer a row (j an immediate
-// offset) instead of one a tap. (16 tap pointers did not fit the general registers: GCC parked them in
-// vector registers and moved one back before each fma — f32 LeNet conv2 dW at 68% of the peak.)
+// RB × KW taps × V vectors of filters from vector fv, over the samples [n0, n1): tap (r, j) at xb + roff[r] + j.
+// KW = 1: any RB taps, roff their offsets. KW > 1: RB tap rows (c, i) at column dilation 1, whose KW taps are
+// consecutive cells — one pointer a row (j an immediate offset) instead of one a tap. (16 tap pointers did
+// not fit the general registers: GCC parked them in vector registers and moved one back before each fma —
+// f32 LeNet conv2 dW at 68% of the peak.)
 template <class R, class VT, int RB, int KW, int V>
-void dwf_rows_block(const R* gt, const R* xp, const int64_t* roff, const gr_window& g, int64_t n0, int64_t n1,
-                    int64_t Hp, int64_t Wp, int64_t Fp, int64_t fv, R* acc_mem) {
+void dwf_block(const R* gt, const R* xp, const int64_t* roff, const gr_window& g, int64_t n0, int64_t n1,
+               int64_t Hp, int64_t Wp, int64_t Fp, int64_t fv, R* acc_mem) {
   using Vec = typename VT::V;
   constexpr int L = VT::W;
   const int64_t cg = g.c / g.groups;
@@ -116,8 +84,8 @@ void dwf_rows(const R* gt, const R* xp, const std::vector<int64_t>& roff, const 
   const int64_t rows = static_cast<int64_t>(roff.size());
   int64_t r = 0;
   for (; r + RB <= rows; r += RB)
-    dwf_rows_block<R, VT, RB, KW, V>(gt, xp, roff.data() + r, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + r * KW * Fp);
-  for (; r < rows; ++r) dwf_rows_block<R, VT, 1, KW, V>(gt, xp, roff.data() + r, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + r * KW * Fp);
+    dwf_block<R, VT, RB, KW, V>(gt, xp, roff.data() + r, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + r * KW * Fp);
+  for (; r < rows; ++r) dwf_block<R, VT, 1, KW, V>(gt, xp, roff.data() + r, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + r * KW * Fp);
 }
 
 // The taps in blocks of TB, then 4, then 1, for V vectors of filters from vector fv.
@@ -126,9 +94,9 @@ void dwf_taps(const R* gt, const R* xp, const std::vector<int64_t>& toff, const 
               int64_t Hp, int64_t Wp, int64_t Fp, int64_t fv, R* acc_mem) {
   const int64_t K = static_cast<int64_t>(toff.size());
   int64_t t = 0;
-  for (; t + TB <= K; t += TB) dwf_block<R, VT, TB, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
-  for (; t + 4 <= K; t += 4) dwf_block<R, VT, 4, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
-  for (; t < K; ++t) dwf_block<R, VT, 1, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
+  for (; t + TB <= K; t += TB) dwf_block<R, VT, TB, 1, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
+  for (; t + 4 <= K; t += 4) dwf_block<R, VT, 4, 1, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
+  for (; t < K; ++t) dwf_block<R, VT, 1, 1, V>(gt, xp, toff.data() + t, g, n0, n1, Hp, Wp, Fp, fv, acc_mem + t * Fp);
 }
 
 template <class R, class VT, int V>
