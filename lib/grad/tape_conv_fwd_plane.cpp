@@ -5,7 +5,8 @@
 // Shapes (one group): x [N, Cg, H, W], W [Fg, Cg, KH, KW], y [N, Fg, OH, OW] (the tape's doubles).
 //   wt [K, Fg]       the group's weights in R, tap-major (k = (c, i, j)), a tap's filters side by side
 //   xs [Cg, H·W]     a sample's input in R (floats: converted once a sample; doubles: x itself)
-// Output position p = oh·OW + ow, lanes of 256-bit vectors along p (4 doubles, 8 floats). With OW = W and
+// Output position p = oh·OW + ow, lanes of 256-bit vectors along p (4 doubles, 8 floats; 8 doubles in
+// 512 bits where the plane is whole 8-lane vectors: conv2d_plane_forward). With OW = W and
 // stride 1, tap (c, i, j) of every position reads x at p + shift, shift = (i·DH − PT)·W + j·DW − PL: one
 // load per vector of positions, its lanes whose tap lands in the padding (row ih or column iw outside
 // the image: a column past the row's end would wrap into the next row) masked to +0. Per block of FB
@@ -26,9 +27,9 @@ namespace gr {
 #if defined(__AVX512F__) && defined(__AVX512VL__)
 namespace {
 
-template <class R>
+template <class R, class VT = Vec256<R>>
 struct PlaneFwd {
-  using T = Vec256<R>;
+  using T = VT;
   static constexpr int L = T::L;
   explicit PlaneFwd(const gr_window& window) : g(window) {}
   const gr_window& g;
@@ -38,9 +39,8 @@ struct PlaneFwd {
 };
 
 // FB filters from f0 × PB vectors of positions from v0 for one sample: xs its input, yn its output planes.
-template <class R, int FB, int PB>
-void fwd_block(const PlaneFwd<R>& s, const R* xs, const R* wt, int64_t f0, int64_t v0, double* yn) {
-  using T = Vec256<R>;
+template <class R, class T, int FB, int PB>
+void fwd_block(const PlaneFwd<R, T>& s, const R* xs, const R* wt, int64_t f0, int64_t v0, double* yn) {
   using V = typename T::V;
   constexpr int L = T::L;
   const gr_window& g = s.g;
@@ -59,7 +59,6 @@ void fwd_block(const PlaneFwd<R>& s, const R* xs, const R* wt, int64_t f0, int64
 #pragma GCC unroll 8
       for (int v = 0; v < PB; ++v) {
         xv[v] = T::load(m[v], at + v * L);
-        keep_in_register(xv[v]);  // conv_lanes.h: used by FB fmas
       }
       const R* wk = wt + (c * taps + t) * s.fg + f0;
 #pragma GCC unroll 8
@@ -81,33 +80,25 @@ void fwd_block(const PlaneFwd<R>& s, const R* xs, const R* wt, int64_t f0, int64
 }
 
 // The plane's vectors in blocks of PBmax, the rest in one smaller block.
-template <class R, int FB, int PBmax>
-void fwd_filters(const PlaneFwd<R>& s, const R* xs, const R* wt, int64_t f0, double* yn) {
+template <class R, class T, int FB, int PBmax>
+void fwd_filters(const PlaneFwd<R, T>& s, const R* xs, const R* wt, int64_t f0, double* yn) {
   int64_t v0 = 0;
-  for (; v0 + PBmax <= s.PV; v0 += PBmax) fwd_block<R, FB, PBmax>(s, xs, wt, f0, v0, yn);
+  for (; v0 + PBmax <= s.PV; v0 += PBmax) fwd_block<R, T, FB, PBmax>(s, xs, wt, f0, v0, yn);
   switch (s.PV - v0) {
     case 0: return;
-    case 1: return fwd_block<R, FB, 1>(s, xs, wt, f0, v0, yn);
-    case 2: if constexpr (PBmax > 2) return fwd_block<R, FB, 2>(s, xs, wt, f0, v0, yn); return;
-    case 3: if constexpr (PBmax > 3) return fwd_block<R, FB, 3>(s, xs, wt, f0, v0, yn); return;
+    case 1: return fwd_block<R, T, FB, 1>(s, xs, wt, f0, v0, yn);
+    case 2: if constexpr (PBmax > 2) return fwd_block<R, T, FB, 2>(s, xs, wt, f0, v0, yn); return;
+    case 3: if constexpr (PBmax > 3) return fwd_block<R, T, FB, 3>(s, xs, wt, f0, v0, yn); return;
   }
 }
 
-}  // namespace
-
-// conv2d's forward values (gr_conv2d_win_fwd) into y [N, F, OH, OW], or false (y untouched) where this
-// path does not apply or was not measured to pay (test_window, docs/performance.md "stop 58"): stride 1,
-// OW = W, filters a group a multiple of 8 (blocks of 8 filters × 2 vectors; 6 × 3 on LeNet's conv1 ran
-// 3-9% slower than its row path, 4 × 4 no faster than the sample lanes), a group's input plane ≤ 16 KB.
-template <class R>
-bool conv2d_plane_forward(const double* x, const double* w, const gr_window& g, double* y) {
-  using S = PlaneFwd<R>;
+// Inlined into conv2d_plane_forward: as a function of its own, its f32 instance ran 10-17% slower (the
+// same inner loop; measured, not understood).
+template <class R, class T>
+__attribute__((always_inline)) inline void plane_forward(const double* x, const double* w, const gr_window& g, double* y) {
+  using S = PlaneFwd<R, T>;
   constexpr int L = S::L;
   const int64_t fg = g.f / g.groups, cg = g.c / g.groups, P = g.oh * g.ow;
-  if (g.sh != 1 || g.sw != 1 || g.ow != g.w || fg % 8 != 0 || P < L) return false;
-  // a block's taps sweep the sample's whole group of channels: it must stay in L1 (the 64 -> 128 layer's 64
-  // KB of floats ran 5% slower than the sample lanes)
-  if (cg * g.h * g.w * static_cast<int64_t>(sizeof(R)) > (16 << 10)) return false;
   S s(g);
   s.fg = fg, s.cg = cg, s.K = cg * g.kh * g.kw, s.P = P, s.PV = (P + L - 1) / L;
   for (int64_t i = 0; i < g.kh; ++i)
@@ -139,9 +130,28 @@ bool conv2d_plane_forward(const double* x, const double* w, const gr_window& g, 
         xs = xbuf.data();
       }
       double* yn = y + (n * g.f + grp * fg) * P;
-      for (int64_t f0 = 0; f0 < fg; f0 += 8) fwd_filters<R, 8, 2>(s, xs, wt.data(), f0, yn);  // 16 chains
+      for (int64_t f0 = 0; f0 < fg; f0 += 8) fwd_filters<R, T, 8, 2>(s, xs, wt.data(), f0, yn);  // 16 chains
     }
   }
+}
+
+}  // namespace
+
+// conv2d's forward values (gr_conv2d_win_fwd) into y [N, F, OH, OW], or false (y untouched) where this
+// path does not apply or was not measured to pay (test_window, docs/performance.md "stop 58"): stride 1,
+// OW = W, filters a group a multiple of 8 (blocks of 8 filters × 2 vectors; 6 × 3 on LeNet's conv1 ran
+// 3-9% slower than its row path, 4 × 4 no faster than the sample lanes), a group's input plane ≤ 16 KB.
+// Doubles take 512-bit vectors where whole 8-lane vectors cover the plane (plane_lanes.h Vec512d).
+template <class R>
+bool conv2d_plane_forward(const double* x, const double* w, const gr_window& g, double* y) {
+  const int64_t fg = g.f / g.groups, cg = g.c / g.groups, P = g.oh * g.ow;
+  if (g.sh != 1 || g.sw != 1 || g.ow != g.w || fg % 8 != 0 || P < Vec256<R>::L) return false;
+  // a block's taps sweep the sample's whole group of channels: it must stay in L1 (the 64 -> 128 layer's 64
+  // KB of floats ran 5% slower than the sample lanes)
+  if (cg * g.h * g.w * static_cast<int64_t>(sizeof(R)) > (16 << 10)) return false;
+  if constexpr (std::is_same_v<R, double>)
+    if (P % 8 == 0) return plane_forward<R, Vec512d>(x, w, g, y), true;
+  plane_forward<R, Vec256<R>>(x, w, g, y);
   return true;
 }
 
