@@ -148,9 +148,11 @@ void print_blocks(const Spec& spec, const Program& p) {
     std::printf("  %-16s block %-12s %s  (%s) -> %s  %zu nodes, %zu params (%lld values)\n", b.name.c_str(), b.block.c_str(),
                 b.pointer.c_str(), ins.c_str(), b.output.c_str(), nodes, params, static_cast<long long>(count));
   }
-  for (const auto& [alias, target] : spec.aliases)  // the spec's own block nodes (not those inside instances)
-    if (std::none_of(spec.instances.begin(), spec.instances.end(), [&](const BlockInstance& b) { return alias.starts_with(b.name + "."); }))
+  for (const auto& [alias, target] : spec.aliases) {  // the spec's own block nodes (not those inside instances)
+    const std::string& name = alias;  // a lambda may not capture a structured binding before C++20's P1091 (clang 14)
+    if (std::none_of(spec.instances.begin(), spec.instances.end(), [&](const BlockInstance& b) { return name.starts_with(b.name + "."); }))
       std::printf("  %s = %s\n", alias.c_str(), target.c_str());
+  }
 }
 
 void run_inspect(const std::string& path) {

@@ -229,7 +229,11 @@ class Tape {
 
  private:
   template <class R>
-  friend struct TapeRules;  // backward rules (backward.cpp), R the arithmetic type
+  friend struct RuleContext;  // backward rules (rule_context.h, binary_rules.h, backward.cpp), R the arithmetic type
+  template <class R>
+  friend struct BinaryRules;
+  template <class R>
+  friend struct TapeRules;
   // f(R{}) with R = double or float, the tape's arithmetic type.
   template <class F>
   decltype(auto) by_real(F&& f) {

@@ -46,10 +46,14 @@ void fold_rows(const MatmulArgsOf<double>& x, int64_t ldc, int64_t i0) {
     const __m512d b_full = _mm512_loadu_pd(b);
 // GCC 12's own avx512dqintrin.h trips -Wmaybe-uninitialized in _mm512_broadcast_f64x2 (its
 // unused pass-through operand); the intrinsic itself reads only its argument.
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning (and -Werror rejects the name)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
     const __m512d b_tail = _mm512_broadcast_f64x2(_mm_loadu_pd(b + 8));  // b8 b9 b8 b9 ...
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
     __m512d av[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
