@@ -229,7 +229,9 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
   // the forward along the output plane (tape_conv_fwd_plane.cpp: stride 1, OW = W, filters a group a
   // multiple of 8, a group's plane ≤ 16 KB): the digits CNN's conv2, 5×5 taps over a plane one position
   // short of whole vectors, dilation 2, a 3×1 kernel in 2 groups, a 1×1 kernel; padded taps in every
-  // corner (masked to +0) and a column tap that would wrap into the next row
+  // corner (masked to +0) and a column tap that would wrap into the next row. Planes of whole 8-lane
+  // vectors take 512-bit vectors on doubles: 16 positions (one block), 24 (a block of 2 and 1), 40 with
+  // 5×5 taps (2 + 2 + 1), 24 dilated.
   {
     const WindowAttrs same = same_padding();
     WindowAttrs dilated = same, grouped = same;
@@ -241,6 +243,9 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
         {Op::Conv2d, Shape{3, 2, 6, 7}, Shape{16, 2, 3, 3}, dilated},
         {Op::Conv2d, Shape{2, 4, 5, 6}, Shape{16, 2, 3, 1}, grouped},
         {Op::Conv2d, Shape{1, 8, 3, 3}, Shape{8, 8, 1, 1}, {}},
+        {Op::Conv2d, Shape{2, 3, 3, 8}, Shape{8, 3, 3, 3}, same},
+        {Op::Conv2d, Shape{2, 2, 5, 8}, Shape{16, 2, 5, 5}, same},
+        {Op::Conv2d, Shape{2, 2, 4, 6}, Shape{8, 2, 3, 3}, dilated},
     };
     check_cases(cases, 6450);
     // an infinite weight: a padded tap is fma(inf, +0, acc) = NaN in the definition, and the masked lanes
@@ -251,6 +256,10 @@ TEST_CASE("window ops: batches over the SIMD lanes equal the definition byte for
     INFO(describe(cases[1]) << " with an infinite weight");
     check_geometry<double>(cases[1], 6460, nullptr, &w);
     check_geometry<float>(cases[1], 6461, nullptr, &w);
+    std::vector<double> w8 = wrng.uniform_vec(cases[6].w.numel(), -2.0, 2.0);  // the same on 512-bit vectors
+    w8[0] = std::numeric_limits<double>::infinity();
+    INFO(describe(cases[6]) << " with an infinite weight");
+    check_geometry<double>(cases[6], 6462, nullptr, &w8);
   }
   // dx along the output plane (tape_conv_dx_plane.cpp, AVX-512VL: column stride 1, KW 3 or 5; floats with
   // channels a group take the direct loop first where it applies): the digits CNN's conv2 (a plane of 4
