@@ -30,16 +30,8 @@ namespace gr {
 
 template <class R>
 struct TapeRules : BinaryRules<R> {
-  using Base = BinaryRules<R>;
-  using typename Base::Slot;
-  using Base::binary;
-  using Base::g;
-  using Base::in;
-  using Base::n;
-  using Base::slot_of;
-  using Base::t;
-  using Base::wants;
-  using Base::write_range;
+  GR_RULE_CONTEXT_NAMES(BinaryRules<R>);
+  using BinaryRules<R>::binary;
 
   // slot[e] += c(e) for a same-shaped single input.
   template <class C>

@@ -14,15 +14,7 @@ namespace gr {
 
 template <class R>
 struct BinaryRules : RuleContext<R> {
-  using Base = RuleContext<R>;
-  using typename Base::Slot;
-  using Base::g;
-  using Base::in;
-  using Base::n;
-  using Base::slot_of;
-  using Base::t;
-  using Base::wants;
-  using Base::write_range;
+  GR_RULE_CONTEXT_NAMES(RuleContext<R>);
 
   // slot[ia(e)] += c(e) over the broadcast map, for whichever sides want a gradient.
   template <class CA, class CB>

@@ -29,9 +29,10 @@ struct Vec256<double> {
   static V add(V a, __mmask8 m, V b) { return _mm256_mask_add_pd(a, m, a, b); }  // a + b in m's lanes, else a
   static void store_widened(double* p, __mmask8 m, V v) { _mm256_mask_storeu_pd(p, m, v); }  // m's lanes of v at p
 };
-// 512-bit vectors of doubles, the same interface: tape_conv_fwd_plane.cpp where whole 8-lane vectors cover
-// the plane (digits conv2's 4 × 4: 16 positions in 2 vectors, the block 8 filters × the whole plane; the
-// same fmas in half the instructions, 0.206 -> 0.183 ms). Tried and not kept for the dx plane (slower).
+// 512-bit vectors of doubles, the part of the interface the forward uses: tape_conv_fwd_plane.cpp where
+// whole 8-lane vectors cover the plane (digits conv2's 4 × 4: 16 positions in 2 vectors, the block 8 filters
+// × the whole plane; the same fmas in half the instructions, 0.206 -> 0.183 ms). Tried and not kept for the
+// dx plane (slower).
 struct Vec512d {
   using V = __m512d;
   using M = __mmask8;
@@ -39,12 +40,7 @@ struct Vec512d {
   static V zero() { return _mm512_setzero_pd(); }
   static V broadcast(double w) { return _mm512_set1_pd(w); }
   static V load(__mmask8 m, const double* p) { return _mm512_maskz_loadu_pd(m, p); }
-  static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
-  static void store(double* p, __mmask8 m, V v) { _mm512_mask_storeu_pd(p, m, v); }
   static V fma(V w, V g, V d) { return _mm512_fmadd_pd(w, g, d); }  // fma(w, g, d) per lane
-  static V add(V a, V b) { return _mm512_add_pd(a, b); }
-  static V load(const double* p) { return _mm512_loadu_pd(p); }
-  static V add(V a, __mmask8 m, V b) { return _mm512_mask_add_pd(a, m, a, b); }  // a + b in m's lanes, else a
   static void store_widened(double* p, __mmask8 m, V v) { _mm512_mask_storeu_pd(p, m, v); }  // m's lanes of v at p
 };
 template <>

@@ -9,6 +9,18 @@
 
 namespace gr {
 
+// The context's names for a rule family that derives from it through a dependent base (binary_rules.h,
+// backward.cpp), so its rules read them unqualified.
+#define GR_RULE_CONTEXT_NAMES(Base) \
+  using typename Base::Slot;        \
+  using Base::g;                    \
+  using Base::in;                   \
+  using Base::n;                    \
+  using Base::slot_of;              \
+  using Base::t;                    \
+  using Base::wants;                \
+  using Base::write_range
+
 template <class R>
 struct RuleContext {
   Tape& t;
